@@ -1,0 +1,48 @@
+//! The command line: `vfio-assistant` with no subcommand opens the app; the
+//! subcommands print to the terminal (`--json` for scripts). One file per
+//! subcommand.
+
+pub mod scan;
+pub mod snapshot;
+pub mod text;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vfio-assistant",
+    version,
+    about = "Reads a Linux host for GPU passthrough (VFIO) and explains what it finds",
+    long_about = "Reads a Linux host for GPU/PCI passthrough to KVM/libvirt virtual machines (VFIO): \
+PCI devices and IOMMU groups with a passthrough verdict, the CPU topology, kernel and firmware state.\n\n\
+Without a subcommand it opens the desktop app."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Open the app on the bundled sample host (real data from a Ryzen desktop), for
+    /// exploring without VFIO hardware.
+    #[arg(long, global = true)]
+    pub demo: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct HostArgs {
+    /// Read the host from this directory (an extracted snapshot or a fixture tree)
+    /// instead of the running machine.
+    #[arg(long, value_name = "DIR", global = true)]
+    pub root: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the host: devices by IOMMU group with passthrough verdicts, the CPU
+    /// topology, kernel and firmware state.
+    Scan(scan::ScanArgs),
+    /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
+    /// UUIDs and serial numbers masked, to attach to a bug report.
+    Snapshot(snapshot::SnapshotArgs),
+}

@@ -1,0 +1,37 @@
+//! `vfio-assistant snapshot OUT.tar.gz`.
+
+use crate::capture::capture;
+use crate::sysroot::HostRoot;
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Where to write the archive (`.tar.gz`).
+    #[arg(value_name = "OUT.tar.gz")]
+    pub out: PathBuf,
+}
+
+pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
+    let report = capture(root, &args.out).with_context(|| format!("capturing {}", args.out.display()))?;
+    println!(
+        "Wrote {}: {} files, {} symlinks, {} directories, {} placeholders.",
+        args.out.display(),
+        report.files,
+        report.symlinks,
+        report.directories,
+        report.placeholders
+    );
+    if !report.skipped.is_empty() {
+        println!(
+            "{} file(s) could not be read{} and were left out or kept as empty placeholders, e.g. {}",
+            report.skipped.len(),
+            if root.is_live() { " (run as root to include them)" } else { "" },
+            report.skipped.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    println!("MAC addresses, UUIDs and serial numbers are masked. To read it back:");
+    println!("  mkdir host && tar xzf {} -C host && vfio-assistant scan --root host", args.out.display());
+    Ok(0)
+}

@@ -1,0 +1,152 @@
+//! The read-only model of a host, built from a `HostRoot`. `scan` reads
+//! everything; each submodule owns one part and turns odd or missing files into
+//! warnings instead of failing.
+
+pub mod cpu;
+pub mod firmware;
+pub mod freq;
+pub mod hex;
+pub mod hybrid;
+pub mod iommu;
+pub mod kernel;
+pub mod pci;
+pub mod pci_names;
+pub mod topology;
+pub mod usage;
+pub mod warnings;
+
+use crate::sysroot::HostRoot;
+use cpu::CpuSummary;
+use firmware::FirmwareState;
+use iommu::{IommuGroup, PassthroughVerdict, VerdictKind};
+use kernel::KernelState;
+use pci::PciDevice;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use topology::Topology;
+use warnings::{Warning, Warnings};
+
+/// Version of the JSON document `scan --json` prints (see docs/scan-json.md).
+pub const SCAN_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IommuSummary {
+    /// Groups exist: the kernel has an IOMMU driving DMA remapping.
+    pub active: bool,
+    pub groups: usize,
+}
+
+/// A PCI device with its passthrough verdict, as `scan` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PciEntry {
+    #[serde(flatten)]
+    pub device: PciDevice,
+    pub passthrough: PassthroughVerdict,
+}
+
+/// Everything we know about a host after one scan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostSnapshot {
+    pub schema_version: u32,
+    pub root: String,
+    pub cpu: CpuSummary,
+    pub topology: Topology,
+    pub iommu: IommuSummary,
+    pub iommu_groups: Vec<IommuGroup>,
+    pub pci_devices: Vec<PciEntry>,
+    pub kernel: KernelState,
+    pub firmware: FirmwareState,
+    /// What could not be read, with the path and why. Partial data is still data.
+    pub warnings: Vec<Warning>,
+}
+
+impl HostSnapshot {
+    pub fn device(&self, address: &str) -> Option<&PciEntry> {
+        self.pci_devices
+            .binary_search_by(|e| e.device.address.as_str().cmp(address))
+            .ok()
+            .map(|i| &self.pci_devices[i])
+    }
+    pub fn gpus(&self) -> impl Iterator<Item = &PciEntry> {
+        self.pci_devices.iter().filter(|e| e.device.is_gpu())
+    }
+}
+
+/// Why a root cannot be scanned at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("{0}: not a directory")]
+    NotADirectory(String),
+    #[error("{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the directory a snapshot was extracted to")]
+    NotAHost(String),
+}
+
+/// Read the whole host model.
+pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
+    let shown = root.base().display().to_string();
+    if !root.base().is_dir() {
+        return Err(ScanError::NotADirectory(shown));
+    }
+    if !root.looks_like_host() {
+        return Err(ScanError::NotAHost(shown));
+    }
+    let mut w = Warnings::default();
+    let cpu = cpu::read_cpu_summary(root, &mut w);
+    let topology = topology::read_topology(root, &mut w);
+    let mut devices = pci::read_pci_devices(root, &mut w);
+    usage::attach_host_usage(root, &mut devices, &mut w);
+    let mut groups = iommu::read_iommu_groups(root, &mut w);
+    if groups.is_empty() {
+        groups = iommu::groups_from_devices(&devices);
+    }
+    let kernel = kernel::read_kernel(root, &mut w);
+    let firmware = firmware::read_firmware(root);
+    let iommu = IommuSummary {
+        active: !groups.is_empty(),
+        groups: groups.len(),
+    };
+    let pci_devices = judge_all(devices, &groups, iommu.active);
+    Ok(HostSnapshot {
+        schema_version: SCAN_SCHEMA_VERSION,
+        root: shown,
+        cpu,
+        topology,
+        iommu,
+        iommu_groups: groups,
+        pci_devices,
+        kernel,
+        firmware,
+        warnings: w.into_sorted(),
+    })
+}
+
+fn judge_all(devices: Vec<PciDevice>, groups: &[IommuGroup], iommu_active: bool) -> Vec<PciEntry> {
+    let by_addr: BTreeMap<String, PciDevice> = devices.into_iter().map(|d| (d.address.clone(), d)).collect();
+    let by_group: BTreeMap<u32, IommuGroup> = groups.iter().map(|g| (g.id, g.clone())).collect();
+    by_addr
+        .values()
+        .map(|d| {
+            let passthrough = if d.is_host_bridge() || d.is_pci_bridge() {
+                bridge_verdict(d)
+            } else {
+                iommu::passthrough_verdict(&d.address, &by_addr, &by_group, iommu_active)
+            };
+            PciEntry {
+                device: d.clone(),
+                passthrough,
+            }
+        })
+        .collect()
+}
+
+fn bridge_verdict(d: &PciDevice) -> PassthroughVerdict {
+    PassthroughVerdict {
+        verdict: VerdictKind::NotViable,
+        set: vec![d.address.clone()],
+        companions: Vec::new(),
+        bridges_left_to_host: Vec::new(),
+        blockers: Vec::new(),
+        notes: Vec::new(),
+        reason: "Bridges stay with the host: pass through the devices behind them instead.".into(),
+    }
+}

@@ -1,0 +1,474 @@
+//! The CPU topology from sysfs: packages, dies, clusters, NUMA nodes, L3 and L2
+//! sharing groups, cores with their SMT siblings, hybrid core kinds, online and
+//! offline CPUs, isolated and nohz_full CPUs, frequencies and governors.
+//!
+//! Offline CPUs have no `topology/` directory; core ids can skip numbers; package
+//! ids can be odd firmware values. Cores are therefore identified by their sibling
+//! set (`thread_siblings_list`), not by `core_id`, and packages by whatever id the
+//! firmware gave, counted rather than trusted to be dense.
+
+use super::freq::{CpuFreq, read_cpufreq};
+use super::warnings::Warnings;
+use crate::parse::cpulist::parse_cpulist;
+use crate::parse::values::{parse_i64, parse_size_kib, parse_u64};
+use crate::sysroot::{HostPath, HostRoot};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LogicalCpu {
+    pub id: u32,
+    pub online: bool,
+    /// Index into `Topology::cores` (online CPUs only).
+    pub core: Option<usize>,
+    pub package_id: Option<i64>,
+    pub die_id: Option<i64>,
+    pub cluster_id: Option<i64>,
+    pub core_id: Option<i64>,
+    pub numa_node: Option<u32>,
+    /// Index into `Topology::l3_groups`.
+    pub l3_group: Option<usize>,
+    /// Index into `Topology::l2_groups`.
+    pub l2_group: Option<usize>,
+    pub max_freq_khz: Option<u64>,
+    pub base_freq_khz: Option<u64>,
+    pub governor: Option<String>,
+    /// ARM `cpu_capacity` (1024 = the biggest core).
+    pub capacity: Option<u64>,
+    pub isolated: bool,
+    pub nohz_full: bool,
+}
+
+/// A kind of core on a hybrid CPU (Intel P/E, ARM big/LITTLE).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoreKind {
+    /// 0 is the most power-efficient (slowest) kind, as hwloc counts.
+    pub efficiency: u8,
+    /// "P-core", "E-core", "big", "LITTLE", "mid".
+    pub name: String,
+    /// How it was told apart: `intel_pmu`, `cpu_capacity` or `base_frequency`.
+    pub source: String,
+    pub cores: usize,
+    pub cpus: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Core {
+    pub index: usize,
+    pub package_id: Option<i64>,
+    pub die_id: Option<i64>,
+    pub cluster_id: Option<i64>,
+    pub core_id: Option<i64>,
+    /// Online hardware threads of this core, sorted.
+    pub cpus: Vec<u32>,
+    pub numa_node: Option<u32>,
+    pub l3_group: Option<usize>,
+    /// Index into `Topology::core_kinds` on hybrid CPUs.
+    pub kind: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Package {
+    /// The firmware's `physical_package_id` (can be any number).
+    pub id: i64,
+    pub cpus: Vec<u32>,
+    pub cores: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HugepagePool {
+    pub size_kib: u64,
+    pub total: u64,
+    pub free: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NumaNode {
+    pub id: u32,
+    pub cpus: Vec<u32>,
+    pub memory_kib: Option<u64>,
+    pub hugepages: Vec<HugepagePool>,
+    /// False for the single node we assume when sysfs has no node directory.
+    pub from_sysfs: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CacheGroup {
+    pub level: u8,
+    pub size_kib: Option<u64>,
+    pub cpus: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TopologySummary {
+    pub packages: usize,
+    pub dies: usize,
+    pub clusters: usize,
+    pub numa_nodes: usize,
+    pub l3_groups: usize,
+    pub l2_groups: usize,
+    /// Online cores.
+    pub cores: usize,
+    pub cpus_online: usize,
+    pub cpus_offline: usize,
+    pub cpus_present: usize,
+    /// Most hardware threads on one core (2 with SMT).
+    pub threads_per_core: usize,
+    pub smt: bool,
+    pub hybrid: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Topology {
+    pub summary: TopologySummary,
+    pub cpus: Vec<LogicalCpu>,
+    pub cores: Vec<Core>,
+    pub packages: Vec<Package>,
+    pub numa_nodes: Vec<NumaNode>,
+    pub l3_groups: Vec<CacheGroup>,
+    pub l2_groups: Vec<CacheGroup>,
+    pub core_kinds: Vec<CoreKind>,
+    pub isolated: Vec<u32>,
+    pub nohz_full: Vec<u32>,
+}
+
+impl Topology {
+    pub fn cpu(&self, id: u32) -> Option<&LogicalCpu> {
+        self.cpus.binary_search_by_key(&id, |c| c.id).ok().map(|i| &self.cpus[i])
+    }
+    pub fn online_cpus(&self) -> impl Iterator<Item = &LogicalCpu> {
+        self.cpus.iter().filter(|c| c.online)
+    }
+}
+
+fn cpu_dir(id: u32) -> HostPath {
+    HostPath::sys(&format!("devices/system/cpu/cpu{id}"))
+}
+
+fn read_list(root: &HostRoot, path: &HostPath, warnings: &mut Warnings) -> Option<BTreeSet<u32>> {
+    warnings.take_opt(root.read_parsed(path, parse_cpulist))
+}
+
+/// Read the whole topology. Never fails: what cannot be read is a warning.
+pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
+    let base = HostPath::sys("devices/system/cpu");
+    let dir_ids: BTreeSet<u32> = root
+        .list_dir(&base)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
+        .collect();
+    let present = read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
+    let present: BTreeSet<u32> = present.union(&dir_ids).copied().collect();
+    let online_list = read_list(root, &base.join("online"), warnings);
+    let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
+    let nohz_full = read_list(root, &base.join("nohz_full"), warnings).unwrap_or_default();
+    let freq = read_cpufreq(root, &present, warnings);
+
+    let mut cpus = Vec::new();
+    for &id in &present {
+        let dir = cpu_dir(id);
+        let online = match &online_list {
+            Some(list) => list.contains(&id),
+            None => warnings
+                .take_opt(root.read_attr_opt(&dir.join("online")))
+                .map(|v| v == "1")
+                .unwrap_or_else(|| root.is_dir(&dir.join("topology"))),
+        };
+        let topo = dir.join("topology");
+        let num = |name: &str, w: &mut Warnings| w.take_opt(root.read_parsed(&topo.join(name), parse_i64));
+        let (package_id, die_id, cluster_id, core_id) = if online {
+            (
+                num("physical_package_id", warnings),
+                num("die_id", warnings),
+                num("cluster_id", warnings),
+                num("core_id", warnings),
+            )
+        } else {
+            (None, None, None, None)
+        };
+        let f: CpuFreq = freq.get(&id).cloned().unwrap_or_default();
+        cpus.push(LogicalCpu {
+            id,
+            online,
+            package_id,
+            die_id,
+            cluster_id,
+            core_id,
+            max_freq_khz: f.max_khz,
+            base_freq_khz: f.base_khz,
+            governor: f.governor,
+            capacity: if online {
+                warnings.take_opt(root.read_parsed(&dir.join("cpu_capacity"), parse_u64))
+            } else {
+                None
+            },
+            isolated: isolated.contains(&id),
+            nohz_full: nohz_full.contains(&id),
+            ..LogicalCpu::default()
+        });
+    }
+    let online: BTreeSet<u32> = cpus.iter().filter(|c| c.online).map(|c| c.id).collect();
+
+    let cores = build_cores(root, &mut cpus, &online, warnings);
+    let mut topo = Topology {
+        cores,
+        isolated: isolated.into_iter().collect(),
+        nohz_full: nohz_full.into_iter().collect(),
+        ..Topology::default()
+    };
+    topo.numa_nodes = read_numa(root, &online, warnings);
+    for node in &topo.numa_nodes {
+        for c in &node.cpus {
+            if let Some(cpu) = cpus.iter_mut().find(|x| x.id == *c) {
+                cpu.numa_node = Some(node.id);
+            }
+        }
+    }
+    topo.l3_groups = cache_groups(root, &mut cpus, &online, 3, warnings);
+    topo.l2_groups = cache_groups(root, &mut cpus, &online, 2, warnings);
+    for core in &mut topo.cores {
+        if let Some(first) = core.cpus.first().and_then(|c| cpus.iter().find(|x| x.id == *c)) {
+            core.numa_node = first.numa_node;
+            core.l3_group = first.l3_group;
+        }
+    }
+    topo.packages = build_packages(&cpus, &topo.cores);
+    topo.core_kinds = super::hybrid::classify(root, &cpus, &mut topo.cores, warnings);
+    topo.cpus = cpus;
+    topo.summary = summarize(&topo);
+    topo
+}
+
+/// Group online CPUs into cores by their sibling sets.
+fn build_cores(
+    root: &HostRoot,
+    cpus: &mut [LogicalCpu],
+    online: &BTreeSet<u32>,
+    warnings: &mut Warnings,
+) -> Vec<Core> {
+    let mut key_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for cpu in cpus.iter().filter(|c| c.online) {
+        let topo = cpu_dir(cpu.id).join("topology");
+        let siblings = read_list(root, &topo.join("thread_siblings_list"), warnings)
+            .or_else(|| read_list(root, &topo.join("core_cpus_list"), warnings));
+        let key: Vec<u32> = match siblings {
+            Some(s) if s.contains(&cpu.id) => s.intersection(online).copied().collect(),
+            _ => {
+                // No usable sibling list: CPUs with the same ids are one core.
+                let same: Vec<u32> = cpus_with_same_ids(cpus, cpu);
+                same
+            }
+        };
+        key_of.insert(cpu.id, key);
+    }
+    // Sibling lists must agree; a CPU that appears in two different sets keeps its own.
+    let mut cores: Vec<Core> = Vec::new();
+    let mut assigned: BTreeMap<u32, usize> = BTreeMap::new();
+    for (cpu_id, key) in &key_of {
+        if assigned.contains_key(cpu_id) {
+            continue;
+        }
+        let members: Vec<u32> = key
+            .iter()
+            .copied()
+            .filter(|m| !assigned.contains_key(m) && key_of.get(m) == Some(key))
+            .collect();
+        let members = if members.contains(cpu_id) { members } else { vec![*cpu_id] };
+        let index = cores.len();
+        let first = cpus.iter().find(|c| c.id == members[0]);
+        cores.push(Core {
+            index,
+            package_id: first.and_then(|c| c.package_id),
+            die_id: first.and_then(|c| c.die_id),
+            cluster_id: first.and_then(|c| c.cluster_id),
+            core_id: first.and_then(|c| c.core_id),
+            cpus: members.clone(),
+            numa_node: None,
+            l3_group: None,
+            kind: None,
+        });
+        for m in members {
+            assigned.insert(m, index);
+        }
+    }
+    for cpu in cpus.iter_mut() {
+        cpu.core = assigned.get(&cpu.id).copied();
+    }
+    cores
+}
+
+fn cpus_with_same_ids(cpus: &[LogicalCpu], cpu: &LogicalCpu) -> Vec<u32> {
+    if cpu.core_id.is_none() {
+        return vec![cpu.id];
+    }
+    cpus.iter()
+        .filter(|c| {
+            c.online
+                && c.package_id == cpu.package_id
+                && c.die_id == cpu.die_id
+                && c.cluster_id == cpu.cluster_id
+                && c.core_id == cpu.core_id
+        })
+        .map(|c| c.id)
+        .collect()
+}
+
+fn build_packages(cpus: &[LogicalCpu], cores: &[Core]) -> Vec<Package> {
+    let mut map: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for c in cpus.iter().filter(|c| c.online) {
+        map.entry(c.package_id.unwrap_or(0)).or_default().push(c.id);
+    }
+    map.into_iter()
+        .map(|(id, cpus)| Package {
+            id,
+            cores: cores.iter().filter(|k| k.package_id.unwrap_or(0) == id).count(),
+            cpus,
+        })
+        .collect()
+}
+
+/// Unique sharing sets of the unified (or data) cache at `level` among online CPUs.
+fn cache_groups(
+    root: &HostRoot,
+    cpus: &mut [LogicalCpu],
+    online: &BTreeSet<u32>,
+    level: u8,
+    warnings: &mut Warnings,
+) -> Vec<CacheGroup> {
+    let mut groups: Vec<CacheGroup> = Vec::new();
+    for cpu in cpus.iter_mut().filter(|c| c.online) {
+        let cache = cpu_dir(cpu.id).join("cache");
+        let Ok(indexes) = root.list_dir(&cache) else { continue };
+        for idx in indexes.iter().filter(|n| n.starts_with("index")) {
+            let dir = cache.join(idx);
+            let lvl = warnings.take_opt(root.read_parsed(&dir.join("level"), parse_u64));
+            if lvl != Some(u64::from(level)) {
+                continue;
+            }
+            let kind = warnings.take_opt(root.read_attr_opt(&dir.join("type")));
+            if kind.as_deref() == Some("Instruction") {
+                continue;
+            }
+            let Some(shared) = read_list(root, &dir.join("shared_cpu_list"), warnings) else {
+                continue;
+            };
+            let mut members: Vec<u32> = shared.intersection(online).copied().collect();
+            if !members.contains(&cpu.id) {
+                members = vec![cpu.id];
+            }
+            let size_kib = warnings.take_opt(root.read_parsed(&dir.join("size"), parse_size_kib));
+            let gi = match groups.iter().position(|g| g.cpus == members) {
+                Some(i) => i,
+                None => {
+                    groups.push(CacheGroup {
+                        level,
+                        size_kib,
+                        cpus: members,
+                    });
+                    groups.len() - 1
+                }
+            };
+            match level {
+                3 => cpu.l3_group = Some(gi),
+                _ => cpu.l2_group = Some(gi),
+            }
+            break;
+        }
+    }
+    groups
+}
+
+fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -> Vec<NumaNode> {
+    let base = HostPath::sys("devices/system/node");
+    let dir_ids: BTreeSet<u32> = root
+        .list_dir(&base)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.strip_prefix("node").and_then(|s| s.parse().ok()))
+        .collect();
+    let ids = match read_list(root, &base.join("online"), warnings) {
+        Some(list) => list.intersection(&dir_ids).copied().collect(),
+        None => dir_ids,
+    };
+    let mut nodes = Vec::new();
+    for id in ids {
+        let dir = base.join(format!("node{id}"));
+        let cpus: Vec<u32> = read_list(root, &dir.join("cpulist"), warnings)
+            .unwrap_or_default()
+            .intersection(online)
+            .copied()
+            .collect();
+        let memory_kib = warnings
+            .take(root.read_text(&dir.join("meminfo")))
+            .and_then(|t| node_mem_total_kib(&t));
+        let hugepages = super::kernel::read_hugepage_pools(root, &dir.join("hugepages"), warnings);
+        nodes.push(NumaNode {
+            id,
+            cpus,
+            memory_kib,
+            hugepages,
+            from_sysfs: true,
+        });
+    }
+    if nodes.is_empty() && !online.is_empty() {
+        nodes.push(NumaNode {
+            id: 0,
+            cpus: online.iter().copied().collect(),
+            memory_kib: None,
+            hugepages: Vec::new(),
+            from_sysfs: false,
+        });
+    }
+    nodes
+}
+
+/// `Node 0 MemTotal:       32768000 kB` -> 32768000.
+pub fn node_mem_total_kib(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.split_once("MemTotal:")?.1;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+fn summarize(t: &Topology) -> TopologySummary {
+    let online: Vec<&LogicalCpu> = t.cpus.iter().filter(|c| c.online).collect();
+    let dies: BTreeSet<(i64, i64)> = online
+        .iter()
+        .map(|c| (c.package_id.unwrap_or(0), c.die_id.unwrap_or(0)))
+        .collect();
+    let clusters: BTreeSet<(i64, i64)> = online
+        .iter()
+        .filter_map(|c| c.cluster_id.map(|k| (c.package_id.unwrap_or(0), k)))
+        .collect();
+    let threads_per_core = t.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0);
+    TopologySummary {
+        packages: t.packages.len(),
+        dies: dies.len(),
+        clusters: clusters.len(),
+        numa_nodes: t.numa_nodes.len(),
+        l3_groups: t.l3_groups.len(),
+        l2_groups: t.l2_groups.len(),
+        cores: t.cores.len(),
+        cpus_online: online.len(),
+        cpus_offline: t.cpus.len() - online.len(),
+        cpus_present: t.cpus.len(),
+        threads_per_core,
+        smt: threads_per_core > 1,
+        hybrid: t.core_kinds.len() > 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_meminfo() {
+        assert_eq!(
+            node_mem_total_kib("Node 0 MemTotal:       16310036 kB\nNode 0 MemFree: 1 kB\n"),
+            Some(16310036)
+        );
+        assert_eq!(node_mem_total_kib("garbage"), None);
+    }
+}

@@ -1,0 +1,9 @@
+//! VFIO Assistant: reads a Linux host for GPU/PCI passthrough (VFIO), explains
+//! what it finds, and shows it in a desktop app and a CLI over this library.
+
+pub mod capture;
+pub mod cli;
+pub mod host;
+pub mod parse;
+pub mod sysroot;
+pub mod ui;

@@ -1,0 +1,46 @@
+//! `vfio-assistant`: the app without a subcommand, the CLI with one. `main`
+//! turns `run`'s result into an exit code; errors are printed once, with context.
+
+use clap::Parser;
+use std::process::ExitCode;
+use vfio_assistant::cli::{Cli, Command};
+use vfio_assistant::sysroot::HostRoot;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
+        Err(err) => {
+            eprintln!("vfio-assistant: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let root = match &cli.host.root {
+        Some(dir) => HostRoot::at(dir),
+        None => HostRoot::live(),
+    };
+    match &cli.command {
+        None => vfio_assistant::ui::run_app(vfio_assistant::ui::Source::from_args(cli.demo, cli.host.root.clone())),
+        Some(Command::Scan(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::scan::run(&root.0, args)
+        }
+        Some(Command::Snapshot(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::snapshot::run(&root.0, args)
+        }
+    }
+}
+
+/// With `--demo`, the bundled sample host (kept alive while it is used).
+fn demo_or(root: HostRoot, demo: bool) -> anyhow::Result<(HostRoot, Option<tempfile::TempDir>)> {
+    if demo {
+        let (root, dir) = vfio_assistant::ui::demo::unpack_demo()?;
+        Ok((root, Some(dir)))
+    } else {
+        Ok((root, None))
+    }
+}

@@ -1,0 +1,18 @@
+//! Pure text parsers (`&str -> Result<T, ParseError>`), no I/O. Each is unit-tested
+//! on real text; the readers in `host/` feed them files through a `HostRoot`.
+
+pub mod cmdline;
+pub mod cpulist;
+pub mod modules;
+pub mod values;
+
+/// Why a piece of text could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+impl ParseError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        ParseError(msg.into())
+    }
+}

@@ -1,0 +1,365 @@
+//! `HostRoot`: the one place that knows where a host's `/sys`, `/proc`, `/dev`,
+//! `/etc` and `/boot` live. Every read of the host goes through it, so the whole
+//! model can be built from a captured snapshot or a fixture tree (`--root DIR`).
+//!
+//! A `HostRoot` can also record every path it was asked about; `snapshot` uses
+//! that record to capture exactly the files the model reads.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A path inside a host, relative to the host's root (never absolute).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostPath(PathBuf);
+
+impl HostPath {
+    fn under(top: &str, rel: &str) -> Self {
+        let rel = rel.trim_start_matches('/');
+        if rel.is_empty() {
+            HostPath(PathBuf::from(top))
+        } else {
+            HostPath(Path::new(top).join(rel))
+        }
+    }
+    /// A path below the host's `/sys`.
+    pub fn sys(rel: &str) -> Self {
+        Self::under("sys", rel)
+    }
+    /// A path below the host's `/proc`.
+    pub fn proc(rel: &str) -> Self {
+        Self::under("proc", rel)
+    }
+    /// A path below the host's `/dev`.
+    pub fn dev(rel: &str) -> Self {
+        Self::under("dev", rel)
+    }
+    /// A path below the host's `/etc`.
+    pub fn etc(rel: &str) -> Self {
+        Self::under("etc", rel)
+    }
+    /// A path below the host's `/boot`.
+    pub fn boot(rel: &str) -> Self {
+        Self::under("boot", rel)
+    }
+    /// A child of this path.
+    pub fn join(&self, rel: impl AsRef<Path>) -> Self {
+        HostPath(self.0.join(rel))
+    }
+    /// The path relative to the host root (e.g. `sys/bus/pci`).
+    pub fn relative(&self) -> &Path {
+        &self.0
+    }
+    /// The last component, as text.
+    pub fn file_name(&self) -> Option<String> {
+        self.0.file_name().map(|n| n.to_string_lossy().into_owned())
+    }
+    /// The path as the host itself would spell it (`/sys/bus/pci`), for evidence.
+    pub fn display_abs(&self) -> String {
+        format!("/{}", self.0.display())
+    }
+}
+
+impl std::fmt::Display for HostPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "/{}", self.0.display())
+    }
+}
+
+/// Why a read failed, with the path it failed on.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("{path}: not present")]
+    NotFound { path: String },
+    #[error("{path}: permission denied (run as root to read it)")]
+    PermissionDenied { path: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path}: unexpected value {value:?}: {reason}")]
+    Invalid {
+        path: String,
+        value: String,
+        reason: String,
+    },
+}
+
+impl ReadError {
+    fn from_io(path: &HostPath, err: &io::Error) -> Self {
+        let path = path.to_string();
+        match err.kind() {
+            io::ErrorKind::NotFound => ReadError::NotFound { path },
+            io::ErrorKind::PermissionDenied => ReadError::PermissionDenied { path },
+            _ => ReadError::Io {
+                path,
+                message: err.to_string(),
+            },
+        }
+    }
+    /// An unexpected value at `path`.
+    pub fn invalid(path: &HostPath, value: &str, reason: impl Into<String>) -> Self {
+        let mut value = value.trim().to_string();
+        if value.len() > 80 {
+            value.truncate(80);
+            value.push('…');
+        }
+        ReadError::Invalid {
+            path: path.to_string(),
+            value,
+            reason: reason.into(),
+        }
+    }
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::NotFound { .. })
+    }
+}
+
+/// The root of a host's file system as the model sees it.
+#[derive(Clone, Debug)]
+pub struct HostRoot {
+    base: PathBuf,
+    recorder: Option<Arc<Mutex<BTreeSet<PathBuf>>>>,
+}
+
+/// Sysfs attribute files are tiny; anything bigger than this is not an attribute.
+const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
+
+impl HostRoot {
+    /// The running machine.
+    pub fn live() -> Self {
+        Self::at(PathBuf::from(std::path::MAIN_SEPARATOR_STR))
+    }
+
+    /// A captured snapshot or fixture tree.
+    pub fn at(base: impl Into<PathBuf>) -> Self {
+        HostRoot {
+            base: base.into(),
+            recorder: None,
+        }
+    }
+
+    /// The same root, remembering every path read from now on.
+    pub fn recording(&self) -> Self {
+        HostRoot {
+            base: self.base.clone(),
+            recorder: Some(Arc::new(Mutex::new(BTreeSet::new()))),
+        }
+    }
+
+    /// Paths read so far (relative to the root), when recording.
+    pub fn recorded(&self) -> Vec<PathBuf> {
+        match &self.recorder {
+            Some(rec) => match rec.lock() {
+                Ok(set) => set.iter().cloned().collect(),
+                Err(poisoned) => poisoned.into_inner().iter().cloned().collect(),
+            },
+            None => Vec::new(),
+        }
+    }
+
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.base == Path::new(std::path::MAIN_SEPARATOR_STR)
+    }
+
+    /// Where `path` is on this machine's file system.
+    pub fn resolve(&self, path: &HostPath) -> PathBuf {
+        self.base.join(&path.0)
+    }
+
+    fn note(&self, path: &HostPath) {
+        if let Some(rec) = &self.recorder {
+            match rec.lock() {
+                Ok(mut set) => {
+                    set.insert(path.0.clone());
+                }
+                Err(poisoned) => {
+                    poisoned.into_inner().insert(path.0.clone());
+                }
+            }
+        }
+    }
+
+    /// Does the root look like a Linux host at all (has `sys` or `proc`)?
+    pub fn looks_like_host(&self) -> bool {
+        self.resolve(&HostPath::sys("")).is_dir() || self.resolve(&HostPath::proc("")).is_dir()
+    }
+
+    /// The whole text of a file.
+    pub fn read_text(&self, path: &HostPath) -> Result<String, ReadError> {
+        self.note(path);
+        let full = self.resolve(path);
+        let meta = fs::metadata(&full).map_err(|e| ReadError::from_io(path, &e))?;
+        if meta.is_dir() {
+            return Err(ReadError::Io {
+                path: path.to_string(),
+                message: "is a directory, expected a file".into(),
+            });
+        }
+        if meta.len() > MAX_TEXT_BYTES {
+            return Err(ReadError::Io {
+                path: path.to_string(),
+                message: format!("{} bytes, too large for an attribute", meta.len()),
+            });
+        }
+        let bytes = fs::read(&full).map_err(|e| ReadError::from_io(path, &e))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// A one-value attribute file, trimmed.
+    pub fn read_attr(&self, path: &HostPath) -> Result<String, ReadError> {
+        Ok(self.read_text(path)?.trim().to_string())
+    }
+
+    /// An attribute, or `None` when the file is absent; other errors are returned.
+    pub fn read_attr_opt(&self, path: &HostPath) -> Result<Option<String>, ReadError> {
+        match self.read_attr(path) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An attribute parsed by `parse`; a parse failure becomes `ReadError::Invalid`.
+    pub fn read_parsed<T, E: std::fmt::Display>(
+        &self,
+        path: &HostPath,
+        parse: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Option<T>, ReadError> {
+        match self.read_attr_opt(path)? {
+            None => Ok(None),
+            Some(text) => parse(&text)
+                .map(Some)
+                .map_err(|e| ReadError::invalid(path, &text, e.to_string())),
+        }
+    }
+
+    /// Does anything (file, directory, link, even a dangling one) exist at `path`?
+    pub fn exists(&self, path: &HostPath) -> bool {
+        self.note(path);
+        fs::symlink_metadata(self.resolve(path)).is_ok()
+    }
+
+    /// Is `path` a directory (following links)?
+    pub fn is_dir(&self, path: &HostPath) -> bool {
+        self.note(path);
+        self.resolve(path).is_dir()
+    }
+
+    /// The names in a directory, sorted. A missing directory is `NotFound`.
+    pub fn list_dir(&self, path: &HostPath) -> Result<Vec<String>, ReadError> {
+        self.note(path);
+        let entries = fs::read_dir(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| ReadError::from_io(path, &e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // A listing's links (group members, class entries) are part of what we read.
+            if self.recorder.is_some() && entry.file_type().map(|t| t.is_symlink()).unwrap_or(false) {
+                self.note(&path.join(&name));
+            }
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// The target of a symlink, as stored.
+    pub fn read_link(&self, path: &HostPath) -> Result<PathBuf, ReadError> {
+        self.note(path);
+        fs::read_link(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))
+    }
+
+    /// The last component of a symlink's target (`driver` -> `vfio-pci`).
+    pub fn link_name(&self, path: &HostPath) -> Result<Option<String>, ReadError> {
+        match self.read_link(path) {
+            Ok(target) => Ok(target
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A symlink resolved lexically inside the root (`../../devices/x` from
+    /// `sys/bus/pci/devices/y`), without touching anything outside the root.
+    /// Returns `None` when the link is absent or escapes the root.
+    pub fn resolve_link(&self, path: &HostPath) -> Result<Option<HostPath>, ReadError> {
+        let target = match self.read_link(path) {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut parts: Vec<std::ffi::OsString> = Vec::new();
+        if target.is_relative() {
+            if let Some(parent) = path.0.parent() {
+                parts.extend(parent.components().map(|c| c.as_os_str().to_owned()));
+            }
+        }
+        for comp in target.components() {
+            match comp {
+                Component::ParentDir => {
+                    if parts.pop().is_none() {
+                        return Ok(None);
+                    }
+                }
+                Component::Normal(p) => parts.push(p.to_owned()),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+        let joined: PathBuf = parts.iter().collect();
+        Ok(Some(HostPath(joined)))
+    }
+
+    /// Is `path` itself a symlink?
+    pub fn is_symlink(&self, path: &HostPath) -> bool {
+        fs::symlink_metadata(self.resolve(path))
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn reads_through_root_and_records() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
+        fs::create_dir_all(dir.path().join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+        fs::write(
+            dir.path().join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
+            "0x10de\n",
+        )
+        .unwrap();
+        symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            dir.path().join("sys/bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        let root = HostRoot::at(dir.path()).recording();
+        let dev = HostPath::sys("bus/pci/devices/0000:00:01.0");
+        assert_eq!(root.read_attr(&dev.join("vendor")).unwrap(), "0x10de");
+        let real = root.resolve_link(&dev).unwrap().unwrap();
+        assert_eq!(real, HostPath::sys("devices/pci0000:00/0000:00:01.0"));
+        assert!(root.recorded().iter().any(|p| p.ends_with("vendor")));
+        let missing = root.read_attr(&dev.join("nope")).unwrap_err();
+        assert!(missing.is_not_found());
+        assert!(missing.to_string().contains("/sys/bus/pci/devices/0000:00:01.0/nope"));
+    }
+
+    #[test]
+    fn link_escaping_root_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("sys")).unwrap();
+        symlink("../../../../etc", dir.path().join("sys/evil")).unwrap();
+        let root = HostRoot::at(dir.path());
+        assert_eq!(root.resolve_link(&HostPath::sys("evil")).unwrap(), None);
+    }
+}

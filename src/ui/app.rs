@@ -1,0 +1,197 @@
+//! The app: persisted `State` (data) next to runtime handles (the root, the scan
+//! channel). Views fill `Command`s while drawing; the app runs them afterwards.
+
+use super::state::{Page, State};
+use super::worker::{ScanResult, spawn_scan};
+use super::{Source, views};
+use crate::host::HostSnapshot;
+use crate::sysroot::HostRoot;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+
+/// Something a view asks the app to do after drawing.
+#[must_use]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Rescan,
+    ShowPage(Page),
+    /// Show this device on the Devices page.
+    ShowDevice(String),
+}
+
+pub struct App {
+    pub state: State,
+    root: Option<HostRoot>,
+    /// Keeps the unpacked demo host alive.
+    _demo_dir: Option<tempfile::TempDir>,
+    source_label: String,
+    pub snapshot: Option<Arc<HostSnapshot>>,
+    pub error: Option<String>,
+    scanning: Option<Receiver<ScanResult>>,
+    /// Set by `ShowDevice`: the Devices page opens and scrolls to it.
+    pub focus_device: Option<String>,
+    commands: Vec<Command>,
+}
+
+const STATE_KEY: &str = "vfio-assistant-state";
+
+impl App {
+    pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
+        let state: State = cc
+            .storage
+            .and_then(|s| eframe::get_value(s, STATE_KEY))
+            .unwrap_or_default();
+        let mut app = Self::from_source(source, state);
+        let ctx = cc.egui_ctx.clone();
+        app.start_scan(move || ctx.request_repaint());
+        app
+    }
+
+    fn from_source(source: Source, state: State) -> Self {
+        let (root, demo_dir, label, error) = match source {
+            Source::Live => (Some(HostRoot::live()), None, "this machine".to_string(), None),
+            Source::Root(dir) => {
+                let label = dir.display().to_string();
+                (Some(HostRoot::at(dir)), None, label, None)
+            }
+            Source::Demo => match super::demo::unpack_demo() {
+                Ok((root, dir)) => (Some(root), Some(dir), "demo host (sample data)".to_string(), None),
+                Err(e) => (None, None, "demo host".to_string(), Some(format!("{e:#}"))),
+            },
+        };
+        App {
+            state,
+            root,
+            _demo_dir: demo_dir,
+            source_label: label,
+            snapshot: None,
+            error,
+            scanning: None,
+            focus_device: None,
+            commands: Vec::new(),
+        }
+    }
+
+    /// An app showing an already scanned host (tests, embedding).
+    pub fn with_snapshot(snapshot: HostSnapshot, state: State) -> Self {
+        App {
+            state,
+            root: None,
+            _demo_dir: None,
+            source_label: snapshot.root.clone(),
+            snapshot: Some(Arc::new(snapshot)),
+            error: None,
+            scanning: None,
+            focus_device: None,
+            commands: Vec::new(),
+        }
+    }
+
+    fn start_scan(&mut self, wake: impl FnOnce() + Send + 'static) {
+        if let Some(root) = &self.root {
+            self.scanning = Some(spawn_scan(root.clone(), wake));
+        }
+    }
+
+    pub fn is_scanning(&self) -> bool {
+        self.scanning.is_some()
+    }
+
+    /// Take a finished scan, if any (no drawing).
+    pub fn poll_scan(&mut self) {
+        let Some(rx) = &self.scanning else { return };
+        match rx.try_recv() {
+            Ok(Ok(snap)) => {
+                self.snapshot = Some(Arc::new(snap));
+                self.error = None;
+                self.scanning = None;
+            }
+            Ok(Err(e)) => {
+                self.error = Some(e);
+                self.scanning = None;
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                self.error = Some("the scan stopped without a result".into());
+                self.scanning = None;
+            }
+        }
+    }
+
+    /// Draw everything into `ui`, then run what the views asked for.
+    pub fn ui_content(&mut self, ui: &mut egui::Ui) {
+        egui::Panel::top("top_bar").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.heading("VFIO Assistant");
+                ui.separator();
+                for page in Page::ALL {
+                    if ui.selectable_label(self.state.page == page, page.title()).clicked() {
+                        self.commands.push(Command::ShowPage(page));
+                    }
+                }
+                ui.separator();
+                let rescan = ui.add_enabled(self.root.is_some() && !self.is_scanning(), egui::Button::new("⟳ Rescan"));
+                if rescan.clicked() {
+                    self.commands.push(Command::Rescan);
+                }
+                if self.is_scanning() {
+                    ui.spinner();
+                    ui.label("Scanning…");
+                }
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    ui.weak(format!("Host: {}", self.source_label));
+                });
+            });
+        });
+        egui::CentralPanel::default().show(ui, |ui| {
+            if let Some(err) = &self.error {
+                ui.colored_label(ui.visuals().error_fg_color, format!("Could not read the host: {err}"));
+            }
+            let Some(snap) = self.snapshot.clone() else {
+                if self.error.is_none() {
+                    ui.label("Reading the host…");
+                }
+                return;
+            };
+            let mut out = Vec::new();
+            match self.state.page {
+                Page::Overview => views::overview::overview_ui(ui, &snap, &mut out),
+                Page::Devices => views::devices::devices_ui(ui, &snap, &mut self.state, self.focus_device.take(), &mut out),
+                Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut out),
+            }
+            self.commands.extend(out);
+        });
+        let ctx = ui.ctx().clone();
+        for cmd in std::mem::take(&mut self.commands) {
+            self.run(cmd, &ctx);
+        }
+    }
+
+    fn run(&mut self, cmd: Command, ctx: &egui::Context) {
+        match cmd {
+            Command::Rescan => {
+                let ctx = ctx.clone();
+                self.start_scan(move || ctx.request_repaint());
+            }
+            Command::ShowPage(p) => self.state.page = p,
+            Command::ShowDevice(a) => {
+                self.state.page = Page::Devices;
+                self.focus_device = Some(a);
+            }
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn logic(&mut self, _ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.poll_scan();
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.ui_content(ui);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, STATE_KEY, &self.state);
+    }
+}

@@ -1,0 +1,58 @@
+//! The desktop app (egui/eframe). `app.rs` owns the window and runs commands;
+//! `views/` draws one page per file; `worker.rs` scans off the UI thread.
+
+pub mod app;
+pub mod demo;
+pub mod state;
+pub mod views;
+pub mod widgets;
+pub mod worker;
+
+use std::path::PathBuf;
+
+/// Which host the app shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The running machine.
+    Live,
+    /// An extracted snapshot or fixture tree.
+    Root(PathBuf),
+    /// The bundled sample host.
+    Demo,
+}
+
+impl Source {
+    pub fn from_args(demo: bool, root: Option<PathBuf>) -> Self {
+        match (demo, root) {
+            (true, _) => Source::Demo,
+            (false, Some(r)) => Source::Root(r),
+            (false, None) => Source::Live,
+        }
+    }
+}
+
+pub const APP_ID: &str = "io.github.vfio_assistant.VfioAssistant";
+
+/// Open the window and run until it closes.
+pub fn run_app(source: Source) -> anyhow::Result<i32> {
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("VFIO Assistant")
+        .with_app_id(APP_ID)
+        .with_inner_size([1200.0, 820.0])
+        .with_min_inner_size([640.0, 400.0]);
+    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png")) {
+        viewport = viewport.with_icon(icon);
+    }
+    let options = eframe::NativeOptions {
+        viewport,
+        renderer: eframe::Renderer::Glow,
+        ..Default::default()
+    };
+    eframe::run_native(
+        APP_ID,
+        options,
+        Box::new(move |cc| Ok(Box::new(app::App::new(cc, source)))),
+    )
+    .map_err(|e| anyhow::anyhow!("could not open the window: {e}. Is a display available (DISPLAY or WAYLAND_DISPLAY)? The CLI works without one: vfio-assistant scan"))?;
+    Ok(0)
+}

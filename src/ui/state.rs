@@ -1,0 +1,32 @@
+//! What the app remembers between runs: data only, `#[serde(default)]`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Page {
+    #[default]
+    Overview,
+    Devices,
+    Cpu,
+}
+
+impl Page {
+    pub const ALL: [Page; 3] = [Page::Overview, Page::Devices, Page::Cpu];
+    pub fn title(self) -> &'static str {
+        match self {
+            Page::Overview => "Overview",
+            Page::Devices => "Devices",
+            Page::Cpu => "CPU",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    pub page: Page,
+    /// The Devices page's search text.
+    pub device_filter: String,
+    /// Show bridges and chipset plumbing on the Devices page.
+    pub show_bridges: bool,
+}

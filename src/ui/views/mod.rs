@@ -1,0 +1,6 @@
+//! One page per file. Views draw from a snapshot and push `Command`s; they never
+//! block and never do I/O.
+
+pub mod cpu;
+pub mod devices;
+pub mod overview;

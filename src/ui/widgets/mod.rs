@@ -1,0 +1,4 @@
+//! Reusable drawing pieces.
+
+pub mod badges;
+pub mod topology;

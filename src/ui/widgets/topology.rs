@@ -1,0 +1,127 @@
+//! The CPU topology drawn as nested boxes, lstopo-style: package > NUMA node >
+//! L3 group > core > hardware threads. Hybrid core kinds and isolated CPUs are
+//! marked; boxes wrap so 256 CPUs stay readable.
+
+use crate::cli::text::human_kib;
+use crate::host::topology::{Core, Topology};
+use crate::parse::cpulist::format_cpulist;
+use egui::{Color32, RichText};
+use std::collections::BTreeMap;
+
+const P_CORE: Color32 = Color32::from_rgb(70, 130, 220);
+const E_CORE: Color32 = Color32::from_rgb(60, 170, 150);
+const ISOLATED: Color32 = Color32::from_rgb(220, 140, 40);
+
+fn boxed<R>(ui: &mut egui::Ui, fill: Color32, add: impl FnOnce(&mut egui::Ui) -> R) -> R {
+    egui::Frame::new()
+        .fill(fill)
+        .stroke(ui.visuals().widgets.noninteractive.bg_stroke)
+        .corner_radius(4.0)
+        .inner_margin(4)
+        .show(ui, add)
+        .inner
+}
+
+fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
+    let kind = core.kind.and_then(|k| t.core_kinds.get(k));
+    let color = match kind {
+        Some(k) if k.efficiency == 0 => E_CORE,
+        Some(_) => P_CORE,
+        None => ui.visuals().widgets.inactive.bg_fill,
+    };
+    boxed(ui, color.linear_multiply(0.25), |ui| {
+        ui.vertical(|ui| {
+            let label = match (kind, core.core_id) {
+                (Some(k), Some(id)) => format!("Core {} ({})", id, k.name),
+                (None, Some(id)) => format!("Core {id}"),
+                (Some(k), None) => format!("Core #{} ({})", core.index, k.name),
+                (None, None) => format!("Core #{}", core.index),
+            };
+            ui.label(RichText::new(label).small());
+            ui.horizontal(|ui| {
+                for cpu_id in &core.cpus {
+                    let cpu = t.cpu(*cpu_id);
+                    let isolated = cpu.is_some_and(|c| c.isolated);
+                    let text = RichText::new(format!("CPU {cpu_id}")).monospace().small();
+                    let text = if isolated { text.color(ISOLATED).strong() } else { text };
+                    let resp = ui.label(text);
+                    resp.on_hover_ui(|ui| {
+                        ui.label(format!("CPU {cpu_id}, core {} of package {}", core.core_id.map(|c| c.to_string()).unwrap_or("?".into()), core.package_id.unwrap_or(0)));
+                        ui.label(format!("SMT siblings: {}", format_cpulist(&core.cpus)));
+                        if let Some(c) = cpu {
+                            if let Some(n) = c.numa_node {
+                                ui.label(format!("NUMA node {n}"));
+                            }
+                            if let Some(l3) = c.l3_group {
+                                ui.label(format!("L3 group #{l3}"));
+                            }
+                            if let Some(f) = c.max_freq_khz {
+                                ui.label(format!("max {:.1} GHz", f as f64 / 1_000_000.0));
+                            }
+                            if let Some(g) = &c.governor {
+                                ui.label(format!("governor {g}"));
+                            }
+                            if c.isolated {
+                                ui.label("isolated from the host scheduler (isolcpus)");
+                            }
+                            if c.nohz_full {
+                                ui.label("nohz_full: timer tick off when one task runs");
+                            }
+                        }
+                    });
+                }
+            });
+        });
+    });
+}
+
+pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
+    let mut tree: BTreeMap<i64, BTreeMap<Option<u32>, BTreeMap<Option<usize>, Vec<&Core>>>> = BTreeMap::new();
+    for core in &t.cores {
+        tree.entry(core.package_id.unwrap_or(0))
+            .or_default()
+            .entry(core.numa_node)
+            .or_default()
+            .entry(core.l3_group)
+            .or_default()
+            .push(core);
+    }
+    let pkg_fill = ui.visuals().faint_bg_color;
+    for (pkg, nodes) in &tree {
+        boxed(ui, pkg_fill, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new(format!("Package {pkg}")).strong());
+            for (node, l3s) in nodes {
+                boxed(ui, pkg_fill, |ui| {
+                    ui.set_width(ui.available_width());
+                    let mem = node
+                        .and_then(|n| t.numa_nodes.iter().find(|x| x.id == n))
+                        .and_then(|n| n.memory_kib)
+                        .map(|m| format!(" — {} memory", human_kib(m)))
+                        .unwrap_or_default();
+                    ui.label(format!("NUMA node {}{mem}", node.map(|n| n.to_string()).unwrap_or("?".into())));
+                    for (l3, cores) in l3s {
+                        boxed(ui, pkg_fill, |ui| {
+                            ui.set_width(ui.available_width());
+                            let size = l3.and_then(|i| t.l3_groups.get(i)).and_then(|g| g.size_kib).map(|s| format!(" ({})", human_kib(s))).unwrap_or_default();
+                            ui.label(match l3 {
+                                Some(i) => format!("L3 group #{i}{size} — {} cores", cores.len()),
+                                None => format!("No shared L3 — {} cores", cores.len()),
+                            });
+                            ui.horizontal_wrapped(|ui| {
+                                for core in cores {
+                                    core_ui(ui, t, core);
+                                }
+                            });
+                        });
+                    }
+                });
+            }
+        });
+        ui.add_space(6.0);
+    }
+    let offline: Vec<u32> = t.cpus.iter().filter(|c| !c.online).map(|c| c.id).collect();
+    if !offline.is_empty() {
+        ui.label(format!("Offline CPUs (no topology while offline): {}", format_cpulist(&offline)));
+    }
+}

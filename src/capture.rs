@@ -268,7 +268,8 @@ fn store_file<W: Write>(
         report.skipped.push(rel.display().to_string());
         return append_file(tar, rel, b"", out);
     }
-    if data.contains(&0) {
+    let body_len = data.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    if data[..body_len].contains(&0) {
         report.placeholders += 1;
         return append_file(tar, rel, b"", out);
     }

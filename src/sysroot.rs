@@ -212,7 +212,11 @@ impl HostRoot {
 
     /// A one-value attribute file, trimmed.
     pub fn read_attr(&self, path: &HostPath) -> Result<String, ReadError> {
-        Ok(self.read_text(path)?.trim().to_string())
+        // Some kernels end attributes with a NUL after the newline.
+        Ok(self
+            .read_text(path)?
+            .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+            .to_string())
     }
 
     /// An attribute, or `None` when the file is absent; other errors are returned.

@@ -223,7 +223,7 @@ pub fn topology_tree(o: &mut String, t: &Topology) {
                 .and_then(|n| n.memory_kib)
                 .map(|m| format!(" ({})", human_kib(m)))
                 .unwrap_or_default();
-            let _ = writeln!(o, "    NUMA node {}{mem}", node.map(|n| n.to_string()).unwrap_or_else(|| "?".into()));
+            let _ = writeln!(o, "    NUMA node {}{mem}", node.map(|n| n.to_string()).unwrap_or_else(|| "? (its node is offline or unknown)".into()));
             for (l3, cores) in l3s {
                 let size = l3
                     .and_then(|i| t.l3_groups.get(i))

@@ -9,7 +9,7 @@
 
 use super::freq::{CpuFreq, read_cpufreq};
 use super::warnings::Warnings;
-use crate::parse::cpulist::parse_cpulist;
+use crate::parse::cpulist::{parse_cpulist, parse_cpumask};
 use crate::parse::values::{parse_i64, parse_size_kib, parse_u64};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
@@ -253,7 +253,13 @@ fn build_cores(
         let siblings = read_list(root, &topo.join("thread_siblings_list"), warnings)
             .or_else(|| read_list(root, &topo.join("core_cpus_list"), warnings));
         let key: Vec<u32> = match siblings {
-            Some(s) if s.contains(&cpu.id) => s.intersection(online).copied().collect(),
+            // Siblings with a different core_id are separate cores sharing a
+            // front end (AMD Bulldozer compute units), as hwloc counts them.
+            Some(s) if s.contains(&cpu.id) => s
+                .intersection(online)
+                .copied()
+                .filter(|m| same_core_id(cpus, *m, cpu))
+                .collect(),
             _ => {
                 // No usable sibling list: CPUs with the same ids are one core.
                 let same: Vec<u32> = cpus_with_same_ids(cpus, cpu);
@@ -296,6 +302,13 @@ fn build_cores(
         cpu.core = assigned.get(&cpu.id).copied();
     }
     cores
+}
+
+fn same_core_id(cpus: &[LogicalCpu], other: u32, cpu: &LogicalCpu) -> bool {
+    match cpus.iter().find(|c| c.id == other) {
+        Some(o) => o.core_id.is_none() || cpu.core_id.is_none() || (o.core_id == cpu.core_id && o.package_id == cpu.package_id),
+        None => false,
+    }
 }
 
 fn cpus_with_same_ids(cpus: &[LogicalCpu], cpu: &LogicalCpu) -> Vec<u32> {
@@ -394,11 +407,17 @@ fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -
     let mut nodes = Vec::new();
     for id in ids {
         let dir = base.join(format!("node{id}"));
-        let cpus: Vec<u32> = read_list(root, &dir.join("cpulist"), warnings)
-            .unwrap_or_default()
-            .intersection(online)
-            .copied()
-            .collect();
+        // cpulist, else the older cpumap, else the node's cpuN links.
+        let listed = read_list(root, &dir.join("cpulist"), warnings)
+            .or_else(|| warnings.take_opt(root.read_parsed(&dir.join("cpumap"), parse_cpumask)))
+            .unwrap_or_else(|| {
+                root.list_dir(&dir)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
+                    .collect()
+            });
+        let cpus: Vec<u32> = listed.intersection(online).copied().collect();
         let memory_kib = warnings
             .take(root.read_text(&dir.join("meminfo")))
             .and_then(|t| node_mem_total_kib(&t));

@@ -73,6 +73,30 @@ fn number(s: &str) -> Result<u32, ParseError> {
     Ok(n)
 }
 
+/// Parse a sysfs CPU mask (`00000000,0000ffff`: 32-bit hex words, most
+/// significant first) into CPU ids.
+pub fn parse_cpumask(text: &str) -> Result<BTreeSet<u32>, ParseError> {
+    let mut set = BTreeSet::new();
+    let words: Vec<&str> = text.trim().split(',').collect();
+    for (i, word) in words.iter().rev().enumerate() {
+        let w = word.trim();
+        if w.is_empty() {
+            continue;
+        }
+        let bits = u32::from_str_radix(w, 16).map_err(|_| ParseError::new(format!("{w:?} is not a hex CPU mask word")))?;
+        let base = u32::try_from(i).ok().and_then(|i| i.checked_mul(32)).ok_or_else(|| ParseError::new("CPU mask too long"))?;
+        if base > MAX_CPU {
+            return Err(ParseError::new("CPU mask too long"));
+        }
+        for bit in 0..32 {
+            if bits & (1 << bit) != 0 {
+                set.insert(base + bit);
+            }
+        }
+    }
+    Ok(set)
+}
+
 /// Format CPU ids compactly: `[0,1,2,3,8]` -> `0-3,8`.
 pub fn format_cpulist<'a>(cpus: impl IntoIterator<Item = &'a u32>) -> String {
     let mut sorted: Vec<u32> = cpus.into_iter().copied().collect();
@@ -124,6 +148,15 @@ mod tests {
         assert!(parse_cpulist("5-2").is_err());
         assert!(parse_cpulist("0-99999999").is_err());
         assert!(parse_cpulist("1-3:0/0").is_err());
+    }
+
+    #[test]
+    fn parses_masks() {
+        let s = parse_cpumask("00000000,00000000,00000000,ffffffff\n").unwrap();
+        assert_eq!(s.len(), 32);
+        let s = parse_cpumask("00000001,80000000").unwrap();
+        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![31, 32]);
+        assert!(parse_cpumask("xyz").is_err());
     }
 
     #[test]

@@ -109,6 +109,17 @@ fn essential_class(dev: &PciDevice) -> Option<&'static str> {
     }
 }
 
+/// Controllers a host usually relies on (disks, USB ports, network) that are
+/// not blockers by themselves when we cannot see them in use.
+fn host_side_kind(dev: &PciDevice) -> Option<&'static str> {
+    match dev.class_subclass() >> 8 {
+        0x01 => Some("storage controller (SATA/NVMe)"),
+        0x02 => Some("network controller"),
+        _ if dev.is_usb_controller() => Some("USB controller"),
+        _ => None,
+    }
+}
+
 /// The verdict for `address` among `devices`.
 pub fn passthrough_verdict(
     address: &str,
@@ -215,6 +226,14 @@ pub fn passthrough_verdict(
                 "{a} is the boot GPU: the firmware and the host console start on it, so the host framebuffer may hold it."
             ));
         }
+        if a != address && slot_of(a) != slot_of(address) {
+            if let Some(what) = host_side_kind(d) {
+                notes.push(format!(
+                    "{} is a {what} that would leave the host with the VM: make sure the host does not need it.",
+                    short(a)
+                ));
+            }
+        }
         if let Some(drv) = &d.driver {
             if !d.bound_for_vm() {
                 notes.push(format!("{a} is bound to the host driver {drv}; it must be handed to vfio-pci before the VM starts."));
@@ -280,6 +299,11 @@ fn bridge_words(bridges: &[String]) -> String {
         String::new()
     } else {
         let b: Vec<&str> = bridges.iter().map(|b| short(b)).collect();
-        format!(" (the bridge {} in the group stays with the host)", b.join(", "))
+        format!(
+            " (the bridge{} {} in the group stay{} with the host)",
+            if b.len() > 1 { "s" } else { "" },
+            b.join(", "),
+            if b.len() > 1 { "" } else { "s" }
+        )
     }
 }

@@ -49,17 +49,18 @@ pub fn badges(e: &PciEntry) -> Vec<String> {
     }
     if !d.reset.methods.is_empty() {
         b.push(format!("reset: {}", d.reset.methods.join(",")));
-    } else if !d.reset.can_reset && !(d.is_host_bridge() || d.is_pci_bridge()) {
+    } else if d.reset.known && !d.reset.can_reset && !(d.is_host_bridge() || d.is_pci_bridge()) {
         b.push("no reset".into());
     }
     b
 }
 
-pub fn verdict_word(v: VerdictKind) -> &'static str {
+/// A short tag for a verdict, for reports.
+pub fn verdict_tag(v: VerdictKind) -> &'static str {
     match v {
-        VerdictKind::ViableAlone => "can be passed through alone",
-        VerdictKind::ViableWith => "can be passed through with its companions",
-        VerdictKind::NotViable => "cannot be passed through as is",
+        VerdictKind::ViableAlone => "OK alone",
+        VerdictKind::ViableWith => "OK with companions",
+        VerdictKind::NotViable => "BLOCKED",
         VerdictKind::NoIommu => "no IOMMU",
     }
 }
@@ -264,8 +265,18 @@ fn groups(o: &mut String, s: &HostSnapshot) {
         return;
     }
     let _ = writeln!(o, "IOMMU groups:");
+    let mut bridge_only = Vec::new();
     for g in &s.iommu_groups {
+        let only_bridges = g
+            .devices
+            .iter()
+            .all(|a| s.device(a).is_some_and(|e| e.device.is_host_bridge() || e.device.is_pci_bridge()));
+        if only_bridges {
+            bridge_only.push(g.id);
+            continue;
+        }
         let _ = writeln!(o, "  Group {}", g.id);
+        let mut explained: Vec<Vec<String>> = Vec::new();
         for a in &g.devices {
             match s.device(a) {
                 Some(e) => {
@@ -277,8 +288,18 @@ fn groups(o: &mut String, s: &HostSnapshot) {
                     if d.is_host_bridge() || d.is_pci_bridge() {
                         continue;
                     }
+                    // One explanation per passthrough set: members of the same set share it.
+                    let mut set = e.passthrough.set.clone();
+                    set.sort();
+                    if explained.contains(&set) {
+                        continue;
+                    }
                     if d.is_gpu() || e.passthrough.verdict != VerdictKind::ViableAlone {
-                        let _ = writeln!(o, "        -> {}: {}", verdict_word(e.passthrough.verdict), e.passthrough.reason);
+                        let _ = writeln!(o, "        -> [{}] {}", verdict_tag(e.passthrough.verdict), e.passthrough.reason);
+                        for n in &e.passthrough.notes {
+                            let _ = writeln!(o, "           note: {n}");
+                        }
+                        explained.push(set);
                     }
                 }
                 None => {
@@ -286,6 +307,15 @@ fn groups(o: &mut String, s: &HostSnapshot) {
                 }
             }
         }
+    }
+    if !bridge_only.is_empty() {
+        let ids: Vec<u32> = bridge_only;
+        let _ = writeln!(
+            o,
+            "  {} group(s) hold only host or PCI bridges, which stay with the host: {}",
+            ids.len(),
+            format_cpulist(&ids)
+        );
     }
     let ungrouped: Vec<&PciEntry> = s.pci_devices.iter().filter(|e| e.device.iommu_group.is_none()).collect();
     if !ungrouped.is_empty() {

@@ -35,6 +35,9 @@ pub struct ResetInfo {
     pub reset_file: bool,
     /// Whether the kernel can reset this function at all.
     pub can_reset: bool,
+    /// False when the tree is a partial capture (no `config` either), so the
+    /// absence of `reset` says nothing.
+    pub known: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -267,6 +270,7 @@ fn read_reset(root: &HostRoot, dir: &HostPath, warnings: &mut Warnings) -> Reset
     let reset_file = root.exists(&dir.join("reset"));
     ResetInfo {
         can_reset: reset_file || !methods.is_empty(),
+        known: reset_file || !methods.is_empty() || root.exists(&dir.join("config")),
         methods,
         reset_file,
     }

@@ -1,0 +1,214 @@
+//! The CLI as a user drives it: `scan` (report and JSON) and `snapshot`, on the
+//! live host and on fixture roots, with the exit codes a script relies on.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                out.insert(p.clone());
+                key_paths(child, &p, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                key_paths(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn all_roots() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(fixtures().join("topology"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    roots.push(fixtures().join("pci-sysfs/prometheus-procfs"));
+    roots.sort();
+    roots
+}
+
+#[test]
+fn scan_json_has_the_promised_fields_on_every_fixture() {
+    for root in all_roots() {
+        let v = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
+        let s = &v["topology"]["summary"];
+        for k in ["packages", "numa_nodes", "l3_groups", "cores", "cpus_online", "cpus_offline"] {
+            assert!(s[k].is_u64(), "{}: topology.summary.{k}", root.display());
+        }
+        for g in v["iommu_groups"].as_array().unwrap() {
+            assert!(g["id"].is_u64() && g["devices"].is_array());
+        }
+        for d in v["pci_devices"].as_array().unwrap() {
+            for k in ["address", "vendor_id", "device_id", "class"] {
+                assert!(d[k].is_string(), "{}: pci_devices[].{k}", root.display());
+            }
+            assert!(d.get("driver").is_some() && d.get("iommu_group").is_some());
+            assert!(d["passthrough"]["verdict"].is_string());
+            assert!(d["passthrough"]["reason"].as_str().unwrap().len() > 10);
+        }
+    }
+}
+
+#[test]
+fn every_json_field_is_documented() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scan-json.md")).unwrap();
+    let mut keys = BTreeSet::new();
+    for root in all_roots() {
+        key_paths(&json_of(&["scan", "--json", "--root", root.to_str().unwrap()]), "", &mut keys);
+    }
+    key_paths(&json_of(&["scan", "--json", "--demo"]), "", &mut keys);
+    key_paths(&json_of(&["scan", "--json"]), "", &mut keys);
+    // A list is documented by its elements' row (`x[]`).
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
+        .collect();
+    assert!(missing.is_empty(), "fields missing from docs/scan-json.md: {missing:#?}");
+}
+
+#[test]
+fn json_is_stable_between_two_scans() {
+    let root = fixtures().join("topology/hwloc-32intel64-2p8co2t+8ve");
+    let a = run(&["scan", "--json", "--root", root.to_str().unwrap()]);
+    let b = run(&["scan", "--json", "--root", root.to_str().unwrap()]);
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn live_host_scan_says_in_words_that_there_is_no_iommu() {
+    let out = run(&["scan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = json_of(&["scan", "--json"]);
+    if v["iommu"]["active"] == Value::Bool(false) {
+        assert!(text.contains("IOMMU:      not active: no device can be passed through yet"), "{text}");
+        assert!(text.contains("PCI devices (no IOMMU groups on this host"), "{text}");
+    }
+    assert!(text.contains("Topology:"));
+    assert!(v["topology"]["summary"]["cpus_online"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn a_bad_root_gets_a_clear_message_and_exit_2() {
+    let out = run(&["scan", "--root", "/definitely/not/here"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/definitely/not/here: not a directory"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["scan", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not look like a Linux host root"), "{err}");
+}
+
+#[test]
+fn report_groups_devices_with_names_and_verdicts() {
+    let out = run(&["scan", "--demo"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Group 30"));
+    assert!(text.contains("GeForce GTX 1080 Ti"));
+    assert!(text.contains("[OK with companions]"));
+    assert!(text.contains("[BLOCKED]"));
+    assert!(text.contains("L3 #1"));
+}
+
+fn extract(archive: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new("tar").arg("xzf").arg(archive).arg("-C").arg(dir.path()).status().unwrap();
+    assert!(st.success());
+    dir
+}
+
+fn without_root(mut v: Value) -> Value {
+    v["root"] = Value::Null;
+    v
+}
+
+#[test]
+fn snapshot_of_a_fixture_scans_the_same() {
+    let root = fixtures().join("topology/ghw-intel-i7-1270P");
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = tmp.path().join("host.tar.gz");
+    let out = run(&["snapshot", "--root", root.to_str().unwrap(), archive.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = extract(&archive);
+    let original = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
+    let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!(without_root(original), without_root(again));
+    // Symlinks stay symlinks.
+    assert!(dir.path().join("sys/bus/pci/devices/0000:00:02.0").is_symlink());
+}
+
+#[test]
+fn snapshot_of_the_live_host_round_trips_and_masks_identifiers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = tmp.path().join("live.tar.gz");
+    let out = run(&["snapshot", archive.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = extract(&archive);
+    let live = json_of(&["scan", "--json"]);
+    let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!(live["pci_devices"], again["pci_devices"]);
+    assert_eq!(live["topology"]["summary"], again["topology"]["summary"]);
+    assert_eq!(live["topology"]["cores"], again["topology"]["cores"]);
+    assert_eq!(live["iommu_groups"], again["iommu_groups"]);
+    // No MAC address survives anywhere in the archive.
+    for entry in walk(dir.path()) {
+        if let Ok(text) = std::fs::read_to_string(&entry) {
+            assert!(!has_real_mac(&text), "{} holds a MAC address", entry.display());
+        }
+    }
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                out.extend(walk(&e.path()));
+            } else if ft.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+fn has_real_mac(text: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || c == ',' || c == '=')
+        .any(|w| w.len() == 17 && w.split(':').count() == 6 && w.split(':').all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit())) && w != "00:00:00:00:00:00")
+}
+
+#[test]
+fn help_names_the_subcommands() {
+    let out = run(&["--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["scan", "snapshot", "--root", "--demo"] {
+        assert!(text.contains(word), "{word} missing from --help");
+    }
+}

@@ -58,7 +58,11 @@ enum Entry {
 /// Walk `rel` under `base` component by component; record the symlinks met and
 /// the directories on the way, and return the physical path reached.
 fn walk(base: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Option<PathBuf> {
-    let mut todo: Vec<std::ffi::OsString> = rel.components().rev().map(|c| c.as_os_str().to_owned()).collect();
+    let mut todo: Vec<std::ffi::OsString> = rel
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_owned())
+        .collect();
     let mut cur = PathBuf::new();
     let mut hops = 0;
     while let Some(part) = todo.pop() {
@@ -137,7 +141,11 @@ fn mac_at(b: &[u8], i: usize) -> Option<usize> {
     }
     for k in 0..len {
         let c = b[i + k];
-        let ok = if k % 3 == 2 { c == b':' } else { c.is_ascii_hexdigit() };
+        let ok = if k % 3 == 2 {
+            c == b':'
+        } else {
+            c.is_ascii_hexdigit()
+        };
         if !ok {
             return None;
         }
@@ -155,7 +163,11 @@ fn uuid_at(b: &[u8], i: usize) -> Option<usize> {
     }
     for k in 0..len {
         let c = b[i + k];
-        let ok = if matches!(k, 8 | 13 | 18 | 23) { c == b'-' } else { c.is_ascii_hexdigit() };
+        let ok = if matches!(k, 8 | 13 | 18 | 23) {
+            c == b'-'
+        } else {
+            c.is_ascii_hexdigit()
+        };
         if !ok {
             return None;
         }
@@ -183,7 +195,13 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
     // The parents of everything, so the tree extracts cleanly.
     let parents: Vec<PathBuf> = entries
         .keys()
-        .flat_map(|p| p.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).map(Path::to_path_buf).collect::<Vec<_>>())
+        .flat_map(|p| {
+            p.ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .collect::<Vec<_>>()
+        })
         .collect();
     for p in parents {
         entries.entry(p).or_insert(Entry::Dir);
@@ -200,7 +218,12 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
         base.display(),
         snapshot.kernel.release.as_deref().unwrap_or("unknown"),
     );
-    append_file(&mut tar, Path::new("SNAPSHOT.txt"), manifest.as_bytes(), out)?;
+    append_file(
+        &mut tar,
+        Path::new("SNAPSHOT.txt"),
+        manifest.as_bytes(),
+        out,
+    )?;
     for (rel, entry) in &entries {
         match entry {
             Entry::Dir => {
@@ -208,7 +231,8 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
                 h.set_entry_type(tar::EntryType::Directory);
                 h.set_mode(0o755);
                 h.set_size(0);
-                tar.append_data(&mut h, rel, std::io::empty()).map_err(|e| io_err(out, e))?;
+                tar.append_data(&mut h, rel, std::io::empty())
+                    .map_err(|e| io_err(out, e))?;
                 report.directories += 1;
             }
             Entry::Link(target) => {
@@ -221,7 +245,8 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
                 h.set_entry_type(tar::EntryType::Symlink);
                 h.set_mode(0o777);
                 h.set_size(0);
-                tar.append_link(&mut h, rel, target).map_err(|e| io_err(out, e))?;
+                tar.append_link(&mut h, rel, target)
+                    .map_err(|e| io_err(out, e))?;
                 report.symlinks += 1;
             }
             Entry::File => store_file(&mut tar, &base, rel, out, &mut report)?,
@@ -233,12 +258,18 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
     Ok(report)
 }
 
-fn append_file<W: Write>(tar: &mut tar::Builder<W>, rel: &Path, data: &[u8], out: &Path) -> Result<(), CaptureError> {
+fn append_file<W: Write>(
+    tar: &mut tar::Builder<W>,
+    rel: &Path,
+    data: &[u8],
+    out: &Path,
+) -> Result<(), CaptureError> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Regular);
     h.set_mode(0o644);
     h.set_size(data.len() as u64);
-    tar.append_data(&mut h, rel, data).map_err(|e| io_err(out, e))
+    tar.append_data(&mut h, rel, data)
+        .map_err(|e| io_err(out, e))
 }
 
 fn store_file<W: Write>(
@@ -297,7 +328,8 @@ mod tests {
 
     #[test]
     fn masks_macs_and_uuids_not_pci_addresses() {
-        let t = "root=UUID=0a1b2c3d-1111-2222-3333-444455556666 mac 52:54:00:12:34:56 pci 0000:01:00.0";
+        let t =
+            "root=UUID=0a1b2c3d-1111-2222-3333-444455556666 mac 52:54:00:12:34:56 pci 0000:01:00.0";
         let m = mask_identifiers(t);
         assert!(m.contains("UUID=00000000-0000-0000-0000-000000000000"));
         assert!(m.contains("mac 00:00:00:00:00:00"));

@@ -23,7 +23,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         None => HostRoot::live(),
     };
     match &cli.command {
-        None => vfio_assistant::ui::run_app(vfio_assistant::ui::Source::from_args(cli.demo, cli.host.root.clone())),
+        None => vfio_assistant::ui::run_app(vfio_assistant::ui::Source::from_args(
+            cli.demo,
+            cli.host.root.clone(),
+        )),
         Some(Command::Scan(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::scan::run(&root.0, args)

@@ -263,7 +263,8 @@ impl HostRoot {
             let entry = entry.map_err(|e| ReadError::from_io(path, &e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             // A listing's links (group members, class entries) are part of what we read.
-            if self.recorder.is_some() && entry.file_type().map(|t| t.is_symlink()).unwrap_or(false) {
+            if self.recorder.is_some() && entry.file_type().map(|t| t.is_symlink()).unwrap_or(false)
+            {
                 self.note(&path.join(&name));
             }
             names.push(name);
@@ -281,9 +282,7 @@ impl HostRoot {
     /// The last component of a symlink's target (`driver` -> `vfio-pci`).
     pub fn link_name(&self, path: &HostPath) -> Result<Option<String>, ReadError> {
         match self.read_link(path) {
-            Ok(target) => Ok(target
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())),
+            Ok(target) => Ok(target.file_name().map(|n| n.to_string_lossy().into_owned())),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
@@ -338,7 +337,8 @@ mod tests {
         fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
         fs::create_dir_all(dir.path().join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
         fs::write(
-            dir.path().join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
+            dir.path()
+                .join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
             "0x10de\n",
         )
         .unwrap();
@@ -355,7 +355,11 @@ mod tests {
         assert!(root.recorded().iter().any(|p| p.ends_with("vendor")));
         let missing = root.read_attr(&dev.join("nope")).unwrap_err();
         assert!(missing.is_not_found());
-        assert!(missing.to_string().contains("/sys/bus/pci/devices/0000:00:01.0/nope"));
+        assert!(
+            missing
+                .to_string()
+                .contains("/sys/bus/pci/devices/0000:00:01.0/nope")
+        );
     }
 
     #[test]

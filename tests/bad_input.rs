@@ -3,6 +3,8 @@
 //! with warnings that name the file; a directory that is no host at all is a
 //! clear error.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -31,26 +33,54 @@ fn damaged_host() -> tempfile::TempDir {
     write(r, &format!("{gpu}/device"), b"0x1b81\n");
     write(r, &format!("{gpu}/class"), b"0x030000\n");
     write(r, &format!("{gpu}/config"), b"");
-    link(r, &format!("{gpu}/iommu_group"), "../../../../kernel/iommu_groups/1");
-    link(r, "sys/bus/pci/devices/0000:01:00.0", &format!("../../../{}", gpu.trim_start_matches("sys/")));
-    link(r, "sys/kernel/iommu_groups/1/devices/0000:01:00.0", &format!("../../../../{}", gpu.trim_start_matches("sys/")));
+    link(
+        r,
+        &format!("{gpu}/iommu_group"),
+        "../../../../kernel/iommu_groups/1",
+    );
+    link(
+        r,
+        "sys/bus/pci/devices/0000:01:00.0",
+        &format!("../../../{}", gpu.trim_start_matches("sys/")),
+    );
+    link(
+        r,
+        "sys/kernel/iommu_groups/1/devices/0000:01:00.0",
+        &format!("../../../../{}", gpu.trim_start_matches("sys/")),
+    );
     // Garbage ids: skipped with a warning.
     let bad = "sys/devices/pci0000:00/0000:02:00.0";
     write(r, &format!("{bad}/vendor"), b"zzzz\n");
     write(r, &format!("{bad}/device"), b"0x1234\n");
-    link(r, "sys/bus/pci/devices/0000:02:00.0", "../../../devices/pci0000:00/0000:02:00.0");
+    link(
+        r,
+        "sys/bus/pci/devices/0000:02:00.0",
+        "../../../devices/pci0000:00/0000:02:00.0",
+    );
     // Empty and odd attributes on an otherwise fine device.
     let odd = "sys/devices/pci0000:00/0000:03:00.0";
     write(r, &format!("{odd}/vendor"), b"0x8086\n");
     write(r, &format!("{odd}/device"), b"0x1533\n");
     write(r, &format!("{odd}/class"), b"");
     write(r, &format!("{odd}/numa_node"), b"banana\n");
-    write(r, &format!("{odd}/current_link_speed"), b"\xff\xfe\x00garbage");
+    write(
+        r,
+        &format!("{odd}/current_link_speed"),
+        b"\xff\xfe\x00garbage",
+    );
     fs::create_dir_all(r.join(odd).join("revision")).unwrap(); // a directory where a file belongs
     link(r, &format!("{odd}/driver"), "../../../bus/pci/drivers/igb"); // dangling
-    link(r, "sys/bus/pci/devices/0000:03:00.0", "../../../devices/pci0000:00/0000:03:00.0");
+    link(
+        r,
+        "sys/bus/pci/devices/0000:03:00.0",
+        "../../../devices/pci0000:00/0000:03:00.0",
+    );
     // A dangling device link and a name that is not an address.
-    link(r, "sys/bus/pci/devices/0000:04:00.0", "../../../devices/pci0000:00/0000:04:00.0");
+    link(
+        r,
+        "sys/bus/pci/devices/0000:04:00.0",
+        "../../../devices/pci0000:00/0000:04:00.0",
+    );
     write(r, "sys/bus/pci/devices/not-a-device", b"x");
     // Group directory junk.
     fs::create_dir_all(r.join("sys/kernel/iommu_groups/notanumber/devices")).unwrap();
@@ -58,19 +88,51 @@ fn damaged_host() -> tempfile::TempDir {
     write(r, "sys/devices/system/cpu/online", b"0-1,zz\n");
     write(r, "sys/devices/system/cpu/present", b"0-1\n");
     write(r, "sys/devices/system/cpu/cpu0/topology/core_id", b"0\n");
-    write(r, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list", b"0-1\n");
-    write(r, "sys/devices/system/cpu/cpu0/topology/physical_package_id", b"-1\n");
-    write(r, "sys/devices/system/cpu/cpu1/topology/core_id", b"garbage\n");
-    write(r, "sys/devices/system/cpu/cpu1/topology/thread_siblings_list", b"\x00\x01\x02");
+    write(
+        r,
+        "sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+        b"0-1\n",
+    );
+    write(
+        r,
+        "sys/devices/system/cpu/cpu0/topology/physical_package_id",
+        b"-1\n",
+    );
+    write(
+        r,
+        "sys/devices/system/cpu/cpu1/topology/core_id",
+        b"garbage\n",
+    );
+    write(
+        r,
+        "sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+        b"\x00\x01\x02",
+    );
     write(r, "sys/devices/system/cpu/cpu1/cache/index3/level", b"3\n");
-    write(r, "sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_list", b"0-99999999\n");
+    write(
+        r,
+        "sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_list",
+        b"0-99999999\n",
+    );
     write(r, "sys/devices/system/node/node0/cpulist", b"\n");
     // procfs junk.
-    write(r, "proc/cpuinfo", b"\x00\x01binary junk : : :\n\nprocessor\n");
+    write(
+        r,
+        "proc/cpuinfo",
+        b"\x00\x01binary junk : : :\n\nprocessor\n",
+    );
     write(r, "proc/cmdline", b"\"unterminated quote iommu=pt");
     write(r, "proc/modules", b"only_a_name\n");
-    write(r, "sys/kernel/mm/transparent_hugepage/enabled", b"always madvise never\n");
-    write(r, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", b"lots\n");
+    write(
+        r,
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        b"always madvise never\n",
+    );
+    write(
+        r,
+        "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+        b"lots\n",
+    );
     fs::create_dir_all(r.join("sys/kernel/mm/hugepages/hugepages-xyzkB")).unwrap();
     dir
 }
@@ -104,8 +166,16 @@ fn a_damaged_host_scans_with_warnings_and_keeps_the_good_parts() {
     ] {
         assert!(has(frag), "no warning naming {frag}: {:#?}", s.warnings);
     }
-    let banana = s.warnings.iter().find(|w| w.path.ends_with("numa_node")).unwrap();
-    assert!(banana.message.contains("banana"), "the value is shown: {}", banana.message);
+    let banana = s
+        .warnings
+        .iter()
+        .find(|w| w.path.ends_with("numa_node"))
+        .unwrap();
+    assert!(
+        banana.message.contains("banana"),
+        "the value is shown: {}",
+        banana.message
+    );
     // Topology still has the CPUs it could place.
     assert!(s.topology.summary.cpus_present >= 2);
     // And the JSON of a damaged host serialises.
@@ -148,7 +218,11 @@ fn unreadable_files_are_warnings_when_not_root() {
     let p = dir.path().join("proc/cmdline");
     fs::set_permissions(&p, fs::Permissions::from_mode(0o000)).unwrap();
     let s = scan(&HostRoot::at(dir.path())).unwrap();
-    let w = s.warnings.iter().find(|w| w.path.ends_with("proc/cmdline")).unwrap();
+    let w = s
+        .warnings
+        .iter()
+        .find(|w| w.path.ends_with("proc/cmdline"))
+        .unwrap();
     assert!(w.message.contains("permission denied"));
 }
 
@@ -156,7 +230,11 @@ fn rustix_is_root() -> bool {
     // /proc/self/status "Uid:" line, first field is the real uid.
     fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 

@@ -1,6 +1,8 @@
 //! The CLI as a user drives it: `scan` (report and JSON) and `snapshot`, on the
 //! live host and on fixture roots, with the exit codes a script relies on.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,7 +22,11 @@ fn fixtures() -> PathBuf {
 
 fn json_of(args: &[&str]) -> Value {
     let out = run(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -28,7 +34,11 @@ fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 out.insert(p.clone());
                 key_paths(child, &p, out);
             }
@@ -57,7 +67,14 @@ fn scan_json_has_the_promised_fields_on_every_fixture() {
     for root in all_roots() {
         let v = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
         let s = &v["topology"]["summary"];
-        for k in ["packages", "numa_nodes", "l3_groups", "cores", "cpus_online", "cpus_offline"] {
+        for k in [
+            "packages",
+            "numa_nodes",
+            "l3_groups",
+            "cores",
+            "cpus_online",
+            "cpus_offline",
+        ] {
             assert!(s[k].is_u64(), "{}: topology.summary.{k}", root.display());
         }
         for g in v["iommu_groups"].as_array().unwrap() {
@@ -76,10 +93,16 @@ fn scan_json_has_the_promised_fields_on_every_fixture() {
 
 #[test]
 fn every_json_field_is_documented() {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scan-json.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scan-json.md"))
+            .unwrap();
     let mut keys = BTreeSet::new();
     for root in all_roots() {
-        key_paths(&json_of(&["scan", "--json", "--root", root.to_str().unwrap()]), "", &mut keys);
+        key_paths(
+            &json_of(&["scan", "--json", "--root", root.to_str().unwrap()]),
+            "",
+            &mut keys,
+        );
     }
     key_paths(&json_of(&["scan", "--json", "--demo"]), "", &mut keys);
     key_paths(&json_of(&["scan", "--json"]), "", &mut keys);
@@ -88,7 +111,10 @@ fn every_json_field_is_documented() {
         .iter()
         .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
         .collect();
-    assert!(missing.is_empty(), "fields missing from docs/scan-json.md: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "fields missing from docs/scan-json.md: {missing:#?}"
+    );
 }
 
 #[test]
@@ -102,12 +128,23 @@ fn json_is_stable_between_two_scans() {
 #[test]
 fn live_host_scan_says_in_words_that_there_is_no_iommu() {
     let out = run(&["scan"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let v = json_of(&["scan", "--json"]);
     if v["iommu"]["active"] == Value::Bool(false) {
-        assert!(text.contains("IOMMU:      not active: no device can be passed through yet"), "{text}");
-        assert!(text.contains("PCI devices (no IOMMU groups on this host"), "{text}");
+        assert!(
+            text.contains("IOMMU:      not active: no device can be passed through yet"),
+            "{text}"
+        );
+        assert!(
+            text.contains("PCI devices (no IOMMU groups on this host"),
+            "{text}"
+        );
     }
     assert!(text.contains("Topology:"));
     assert!(v["topology"]["summary"]["cpus_online"].as_u64().unwrap() >= 1);
@@ -122,7 +159,10 @@ fn a_bad_root_gets_a_clear_message_and_exit_2() {
     let out = run(&["scan", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("does not look like a Linux host root"), "{err}");
+    assert!(
+        err.contains("does not look like a Linux host root"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -138,7 +178,13 @@ fn report_groups_devices_with_names_and_verdicts() {
 
 fn extract(archive: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let st = Command::new("tar").arg("xzf").arg(archive).arg("-C").arg(dir.path()).status().unwrap();
+    let st = Command::new("tar")
+        .arg("xzf")
+        .arg(archive)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .unwrap();
     assert!(st.success());
     dir
 }
@@ -153,14 +199,27 @@ fn snapshot_of_a_fixture_scans_the_same() {
     let root = fixtures().join("topology/ghw-intel-i7-1270P");
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("host.tar.gz");
-    let out = run(&["snapshot", "--root", root.to_str().unwrap(), archive.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "snapshot",
+        "--root",
+        root.to_str().unwrap(),
+        archive.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dir = extract(&archive);
     let original = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
     let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(without_root(original), without_root(again));
     // Symlinks stay symlinks.
-    assert!(dir.path().join("sys/bus/pci/devices/0000:00:02.0").is_symlink());
+    assert!(
+        dir.path()
+            .join("sys/bus/pci/devices/0000:00:02.0")
+            .is_symlink()
+    );
 }
 
 #[test]
@@ -168,7 +227,11 @@ fn snapshot_of_the_live_host_round_trips_and_masks_identifiers() {
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("live.tar.gz");
     let out = run(&["snapshot", archive.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dir = extract(&archive);
     let live = json_of(&["scan", "--json"]);
     let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
@@ -179,7 +242,11 @@ fn snapshot_of_the_live_host_round_trips_and_masks_identifiers() {
     // No MAC address survives anywhere in the archive.
     for entry in walk(dir.path()) {
         if let Ok(text) = std::fs::read_to_string(&entry) {
-            assert!(!has_real_mac(&text), "{} holds a MAC address", entry.display());
+            assert!(
+                !has_real_mac(&text),
+                "{} holds a MAC address",
+                entry.display()
+            );
         }
     }
 }
@@ -201,7 +268,13 @@ fn walk(p: &Path) -> Vec<PathBuf> {
 
 fn has_real_mac(text: &str) -> bool {
     text.split(|c: char| c.is_whitespace() || c == ',' || c == '=')
-        .any(|w| w.len() == 17 && w.split(':').count() == 6 && w.split(':').all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit())) && w != "00:00:00:00:00:00")
+        .any(|w| {
+            w.len() == 17
+                && w.split(':').count() == 6
+                && w.split(':')
+                    .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+                && w != "00:00:00:00:00:00"
+        })
 }
 
 #[test]

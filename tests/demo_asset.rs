@@ -4,6 +4,8 @@
 //! assets/demo-host.SOURCE.md). Rebuild it with
 //! `cargo test --test demo_asset -- --ignored build_demo_asset`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 mod support;
 
 use std::collections::BTreeSet;
@@ -43,10 +45,21 @@ fn build_demo_asset() {
     let dir = tempfile::tempdir().unwrap();
     let listing = parse_listing(&fs::read_to_string(manifest(LISTING)).unwrap());
     write_sysfs(&listing, dir.path()).unwrap();
-    copy_tree(&manifest(CPU_HOST).join("sys/devices/system"), &dir.path().join("sys/devices/system"));
+    copy_tree(
+        &manifest(CPU_HOST).join("sys/devices/system"),
+        &dir.path().join("sys/devices/system"),
+    );
     fs::create_dir_all(dir.path().join("proc")).unwrap();
-    fs::copy(manifest(CPU_HOST).join("proc/cpuinfo"), dir.path().join("proc/cpuinfo")).unwrap();
-    capture(&HostRoot::at(dir.path()), &manifest("assets/demo-host.tar.gz")).unwrap();
+    fs::copy(
+        manifest(CPU_HOST).join("proc/cpuinfo"),
+        dir.path().join("proc/cpuinfo"),
+    )
+    .unwrap();
+    capture(
+        &HostRoot::at(dir.path()),
+        &manifest("assets/demo-host.tar.gz"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -54,8 +67,16 @@ fn demo_host_is_the_listing_and_the_real_cpu() {
     let (root, _guard) = vfio_assistant::ui::demo::unpack_demo().unwrap();
     let demo = scan(&root).unwrap();
     let listing = parse_listing(&fs::read_to_string(manifest(LISTING)).unwrap());
-    let listed: BTreeSet<(String, Option<u32>)> = listing.devices.iter().map(|d| (d.address.clone(), d.group)).collect();
-    let ours: BTreeSet<(String, Option<u32>)> = demo.pci_devices.iter().map(|e| (e.device.address.clone(), e.device.iommu_group)).collect();
+    let listed: BTreeSet<(String, Option<u32>)> = listing
+        .devices
+        .iter()
+        .map(|d| (d.address.clone(), d.group))
+        .collect();
+    let ours: BTreeSet<(String, Option<u32>)> = demo
+        .pci_devices
+        .iter()
+        .map(|e| (e.device.address.clone(), e.device.iommu_group))
+        .collect();
     assert_eq!(ours, listed);
     let cpu_host = scan(&HostRoot::at(manifest(CPU_HOST))).unwrap();
     assert_eq!(demo.topology.cores, cpu_host.topology.cores);

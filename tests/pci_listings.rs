@@ -2,6 +2,8 @@
 //! tests/fixtures/listings (the source of truth) is turned into a sysfs tree and
 //! scanned; every GPU's verdict must equal the `.expect` file written next to it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 mod support;
 
 use std::collections::BTreeMap;
@@ -45,7 +47,12 @@ fn parse_expect(text: &str) -> Vec<Expect> {
         let list = |k: &str| -> Vec<String> {
             fields
                 .get(k)
-                .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+                .map(|v| {
+                    v.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         out.push(Expect {
@@ -87,10 +94,22 @@ fn every_listing_gpu_gets_the_expected_verdict() {
             if e.verdict == "unknown" {
                 continue;
             }
-            let dev = snap.device(&e.device).unwrap_or_else(|| panic!("{name}: {} missing", e.device));
+            let dev = snap
+                .device(&e.device)
+                .unwrap_or_else(|| panic!("{name}: {} missing", e.device));
             let v = &dev.passthrough;
-            assert_eq!(verdict_name(v.verdict), e.verdict, "{name} {}: {}", e.device, v.reason);
-            assert_eq!(v.companions, e.companions, "{name} {}: companions", e.device);
+            assert_eq!(
+                verdict_name(v.verdict),
+                e.verdict,
+                "{name} {}: {}",
+                e.device,
+                v.reason
+            );
+            assert_eq!(
+                v.companions, e.companions,
+                "{name} {}: companions",
+                e.device
+            );
             let blockers: Vec<String> = v.blockers.iter().map(|b| b.address.clone()).collect();
             let mut want_blockers = e.blockers.clone();
             want_blockers.sort();
@@ -107,7 +126,11 @@ fn every_listing_gpu_gets_the_expected_verdict() {
 
 /// Make the host use a device: a disk on it mounted at `/`.
 fn mount_root_disk_on(root: &Path, address: &str, disk: &str) {
-    let dev = root.join("sys/devices/pci0000:00").join(address).join("block").join(disk);
+    let dev = root
+        .join("sys/devices/pci0000:00")
+        .join(address)
+        .join("block")
+        .join(disk);
     fs::create_dir_all(&dev).unwrap();
     fs::create_dir_all(root.join("sys/class/block")).unwrap();
     symlink(
@@ -116,7 +139,11 @@ fn mount_root_disk_on(root: &Path, address: &str, disk: &str) {
     )
     .unwrap();
     fs::create_dir_all(root.join("proc")).unwrap();
-    fs::write(root.join("proc/mounts"), format!("/dev/{disk} / ext4 rw,relatime 0 0\n")).unwrap();
+    fs::write(
+        root.join("proc/mounts"),
+        format!("/dev/{disk} / ext4 rw,relatime 0 0\n"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -124,13 +151,20 @@ fn a_companion_the_host_boots_from_blocks_the_gpu() {
     // The Phoenix laptop: the RTX 4060 shares group 0 with the NVMe drive.
     let dir = tree_for(&listings_dir().join("amd-phoenix-laptop-rtx4060-iommu-groups.txt"));
     let before = scan(&HostRoot::at(dir.path())).unwrap();
-    assert_eq!(before.device("0000:01:00.0").unwrap().passthrough.verdict, VerdictKind::ViableWith);
+    assert_eq!(
+        before.device("0000:01:00.0").unwrap().passthrough.verdict,
+        VerdictKind::ViableWith
+    );
     mount_root_disk_on(dir.path(), "0000:02:00.0", "nvme0n1");
     let after = scan(&HostRoot::at(dir.path())).unwrap();
     let v = &after.device("0000:01:00.0").unwrap().passthrough;
     assert_eq!(v.verdict, VerdictKind::NotViable);
     assert_eq!(v.blockers[0].address, "0000:02:00.0");
-    assert!(v.blockers[0].reason.contains("mounted at /"), "{}", v.blockers[0].reason);
+    assert!(
+        v.blockers[0].reason.contains("mounted at /"),
+        "{}",
+        v.blockers[0].reason
+    );
     assert!(v.reason.contains("02:00.0"), "{}", v.reason);
 }
 
@@ -142,10 +176,21 @@ fn chipset_essentials_block_and_bridges_stay_with_the_host() {
     let smbus = &s.device("0000:00:14.0").unwrap().passthrough;
     assert_eq!(smbus.verdict, VerdictKind::NotViable);
     assert!(smbus.blockers.iter().any(|b| b.reason.contains("SMBus")));
-    assert!(smbus.blockers.iter().any(|b| b.address == "0000:00:14.3" && b.reason.contains("ISA")));
+    assert!(
+        smbus
+            .blockers
+            .iter()
+            .any(|b| b.address == "0000:00:14.3" && b.reason.contains("ISA"))
+    );
     let gpu = &s.device("0000:04:00.0").unwrap().passthrough;
     assert!(!gpu.bridges_left_to_host.is_empty());
-    assert!(gpu.notes.iter().any(|n| n.contains("SATA") || n.contains("USB")), "{:?}", gpu.notes);
+    assert!(
+        gpu.notes
+            .iter()
+            .any(|n| n.contains("SATA") || n.contains("USB")),
+        "{:?}",
+        gpu.notes
+    );
 }
 
 #[test]
@@ -163,7 +208,8 @@ fn scan_dir(p: &Path) -> HostSnapshot {
 #[test]
 fn real_pci_sysfs_attributes_are_read() {
     // prometheus/procfs: curated real PCI sysfs entries.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pci-sysfs/prometheus-procfs");
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pci-sysfs/prometheus-procfs");
     let s = scan_dir(&root);
     let nvme = s.device("0000:01:00.0").unwrap();
     assert_eq!(nvme.device.reset.methods, vec!["flr", "bus"]);
@@ -184,7 +230,8 @@ fn real_pci_sysfs_attributes_are_read() {
 fn group_links_without_the_group_directory_still_give_groups() {
     // ghw's Alder Lake laptop snapshot keeps iommu_group links but not
     // sys/kernel/iommu_groups: groups come from the links.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/ghw-intel-i7-1270P");
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/ghw-intel-i7-1270P");
     let s = scan_dir(&root);
     assert_eq!(s.pci_devices.len(), 23);
     assert!(s.iommu.active);

@@ -3,13 +3,17 @@
 //! the same sysfs tree. The expectation is read from the upstream file here,
 //! never retyped.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use vfio_assistant::host::{HostSnapshot, scan};
 use vfio_assistant::sysroot::HostRoot;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/topology")
+        .join(name)
 }
 
 fn scan_fixture(name: &str) -> HostSnapshot {
@@ -49,7 +53,7 @@ fn p_index(line: &str) -> Option<u32> {
 fn parse_lstopo_console(text: &str) -> Upstream {
     let mut up = Upstream::default();
     let mut current: Option<(usize, Vec<u32>, Option<u8>)> = None;
-    let mut flush = |cur: &mut Option<(usize, Vec<u32>, Option<u8>)>, up: &mut Upstream| {
+    let flush = |cur: &mut Option<(usize, Vec<u32>, Option<u8>)>, up: &mut Upstream| {
         if let Some((_, mut pus, kind)) = cur.take() {
             pus.sort_unstable();
             if let Some(k) = kind {
@@ -76,7 +80,11 @@ fn parse_lstopo_console(text: &str) -> Upstream {
             flush(&mut current, &mut up);
             let kind = t
                 .split_once("cpukind=")
-                .and_then(|(_, r)| r.trim_end_matches(')').split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|(_, r)| {
+                    r.trim_end_matches(')')
+                        .split(|c: char| !c.is_ascii_digit())
+                        .next()
+                })
                 .and_then(|k| k.parse().ok());
             current = Some((indent, Vec::new(), kind));
         } else if t.starts_with("PU L#") {
@@ -157,11 +165,21 @@ fn assert_same(name: &str, up: &Upstream, s: &HostSnapshot) {
     assert_eq!(us.l3_groups, up.l3_groups, "{name}: L3 groups");
     assert_eq!(us.cpus_online, up.cpus_online, "{name}: online CPUs");
     assert_eq!(us.cores, up.cores, "{name}: cores and their SMT siblings");
-    assert_eq!(s.topology.summary.cores, up.cores.len(), "{name}: core count");
+    assert_eq!(
+        s.topology.summary.cores,
+        up.cores.len(),
+        "{name}: core count"
+    );
     let threads = up.cores.iter().map(Vec::len).max().unwrap_or(0);
-    assert_eq!(s.topology.summary.threads_per_core, threads, "{name}: threads per core");
+    assert_eq!(
+        s.topology.summary.threads_per_core, threads,
+        "{name}: threads per core"
+    );
     if up.kinds.values().collect::<BTreeSet<_>>().len() > 1 {
-        assert_eq!(us.kinds, up.kinds, "{name}: hybrid core kinds (hwloc cpukind = our efficiency rank)");
+        assert_eq!(
+            us.kinds, up.kinds,
+            "{name}: hybrid core kinds (hwloc cpukind = our efficiency rank)"
+        );
         assert!(s.topology.summary.hybrid, "{name}: hybrid");
     } else {
         assert!(!s.topology.summary.hybrid, "{name}: not hybrid");
@@ -183,7 +201,10 @@ fn hwloc_console_fixtures_match_lstopo() {
     for name in HWLOC_CONSOLE {
         let text = expected(name, ".console");
         let up = parse_lstopo_console(&text);
-        assert!(up.cpus_online > 0, "{name}: parsed no PU from the lstopo output");
+        assert!(
+            up.cpus_online > 0,
+            "{name}: parsed no PU from the lstopo output"
+        );
         // Cross-check our reading of the tree with lstopo's own summary line.
         let summary_nodes: usize = text
             .lines()
@@ -191,9 +212,19 @@ fn hwloc_console_fixtures_match_lstopo() {
             .and_then(|r| r.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap();
-        assert_eq!(up.numa_nodes, summary_nodes, "{name}: NUMANode lines vs lstopo summary");
-        assert!(up.cores.iter().all(|c| !c.is_empty()), "{name}: a core without PUs");
-        assert_eq!(up.cores.iter().map(Vec::len).sum::<usize>(), up.cpus_online, "{name}: every PU in a core");
+        assert_eq!(
+            up.numa_nodes, summary_nodes,
+            "{name}: NUMANode lines vs lstopo summary"
+        );
+        assert!(
+            up.cores.iter().all(|c| !c.is_empty()),
+            "{name}: a core without PUs"
+        );
+        assert_eq!(
+            up.cores.iter().map(Vec::len).sum::<usize>(),
+            up.cpus_online,
+            "{name}: every PU in a core"
+        );
         assert_same(name, &up, &scan_fixture(name));
     }
 }
@@ -232,29 +263,49 @@ fn lscpu_rows(text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn utillinux_fixtures_match_lscpu() {
-    for name in ["utillinux-x86_64-64cpu-linux6.2", "utillinux-arm-A510-A710-A715-X3"] {
+    for name in [
+        "utillinux-x86_64-64cpu-linux6.2",
+        "utillinux-arm-A510-A710-A715-X3",
+    ] {
         let text = expected(name, name.trim_start_matches("utillinux-"));
         let rows = lscpu_rows(&text);
         assert!(!rows.is_empty(), "{name}: no lscpu rows");
         let s = scan_fixture(name);
         let col = |i: usize| rows.iter().map(|r| r[i].clone()).collect::<BTreeSet<_>>();
-        let cores: BTreeSet<(String, String)> = rows.iter().map(|r| (r[2].clone(), r[1].clone())).collect();
+        let cores: BTreeSet<(String, String)> =
+            rows.iter().map(|r| (r[2].clone(), r[1].clone())).collect();
         assert_eq!(s.topology.summary.cpus_online, rows.len(), "{name}: CPUs");
         assert_eq!(s.topology.summary.packages, col(2).len(), "{name}: sockets");
         assert_eq!(s.topology.summary.cores, cores.len(), "{name}: cores");
-        assert_eq!(s.topology.summary.l2_groups, col(7).len(), "{name}: L2 groups");
-        assert_eq!(s.topology.summary.l3_groups, col(8).len(), "{name}: L3 groups");
+        assert_eq!(
+            s.topology.summary.l2_groups,
+            col(7).len(),
+            "{name}: L2 groups"
+        );
+        assert_eq!(
+            s.topology.summary.l3_groups,
+            col(8).len(),
+            "{name}: L3 groups"
+        );
         let tpc: usize = text
             .lines()
             .find_map(|l| l.strip_prefix("Thread(s) per core:"))
             .and_then(|v| v.trim().parse().ok())
             .unwrap();
-        assert_eq!(s.topology.summary.threads_per_core, tpc, "{name}: threads per core");
+        assert_eq!(
+            s.topology.summary.threads_per_core, tpc,
+            "{name}: threads per core"
+        );
     }
     // The ARM phone SoC: three capacities (LITTLE, mid, big) from cpu_capacity.
     let s = scan_fixture("utillinux-arm-A510-A710-A715-X3");
     assert!(s.topology.summary.hybrid);
-    let names: Vec<&str> = s.topology.core_kinds.iter().map(|k| k.name.as_str()).collect();
+    let names: Vec<&str> = s
+        .topology
+        .core_kinds
+        .iter()
+        .map(|k| k.name.as_str())
+        .collect();
     assert_eq!(names.first(), Some(&"LITTLE"));
     assert_eq!(names.last(), Some(&"big"));
 }
@@ -271,7 +322,10 @@ fn libvirt_nodeinfo_matches() {
             .trim()
             .to_string()
     };
-    let (online, present) = field("CPUs").split_once('/').map(|(a, b)| (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap())).unwrap();
+    let (online, present) = field("CPUs")
+        .split_once('/')
+        .map(|(a, b)| (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap()))
+        .unwrap();
     let nodes: usize = field("Nodes").parse().unwrap();
     let sockets_per_node: usize = field("Sockets").parse().unwrap();
     let cores_per_socket: usize = field("Cores").parse().unwrap();
@@ -292,14 +346,33 @@ fn libvirt_capabilities_match() {
     let s = scan_fixture(name);
     let mut siblings: BTreeSet<Vec<u32>> = BTreeSet::new();
     let mut cpus = 0;
-    for line in text.lines().filter(|l| l.trim_start().starts_with("<cpu id=")) {
+    for line in text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("<cpu id="))
+    {
         cpus += 1;
-        let sib = line.split_once("siblings='").unwrap().1.split('\'').next().unwrap();
+        let sib = line
+            .split_once("siblings='")
+            .unwrap()
+            .1
+            .split('\'')
+            .next()
+            .unwrap();
         siblings.insert(sib.split(',').map(|x| x.parse().unwrap()).collect());
     }
-    let l3_banks = text.lines().filter(|l| l.contains("<bank ") && l.contains("level='3'")).count();
+    let l3_banks = text
+        .lines()
+        .filter(|l| l.contains("<bank ") && l.contains("level='3'"))
+        .count();
     assert_eq!(s.topology.summary.cpus_online, cpus);
-    assert_eq!(s.topology.cores.iter().map(|c| c.cpus.clone()).collect::<BTreeSet<_>>(), siblings);
+    assert_eq!(
+        s.topology
+            .cores
+            .iter()
+            .map(|c| c.cpus.clone())
+            .collect::<BTreeSet<_>>(),
+        siblings
+    );
     assert_eq!(s.topology.summary.l3_groups, l3_banks);
 }
 
@@ -312,12 +385,22 @@ fn ghw_ryzen_matches_ghwc_output() {
     let mut cores: BTreeSet<Vec<u32>> = BTreeSet::new();
     for line in text.lines().filter(|l| l.contains("processor core #")) {
         let inside = line.split_once('[').unwrap().1.trim_end_matches(']');
-        let mut v: Vec<u32> = inside.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let mut v: Vec<u32> = inside
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
         v.sort_unstable();
         cores.insert(v);
     }
     assert_eq!(cores.len(), 6);
-    assert_eq!(s.topology.cores.iter().map(|c| c.cpus.clone()).collect::<BTreeSet<_>>(), cores);
+    assert_eq!(
+        s.topology
+            .cores
+            .iter()
+            .map(|c| c.cpus.clone())
+            .collect::<BTreeSet<_>>(),
+        cores
+    );
     // Zen 1: two CCX, each its own L3; core ids skip 3 (0,1,2,4,5,6).
     assert_eq!(s.topology.summary.l3_groups, 2);
     let ids: BTreeSet<i64> = s.topology.cores.iter().filter_map(|c| c.core_id).collect();

@@ -14,7 +14,8 @@ pub struct SnapshotArgs {
 }
 
 pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
-    let report = capture(root, &args.out).with_context(|| format!("capturing {}", args.out.display()))?;
+    let report =
+        capture(root, &args.out).with_context(|| format!("capturing {}", args.out.display()))?;
     println!(
         "Wrote {}: {} files, {} symlinks, {} directories, {} placeholders.",
         args.out.display(),
@@ -27,11 +28,24 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
         println!(
             "{} file(s) could not be read{} and were left out or kept as empty placeholders, e.g. {}",
             report.skipped.len(),
-            if root.is_live() { " (run as root to include them)" } else { "" },
-            report.skipped.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            if root.is_live() {
+                " (run as root to include them)"
+            } else {
+                ""
+            },
+            report
+                .skipped
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     println!("MAC addresses, UUIDs and serial numbers are masked. To read it back:");
-    println!("  mkdir host && tar xzf {} -C host && vfio-assistant scan --root host", args.out.display());
+    println!(
+        "  mkdir host && tar xzf {} -C host && vfio-assistant scan --root host",
+        args.out.display()
+    );
     Ok(0)
 }

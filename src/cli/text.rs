@@ -6,7 +6,6 @@ use crate::host::iommu::VerdictKind;
 use crate::host::topology::Topology;
 use crate::host::{HostSnapshot, PciEntry};
 use crate::parse::cpulist::format_cpulist;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// KiB as a short human size.
@@ -15,7 +14,11 @@ pub fn human_kib(kib: u64) -> String {
         format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
     } else if kib >= 1024 {
         let mib = kib as f64 / 1024.0;
-        if mib.fract() == 0.0 { format!("{mib:.0} MiB") } else { format!("{mib:.1} MiB") }
+        if mib.fract() == 0.0 {
+            format!("{mib:.0} MiB")
+        } else {
+            format!("{mib:.1} MiB")
+        }
     } else {
         format!("{kib} KiB")
     }
@@ -86,7 +89,15 @@ fn device_line(e: &PciEntry) -> String {
 
 pub fn render_report(s: &HostSnapshot, verbose: bool) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "VFIO Assistant host report ({})", if s.root == "/" { "this machine".to_string() } else { s.root.clone() });
+    let _ = writeln!(
+        o,
+        "VFIO Assistant host report ({})",
+        if s.root == "/" {
+            "this machine".to_string()
+        } else {
+            s.root.clone()
+        }
+    );
     let _ = writeln!(o);
     overview(&mut o, s);
     let _ = writeln!(o);
@@ -121,10 +132,21 @@ fn overview(o: &mut String, s: &HostSnapshot) {
     );
     let virt = match c.virtualization() {
         Some(v) => format!("{v} supported by the CPU"),
-        None if c.hypervisor => "no vmx/svm flag: this is itself a VM without nested virtualization".into(),
+        None if c.hypervisor => {
+            "no vmx/svm flag: this is itself a VM without nested virtualization".into()
+        }
         None => "no vmx/svm flag: VT-x/AMD-V is missing or disabled in the firmware".into(),
     };
-    let _ = writeln!(o, "            {virt}; /dev/kvm {}; 1 GiB pages: {}", if s.firmware.dev_kvm { "present" } else { "missing" }, yes_no(c.pdpe1gb));
+    let _ = writeln!(
+        o,
+        "            {virt}; /dev/kvm {}; 1 GiB pages: {}",
+        if s.firmware.dev_kvm {
+            "present"
+        } else {
+            "missing"
+        },
+        yes_no(c.pdpe1gb)
+    );
     let iommu = if s.iommu.active {
         format!("active, {} groups", s.iommu.groups)
     } else {
@@ -141,19 +163,34 @@ fn overview(o: &mut String, s: &HostSnapshot) {
     let _ = writeln!(
         o,
         "Firmware:   {} boot; ACPI DMAR (Intel VT-d): {}; ACPI IVRS (AMD-Vi): {}",
-        if s.firmware.efi_boot { "UEFI" } else { "legacy BIOS (or unknown)" },
+        if s.firmware.efi_boot {
+            "UEFI"
+        } else {
+            "legacy BIOS (or unknown)"
+        },
         yes_no(s.firmware.acpi_dmar),
         yes_no(s.firmware.acpi_ivrs)
     );
     let k = &s.kernel;
-    let _ = writeln!(o, "Kernel:     {}", k.release.as_deref().unwrap_or("unknown release"));
+    let _ = writeln!(
+        o,
+        "Kernel:     {}",
+        k.release.as_deref().unwrap_or("unknown release")
+    );
     if let Some(cl) = &k.cmdline {
         let _ = writeln!(o, "            cmdline: {}", cl.raw);
     }
-    let vfio: Vec<&str> = ["vfio", "vfio_pci", "vfio_iommu_type1", "kvm", "kvm_intel", "kvm_amd"]
-        .into_iter()
-        .filter(|m| k.has_module(m) == Some(true))
-        .collect();
+    let vfio: Vec<&str> = [
+        "vfio",
+        "vfio_pci",
+        "vfio_iommu_type1",
+        "kvm",
+        "kvm_intel",
+        "kvm_amd",
+    ]
+    .into_iter()
+    .filter(|m| k.has_module(m) == Some(true))
+    .collect();
     let _ = writeln!(
         o,
         "            modules: {}",
@@ -173,11 +210,20 @@ fn overview(o: &mut String, s: &HostSnapshot) {
         "            THP: {} (defrag {}); hugepages: {}; clocksource: {}",
         k.thp_enabled.as_deref().unwrap_or("?"),
         k.thp_defrag.as_deref().unwrap_or("?"),
-        if pools.is_empty() { "none".to_string() } else { pools.join(", ") },
+        if pools.is_empty() {
+            "none".to_string()
+        } else {
+            pools.join(", ")
+        },
         k.clocksource.as_deref().unwrap_or("?")
     );
     let gpus: Vec<&PciEntry> = s.gpus().collect();
-    let _ = writeln!(o, "Devices:    {} PCI functions, {} GPU(s)", s.pci_devices.len(), gpus.len());
+    let _ = writeln!(
+        o,
+        "Devices:    {} PCI functions, {} GPU(s)",
+        s.pci_devices.len(),
+        gpus.len()
+    );
 }
 
 /// Package > NUMA node > L3 group > cores (siblings in brackets).
@@ -191,41 +237,55 @@ pub fn topology_tree(o: &mut String, t: &Topology) {
         sm.l3_groups,
         sm.cores,
         sm.cpus_online,
-        if sm.cpus_offline > 0 { format!(", {} offline", sm.cpus_offline) } else { String::new() },
-        if sm.smt { format!(", SMT {} threads/core", sm.threads_per_core) } else { String::new() }
+        if sm.cpus_offline > 0 {
+            format!(", {} offline", sm.cpus_offline)
+        } else {
+            String::new()
+        },
+        if sm.smt {
+            format!(", SMT {} threads/core", sm.threads_per_core)
+        } else {
+            String::new()
+        }
     );
     if !t.core_kinds.is_empty() {
-        let kinds: Vec<String> = t.core_kinds.iter().rev().map(|k| format!("{} {} (CPUs {})", k.cores, k.name, format_cpulist(&k.cpus))).collect();
+        let kinds: Vec<String> = t
+            .core_kinds
+            .iter()
+            .rev()
+            .map(|k| format!("{} {} (CPUs {})", k.cores, k.name, format_cpulist(&k.cpus)))
+            .collect();
         let _ = writeln!(o, "            hybrid: {}", kinds.join(", "));
     }
     if !t.isolated.is_empty() || !t.nohz_full.is_empty() {
-        let _ = writeln!(o, "            isolated: {}; nohz_full: {}", or_none(&t.isolated), or_none(&t.nohz_full));
+        let _ = writeln!(
+            o,
+            "            isolated: {}; nohz_full: {}",
+            or_none(&t.isolated),
+            or_none(&t.nohz_full)
+        );
     }
     let offline: Vec<u32> = t.cpus.iter().filter(|c| !c.online).map(|c| c.id).collect();
     if !offline.is_empty() {
         let _ = writeln!(o, "            offline CPUs: {}", format_cpulist(&offline));
     }
-    // package -> node -> l3 -> cores
-    let mut tree: BTreeMap<i64, BTreeMap<Option<u32>, BTreeMap<Option<usize>, Vec<usize>>>> = BTreeMap::new();
-    for core in &t.cores {
-        tree.entry(core.package_id.unwrap_or(0))
-            .or_default()
-            .entry(core.numa_node)
-            .or_default()
-            .entry(core.l3_group)
-            .or_default()
-            .push(core.index);
-    }
-    for (pkg, nodes) in &tree {
-        let _ = writeln!(o, "  Package {pkg}");
-        for (node, l3s) in nodes {
+    for pkg in t.layout() {
+        let _ = writeln!(o, "  Package {}", pkg.package_id);
+        for n in &pkg.nodes {
+            let node = n.numa_node;
             let mem = node
                 .and_then(|n| t.numa_nodes.iter().find(|x| x.id == n))
                 .and_then(|n| n.memory_kib)
                 .map(|m| format!(" ({})", human_kib(m)))
                 .unwrap_or_default();
-            let _ = writeln!(o, "    NUMA node {}{mem}", node.map(|n| n.to_string()).unwrap_or_else(|| "? (its node is offline or unknown)".into()));
-            for (l3, cores) in l3s {
+            let _ = writeln!(
+                o,
+                "    NUMA node {}{mem}",
+                node.map(|n| n.to_string())
+                    .unwrap_or_else(|| "? (its node is offline or unknown)".into())
+            );
+            for group in &n.l3s {
+                let (l3, cores) = (group.l3_group, &group.cores);
                 let size = l3
                     .and_then(|i| t.l3_groups.get(i))
                     .and_then(|g| g.size_kib)
@@ -246,19 +306,31 @@ pub fn topology_tree(o: &mut String, t: &Topology) {
                         s
                     })
                     .collect();
-                let _ = writeln!(o, "      {label}: {} cores {}", cores.len(), cores_txt.join(" "));
+                let _ = writeln!(
+                    o,
+                    "      {label}: {} cores {}",
+                    cores.len(),
+                    cores_txt.join(" ")
+                );
             }
         }
     }
 }
 
 fn or_none(v: &[u32]) -> String {
-    if v.is_empty() { "none".into() } else { format_cpulist(v) }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        format_cpulist(v)
+    }
 }
 
 fn groups(o: &mut String, s: &HostSnapshot) {
     if !s.iommu.active {
-        let _ = writeln!(o, "PCI devices (no IOMMU groups on this host, so none can be passed through yet):");
+        let _ = writeln!(
+            o,
+            "PCI devices (no IOMMU groups on this host, so none can be passed through yet):"
+        );
         for e in &s.pci_devices {
             let _ = writeln!(o, "  {}", device_line(e));
         }
@@ -267,10 +339,10 @@ fn groups(o: &mut String, s: &HostSnapshot) {
     let _ = writeln!(o, "IOMMU groups:");
     let mut bridge_only = Vec::new();
     for g in &s.iommu_groups {
-        let only_bridges = g
-            .devices
-            .iter()
-            .all(|a| s.device(a).is_some_and(|e| e.device.is_host_bridge() || e.device.is_pci_bridge()));
+        let only_bridges = g.devices.iter().all(|a| {
+            s.device(a)
+                .is_some_and(|e| e.device.is_host_bridge() || e.device.is_pci_bridge())
+        });
         if only_bridges {
             bridge_only.push(g.id);
             continue;
@@ -295,7 +367,12 @@ fn groups(o: &mut String, s: &HostSnapshot) {
                         continue;
                     }
                     if d.is_gpu() || e.passthrough.verdict != VerdictKind::ViableAlone {
-                        let _ = writeln!(o, "        -> [{}] {}", verdict_tag(e.passthrough.verdict), e.passthrough.reason);
+                        let _ = writeln!(
+                            o,
+                            "        -> [{}] {}",
+                            verdict_tag(e.passthrough.verdict),
+                            e.passthrough.reason
+                        );
                         for n in &e.passthrough.notes {
                             let _ = writeln!(o, "           note: {n}");
                         }
@@ -303,7 +380,10 @@ fn groups(o: &mut String, s: &HostSnapshot) {
                     }
                 }
                 None => {
-                    let _ = writeln!(o, "    {a}  (listed in the group, missing from the PCI bus)");
+                    let _ = writeln!(
+                        o,
+                        "    {a}  (listed in the group, missing from the PCI bus)"
+                    );
                 }
             }
         }
@@ -317,7 +397,11 @@ fn groups(o: &mut String, s: &HostSnapshot) {
             format_cpulist(&ids)
         );
     }
-    let ungrouped: Vec<&PciEntry> = s.pci_devices.iter().filter(|e| e.device.iommu_group.is_none()).collect();
+    let ungrouped: Vec<&PciEntry> = s
+        .pci_devices
+        .iter()
+        .filter(|e| e.device.iommu_group.is_none())
+        .collect();
     if !ungrouped.is_empty() {
         let _ = writeln!(o, "  Not in any group:");
         for e in ungrouped {

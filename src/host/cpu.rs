@@ -59,7 +59,8 @@ pub fn parse_cpu_summary(text: &str) -> CpuSummary {
         .unwrap_or((None, None));
     let logical_cpus = text.lines().filter(|l| l.starts_with("processor")).count();
     CpuSummary {
-        vendor: field("vendor_id").or_else(|| field("CPU implementer").map(|i| format!("ARM implementer {i}"))),
+        vendor: field("vendor_id")
+            .or_else(|| field("CPU implementer").map(|i| format!("ARM implementer {i}"))),
         model_name: field("model name"),
         family: field("cpu family"),
         model: field("model"),

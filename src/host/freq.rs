@@ -24,7 +24,11 @@ fn read_policy(root: &HostRoot, dir: &HostPath, warnings: &mut Warnings) -> CpuF
 }
 
 /// Frequency facts for every CPU that has them.
-pub fn read_cpufreq(root: &HostRoot, cpus: &BTreeSet<u32>, warnings: &mut Warnings) -> BTreeMap<u32, CpuFreq> {
+pub fn read_cpufreq(
+    root: &HostRoot,
+    cpus: &BTreeSet<u32>,
+    warnings: &mut Warnings,
+) -> BTreeMap<u32, CpuFreq> {
     let mut out = BTreeMap::new();
     let base = HostPath::sys("devices/system/cpu/cpufreq");
     if let Ok(names) = root.list_dir(&base) {
@@ -32,8 +36,14 @@ pub fn read_cpufreq(root: &HostRoot, cpus: &BTreeSet<u32>, warnings: &mut Warnin
             let dir = base.join(name);
             let covered = warnings
                 .take_opt(root.read_parsed(&dir.join("related_cpus"), parse_cpulist))
-                .or_else(|| warnings.take_opt(root.read_parsed(&dir.join("affected_cpus"), parse_cpulist)))
-                .or_else(|| name.strip_prefix("policy").and_then(|n| n.parse().ok()).map(|n| BTreeSet::from([n])))
+                .or_else(|| {
+                    warnings.take_opt(root.read_parsed(&dir.join("affected_cpus"), parse_cpulist))
+                })
+                .or_else(|| {
+                    name.strip_prefix("policy")
+                        .and_then(|n| n.parse().ok())
+                        .map(|n| BTreeSet::from([n]))
+                })
                 .unwrap_or_default();
             let f = read_policy(root, &dir, warnings);
             for cpu in covered {

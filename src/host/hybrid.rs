@@ -11,7 +11,12 @@ use crate::sysroot::{HostPath, HostRoot};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Classify cores into kinds; sets `Core::kind`. One kind (or none) = not hybrid.
-pub fn classify(root: &HostRoot, cpus: &[LogicalCpu], cores: &mut [Core], warnings: &mut Warnings) -> Vec<CoreKind> {
+pub fn classify(
+    root: &HostRoot,
+    cpus: &[LogicalCpu],
+    cores: &mut [Core],
+    warnings: &mut Warnings,
+) -> Vec<CoreKind> {
     // Each entry: a performance rank (higher = faster) per CPU.
     let (ranks, source): (BTreeMap<u32, u64>, &str) = if let Some(r) = intel_pmus(root, warnings) {
         (r, "intel_pmu")
@@ -43,7 +48,9 @@ pub fn classify(root: &HostRoot, cpus: &[LogicalCpu], cores: &mut [Core], warnin
         })
         .collect();
     for core in cores.iter_mut() {
-        let Some(rank) = core.cpus.first().and_then(|f| ranks.get(f)) else { continue };
+        let Some(rank) = core.cpus.first().and_then(|f| ranks.get(f)) else {
+            continue;
+        };
         if let Some(i) = order.iter().position(|r| r == rank) {
             core.kind = Some(i);
             kinds[i].cores += 1;
@@ -68,8 +75,10 @@ fn kind_name(source: &str, i: usize, n: usize) -> String {
 }
 
 fn intel_pmus(root: &HostRoot, warnings: &mut Warnings) -> Option<BTreeMap<u32, u64>> {
-    let p = warnings.take_opt(root.read_parsed(&HostPath::sys("devices/cpu_core/cpus"), parse_cpulist))?;
-    let e = warnings.take_opt(root.read_parsed(&HostPath::sys("devices/cpu_atom/cpus"), parse_cpulist))?;
+    let p = warnings
+        .take_opt(root.read_parsed(&HostPath::sys("devices/cpu_core/cpus"), parse_cpulist))?;
+    let e = warnings
+        .take_opt(root.read_parsed(&HostPath::sys("devices/cpu_atom/cpus"), parse_cpulist))?;
     let mut map = BTreeMap::new();
     for c in e {
         map.insert(c, 0);
@@ -80,8 +89,15 @@ fn intel_pmus(root: &HostRoot, warnings: &mut Warnings) -> Option<BTreeMap<u32, 
     Some(map)
 }
 
-fn by_value(cpus: &[LogicalCpu], f: impl Fn(&LogicalCpu) -> Option<u64>) -> Option<BTreeMap<u32, u64>> {
-    let map: BTreeMap<u32, u64> = cpus.iter().filter(|c| c.online).filter_map(|c| f(c).map(|v| (c.id, v))).collect();
+fn by_value(
+    cpus: &[LogicalCpu],
+    f: impl Fn(&LogicalCpu) -> Option<u64>,
+) -> Option<BTreeMap<u32, u64>> {
+    let map: BTreeMap<u32, u64> = cpus
+        .iter()
+        .filter(|c| c.online)
+        .filter_map(|c| f(c).map(|v| (c.id, v)))
+        .collect();
     let distinct: BTreeSet<u64> = map.values().copied().collect();
     (distinct.len() > 1).then_some(map)
 }

@@ -143,7 +143,10 @@ pub fn passthrough_verdict(
         );
     }
     let Some(dev) = devices.get(address) else {
-        return empty(VerdictKind::NotViable, format!("{address} is not a PCI device on this host."));
+        return empty(
+            VerdictKind::NotViable,
+            format!("{address} is not a PCI device on this host."),
+        );
     };
     let Some(group_id) = dev.iommu_group else {
         let mut v = empty(
@@ -260,7 +263,10 @@ pub fn passthrough_verdict(
     } else if companions.is_empty() {
         (
             VerdictKind::ViableAlone,
-            format!("{name} is alone in IOMMU group {group_id}{}: it can be passed through by itself.", bridge_words(&bridges_left_to_host)),
+            format!(
+                "{name} is alone in IOMMU group {group_id}{}: it can be passed through by itself.",
+                bridge_words(&bridges_left_to_host)
+            ),
         )
     } else {
         let list: Vec<String> = companions

@@ -26,12 +26,18 @@ pub struct KernelState {
 
 impl KernelState {
     pub fn has_module(&self, name: &str) -> Option<bool> {
-        self.modules.as_ref().map(|m| m.binary_search_by(|x| x.as_str().cmp(name)).is_ok())
+        self.modules
+            .as_ref()
+            .map(|m| m.binary_search_by(|x| x.as_str().cmp(name)).is_ok())
     }
 }
 
 /// `hugepages-2048kB/{nr_hugepages,free_hugepages}` under `dir`.
-pub fn read_hugepage_pools(root: &HostRoot, dir: &HostPath, warnings: &mut Warnings) -> Vec<HugepagePool> {
+pub fn read_hugepage_pools(
+    root: &HostRoot,
+    dir: &HostPath,
+    warnings: &mut Warnings,
+) -> Vec<HugepagePool> {
     let Ok(names) = root.list_dir(dir) else {
         return Vec::new();
     };
@@ -84,7 +90,8 @@ pub fn read_kernel(root: &HostRoot, warnings: &mut Warnings) -> KernelState {
         release: warnings.take_opt(root.read_attr_opt(&HostPath::proc("sys/kernel/osrelease"))),
         cmdline,
         modules,
-        thp_enabled: warnings.take_opt(root.read_parsed(&thp.join("enabled"), parse_bracket_choice)),
+        thp_enabled: warnings
+            .take_opt(root.read_parsed(&thp.join("enabled"), parse_bracket_choice)),
         thp_defrag: warnings.take_opt(root.read_parsed(&thp.join("defrag"), parse_bracket_choice)),
         hugepages: read_hugepage_pools(root, &HostPath::sys("kernel/mm/hugepages"), warnings),
         clocksource: warnings.take_opt(root.read_attr_opt(&clock.join("current_clocksource"))),

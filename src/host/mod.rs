@@ -77,7 +77,9 @@ impl HostSnapshot {
 pub enum ScanError {
     #[error("{0}: not a directory")]
     NotADirectory(String),
-    #[error("{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the directory a snapshot was extracted to")]
+    #[error(
+        "{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the directory a snapshot was extracted to"
+    )]
     NotAHost(String),
 }
 
@@ -121,7 +123,10 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
 }
 
 fn judge_all(devices: Vec<PciDevice>, groups: &[IommuGroup], iommu_active: bool) -> Vec<PciEntry> {
-    let by_addr: BTreeMap<String, PciDevice> = devices.into_iter().map(|d| (d.address.clone(), d)).collect();
+    let by_addr: BTreeMap<String, PciDevice> = devices
+        .into_iter()
+        .map(|d| (d.address.clone(), d))
+        .collect();
     let by_group: BTreeMap<u32, IommuGroup> = groups.iter().map(|g| (g.id, g.clone())).collect();
     by_addr
         .values()

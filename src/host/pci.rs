@@ -5,7 +5,9 @@ use super::hex::{Hex16, Hex24};
 use super::pci_names;
 use super::usage::HostUsage;
 use super::warnings::Warnings;
-use crate::parse::values::{parse_hex_u16, parse_hex_u32, parse_i64, parse_link_speed_gts, parse_u64};
+use crate::parse::values::{
+    parse_hex_u16, parse_hex_u32, parse_i64, parse_link_speed_gts, parse_u64,
+};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -149,7 +151,15 @@ pub fn short_vendor(name: &str) -> String {
             return name[a + 1..b].to_string();
         }
     }
-    for suffix in [" Corporation", " Corp.", ", Inc.", " Inc.", " Co., Ltd.", " Technologies", " Semiconductor"] {
+    for suffix in [
+        " Corporation",
+        " Corp.",
+        ", Inc.",
+        " Inc.",
+        " Co., Ltd.",
+        " Technologies",
+        " Semiconductor",
+    ] {
         if let Some(s) = name.strip_suffix(suffix) {
             return s.to_string();
         }
@@ -173,7 +183,10 @@ pub fn read_pci_devices(root: &HostRoot, warnings: &mut Warnings) -> Vec<PciDevi
     let mut out = Vec::new();
     for name in names {
         if !is_pci_address(&name) {
-            warnings.note(devices_dir.join(&name).to_string(), "not a PCI address; skipped");
+            warnings.note(
+                devices_dir.join(&name).to_string(),
+                "not a PCI address; skipped",
+            );
             continue;
         }
         if let Some(dev) = read_device(root, &devices_dir.join(&name), &name, &slots, warnings) {
@@ -199,8 +212,10 @@ fn read_device(
     let class = warnings
         .take_opt(root.read_parsed(&dir.join("class"), parse_hex_u32))
         .unwrap_or(0);
-    let sub_vendor = warnings.take_opt(root.read_parsed(&dir.join("subsystem_vendor"), parse_hex_u16));
-    let sub_device = warnings.take_opt(root.read_parsed(&dir.join("subsystem_device"), parse_hex_u16));
+    let sub_vendor =
+        warnings.take_opt(root.read_parsed(&dir.join("subsystem_vendor"), parse_hex_u16));
+    let sub_device =
+        warnings.take_opt(root.read_parsed(&dir.join("subsystem_device"), parse_hex_u16));
     let revision = warnings
         .take_opt(root.read_parsed(&dir.join("revision"), parse_hex_u32))
         .and_then(|r| u8::try_from(r).ok());
@@ -227,7 +242,10 @@ fn read_device(
     let reset = read_reset(root, dir, warnings);
     let link = read_link(root, dir, warnings);
     let real = warnings.take(root.resolve_link(dir)).flatten();
-    let parent_bridges = real.as_ref().map(|p| parent_chain(p, address)).unwrap_or_default();
+    let parent_bridges = real
+        .as_ref()
+        .map(|p| parent_chain(p, address))
+        .unwrap_or_default();
     let physical_slot = slots.get(slot_of(address)).cloned();
     let sriov = read_sriov(root, dir, warnings);
     let physfn = warnings
@@ -302,7 +320,10 @@ fn read_sriov(root: &HostRoot, dir: &HostPath, warnings: &mut Warnings) -> Optio
     let mut vfs: Vec<(u32, String)> = Vec::new();
     if let Some(entries) = warnings.take(root.list_dir(dir)) {
         for name in entries {
-            if let Some(idx) = name.strip_prefix("virtfn").and_then(|n| n.parse::<u32>().ok()) {
+            if let Some(idx) = name
+                .strip_prefix("virtfn")
+                .and_then(|n| n.parse::<u32>().ok())
+            {
                 if let Some(addr) = warnings.take(root.link_name(&dir.join(&name))).flatten() {
                     vfs.push((idx, addr));
                 }
@@ -338,7 +359,8 @@ fn read_slots(root: &HostRoot, warnings: &mut Warnings) -> BTreeMap<String, Stri
         return map;
     };
     for name in names {
-        if let Some(addr) = warnings.take_opt(root.read_attr_opt(&dir.join(&name).join("address"))) {
+        if let Some(addr) = warnings.take_opt(root.read_attr_opt(&dir.join(&name).join("address")))
+        {
             // Hot-plug slots without a card report only the slot, keep the first name.
             map.entry(addr).or_insert(name);
         }
@@ -353,7 +375,7 @@ mod tests {
     #[test]
     fn addresses() {
         assert!(is_pci_address("0000:01:00.0"));
-        assert!(is_pci_address("10000:01:00.0") == false);
+        assert!(!is_pci_address("10000:01:00.0"));
         assert!(!is_pci_address("0000:01:00"));
         assert!(!is_pci_address("pci0000:00"));
         assert_eq!(slot_of("0000:01:00.1"), "0000:01:00");
@@ -361,14 +383,18 @@ mod tests {
 
     #[test]
     fn vendor_short_names() {
-        assert_eq!(short_vendor("Advanced Micro Devices, Inc. [AMD/ATI]"), "AMD/ATI");
+        assert_eq!(
+            short_vendor("Advanced Micro Devices, Inc. [AMD/ATI]"),
+            "AMD/ATI"
+        );
         assert_eq!(short_vendor("NVIDIA Corporation"), "NVIDIA");
         assert_eq!(short_vendor("Intel Corporation"), "Intel");
     }
 
     #[test]
     fn chain_closest_first() {
-        let p = HostPath::sys("devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0");
+        let p =
+            HostPath::sys("devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0");
         assert_eq!(
             parent_chain(&p, "0000:03:00.0"),
             vec!["0000:02:00.0", "0000:01:00.0", "0000:00:01.0"]

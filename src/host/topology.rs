@@ -132,9 +132,64 @@ pub struct Topology {
     pub nohz_full: Vec<u32>,
 }
 
+/// Core indexes by L3 group.
+type CoresByL3 = BTreeMap<Option<usize>, Vec<usize>>;
+
+/// Cores of one L3 group inside one NUMA node, for drawing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct L3Layout {
+    pub l3_group: Option<usize>,
+    /// Indexes into `Topology::cores`.
+    pub cores: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLayout {
+    pub numa_node: Option<u32>,
+    pub l3s: Vec<L3Layout>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageLayout {
+    pub package_id: i64,
+    pub nodes: Vec<NodeLayout>,
+}
+
 impl Topology {
+    /// The nesting lstopo draws: package > NUMA node > L3 group > cores, sorted.
+    pub fn layout(&self) -> Vec<PackageLayout> {
+        let mut tree: BTreeMap<i64, BTreeMap<Option<u32>, CoresByL3>> = BTreeMap::new();
+        for core in &self.cores {
+            tree.entry(core.package_id.unwrap_or(0))
+                .or_default()
+                .entry(core.numa_node)
+                .or_default()
+                .entry(core.l3_group)
+                .or_default()
+                .push(core.index);
+        }
+        tree.into_iter()
+            .map(|(package_id, nodes)| PackageLayout {
+                package_id,
+                nodes: nodes
+                    .into_iter()
+                    .map(|(numa_node, l3s)| NodeLayout {
+                        numa_node,
+                        l3s: l3s
+                            .into_iter()
+                            .map(|(l3_group, cores)| L3Layout { l3_group, cores })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     pub fn cpu(&self, id: u32) -> Option<&LogicalCpu> {
-        self.cpus.binary_search_by_key(&id, |c| c.id).ok().map(|i| &self.cpus[i])
+        self.cpus
+            .binary_search_by_key(&id, |c| c.id)
+            .ok()
+            .map(|i| &self.cpus[i])
     }
     pub fn online_cpus(&self) -> impl Iterator<Item = &LogicalCpu> {
         self.cpus.iter().filter(|c| c.online)
@@ -158,7 +213,8 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
         .iter()
         .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
         .collect();
-    let present = read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
+    let present =
+        read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
     let present: BTreeSet<u32> = present.union(&dir_ids).copied().collect();
     let online_list = read_list(root, &base.join("online"), warnings);
     let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
@@ -176,7 +232,9 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
                 .unwrap_or_else(|| root.is_dir(&dir.join("topology"))),
         };
         let topo = dir.join("topology");
-        let num = |name: &str, w: &mut Warnings| w.take_opt(root.read_parsed(&topo.join(name), parse_i64));
+        let num = |name: &str, w: &mut Warnings| {
+            w.take_opt(root.read_parsed(&topo.join(name), parse_i64))
+        };
         let (package_id, die_id, cluster_id, core_id) = if online {
             (
                 num("physical_package_id", warnings),
@@ -228,7 +286,11 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
     topo.l3_groups = cache_groups(root, &mut cpus, &online, 3, warnings);
     topo.l2_groups = cache_groups(root, &mut cpus, &online, 2, warnings);
     for core in &mut topo.cores {
-        if let Some(first) = core.cpus.first().and_then(|c| cpus.iter().find(|x| x.id == *c)) {
+        if let Some(first) = core
+            .cpus
+            .first()
+            .and_then(|c| cpus.iter().find(|x| x.id == *c))
+        {
             core.numa_node = first.numa_node;
             core.l3_group = first.l3_group;
         }
@@ -280,7 +342,11 @@ fn build_cores(
             .copied()
             .filter(|m| !assigned.contains_key(m) && key_of.get(m) == Some(key))
             .collect();
-        let members = if members.contains(cpu_id) { members } else { vec![*cpu_id] };
+        let members = if members.contains(cpu_id) {
+            members
+        } else {
+            vec![*cpu_id]
+        };
         let index = cores.len();
         let first = cpus.iter().find(|c| c.id == members[0]);
         cores.push(Core {
@@ -306,7 +372,11 @@ fn build_cores(
 
 fn same_core_id(cpus: &[LogicalCpu], other: u32, cpu: &LogicalCpu) -> bool {
     match cpus.iter().find(|c| c.id == other) {
-        Some(o) => o.core_id.is_none() || cpu.core_id.is_none() || (o.core_id == cpu.core_id && o.package_id == cpu.package_id),
+        Some(o) => {
+            o.core_id.is_none()
+                || cpu.core_id.is_none()
+                || (o.core_id == cpu.core_id && o.package_id == cpu.package_id)
+        }
         None => false,
     }
 }
@@ -335,7 +405,10 @@ fn build_packages(cpus: &[LogicalCpu], cores: &[Core]) -> Vec<Package> {
     map.into_iter()
         .map(|(id, cpus)| Package {
             id,
-            cores: cores.iter().filter(|k| k.package_id.unwrap_or(0) == id).count(),
+            cores: cores
+                .iter()
+                .filter(|k| k.package_id.unwrap_or(0) == id)
+                .count(),
             cpus,
         })
         .collect()
@@ -352,7 +425,9 @@ fn cache_groups(
     let mut groups: Vec<CacheGroup> = Vec::new();
     for cpu in cpus.iter_mut().filter(|c| c.online) {
         let cache = cpu_dir(cpu.id).join("cache");
-        let Ok(indexes) = root.list_dir(&cache) else { continue };
+        let Ok(indexes) = root.list_dir(&cache) else {
+            continue;
+        };
         for idx in indexes.iter().filter(|n| n.starts_with("index")) {
             let dir = cache.join(idx);
             let lvl = warnings.take_opt(root.read_parsed(&dir.join("level"), parse_u64));

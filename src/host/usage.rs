@@ -62,7 +62,11 @@ impl HostUsage {
             if b.mounts.is_empty() {
                 out.push(format!("disk {} is attached to the host", b.name));
             } else {
-                out.push(format!("disk {} is mounted at {}", b.name, b.mounts.join(", ")));
+                out.push(format!(
+                    "disk {} is mounted at {}",
+                    b.name,
+                    b.mounts.join(", ")
+                ));
             }
         }
         for n in &self.net_interfaces {
@@ -125,8 +129,7 @@ fn owning_function(real: &HostPath) -> Option<String> {
     real.relative()
         .components()
         .filter_map(|c| c.as_os_str().to_str())
-        .filter(|c| is_pci_address(c))
-        .last()
+        .rfind(|c| is_pci_address(c))
         .map(str::to_string)
 }
 
@@ -163,13 +166,20 @@ pub fn attach_host_usage(root: &HostRoot, devices: &mut [PciDevice], warnings: &
 }
 
 /// `(name, real device path)` for every entry of a class directory.
-fn class_entries(root: &HostRoot, class_dir: &HostPath, warnings: &mut Warnings) -> Vec<(String, HostPath)> {
+fn class_entries(
+    root: &HostRoot,
+    class_dir: &HostPath,
+    warnings: &mut Warnings,
+) -> Vec<(String, HostPath)> {
     let Ok(names) = root.list_dir(class_dir) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for name in names {
-        if let Some(real) = warnings.take(root.resolve_link(&class_dir.join(&name))).flatten() {
+        if let Some(real) = warnings
+            .take(root.resolve_link(&class_dir.join(&name)))
+            .flatten()
+        {
             out.push((name, real));
         }
     }
@@ -179,9 +189,14 @@ fn class_entries(root: &HostRoot, class_dir: &HostPath, warnings: &mut Warnings)
 fn read_net(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: &mut Warnings) {
     let dir = HostPath::sys("class/net");
     for (name, real) in class_entries(root, &dir, warnings) {
-        let Some(addr) = owning_function(&real) else { continue };
+        let Some(addr) = owning_function(&real) else {
+            continue;
+        };
         let operstate = warnings.take_opt(root.read_attr_opt(&dir.join(&name).join("operstate")));
-        map.entry(addr).or_default().net_interfaces.push(NetInterface { name, operstate });
+        map.entry(addr)
+            .or_default()
+            .net_interfaces
+            .push(NetInterface { name, operstate });
     }
 }
 
@@ -197,7 +212,9 @@ fn read_block(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: 
         .unwrap_or_default();
     let mut disks: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for (name, real) in class_entries(root, &dir, warnings) {
-        let Some(addr) = owning_function(&real) else { continue };
+        let Some(addr) = owning_function(&real) else {
+            continue;
+        };
         // A partition's real path is .../block/<disk>/<partition>.
         let comps: Vec<String> = real
             .relative()
@@ -219,7 +236,13 @@ fn read_block(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: 
     for (disk, (addr, mut mnts)) in disks {
         mnts.sort();
         mnts.dedup();
-        map.entry(addr).or_default().block_devices.push(BlockDevice { name: disk, mounts: mnts });
+        map.entry(addr)
+            .or_default()
+            .block_devices
+            .push(BlockDevice {
+                name: disk,
+                mounts: mnts,
+            });
     }
 }
 
@@ -230,9 +253,14 @@ fn read_usb(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: &m
         if name.starts_with("usb") || name.contains(':') {
             continue;
         }
-        let Some(addr) = owning_function(&real) else { continue };
+        let Some(addr) = owning_function(&real) else {
+            continue;
+        };
         let product = warnings.take_opt(root.read_attr_opt(&dir.join(&name).join("product")));
-        map.entry(addr).or_default().usb_devices.push(UsbDevice { name, product });
+        map.entry(addr)
+            .or_default()
+            .usb_devices
+            .push(UsbDevice { name, product });
     }
 }
 
@@ -244,7 +272,9 @@ fn read_drm(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: &m
         let is_card = name.starts_with("card") && name[4..].chars().all(|c| c.is_ascii_digit());
         if is_card {
             if let Some(addr) = owning_function(real) {
-                cards.entry(name.clone()).or_insert_with(|| (addr, Vec::new()));
+                cards
+                    .entry(name.clone())
+                    .or_insert_with(|| (addr, Vec::new()));
             }
         }
     }
@@ -259,7 +289,10 @@ fn read_drm(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: &m
         }
     }
     for (name, (addr, connected)) in cards {
-        map.entry(addr).or_default().drm_cards.push(DrmCard { name, connected });
+        map.entry(addr)
+            .or_default()
+            .drm_cards
+            .push(DrmCard { name, connected });
     }
 }
 
@@ -269,7 +302,9 @@ mod tests {
 
     #[test]
     fn mounts_by_device_name() {
-        let m = parse_mounts("/dev/nvme0n1p2 / ext4 rw 0 0\nproc /proc proc rw 0 0\n/dev/sda1 /mnt/my\\040disk ext4 rw 0 0\n");
+        let m = parse_mounts(
+            "/dev/nvme0n1p2 / ext4 rw 0 0\nproc /proc proc rw 0 0\n/dev/sda1 /mnt/my\\040disk ext4 rw 0 0\n",
+        );
         assert_eq!(m.get("nvme0n1p2").unwrap(), &vec!["/".to_string()]);
         assert_eq!(m.get("sda1").unwrap(), &vec!["/mnt/my disk".to_string()]);
         assert!(!m.contains_key("proc"));
@@ -279,6 +314,9 @@ mod tests {
     fn owner_is_deepest_function() {
         let p = HostPath::sys("devices/pci0000:00/0000:00:1c.0/0000:03:00.0/net/enp3s0");
         assert_eq!(owning_function(&p).as_deref(), Some("0000:03:00.0"));
-        assert_eq!(owning_function(&HostPath::sys("devices/virtual/net/lo")), None);
+        assert_eq!(
+            owning_function(&HostPath::sys("devices/virtual/net/lo")),
+            None
+        );
     }
 }

@@ -19,13 +19,19 @@ impl Warnings {
     pub fn push(&mut self, err: &ReadError) {
         let (path, message) = match err {
             ReadError::NotFound { path } => (path.clone(), "not present".to_string()),
-            ReadError::PermissionDenied { path } => {
-                (path.clone(), "permission denied (run as root to read it)".to_string())
-            }
+            ReadError::PermissionDenied { path } => (
+                path.clone(),
+                "permission denied (run as root to read it)".to_string(),
+            ),
             ReadError::Io { path, message } => (path.clone(), message.clone()),
-            ReadError::Invalid { path, value, reason } => {
-                (path.clone(), format!("unexpected value {value:?}: {reason}"))
-            }
+            ReadError::Invalid {
+                path,
+                value,
+                reason,
+            } => (
+                path.clone(),
+                format!("unexpected value {value:?}: {reason}"),
+            ),
         };
         self.0.push(Warning { path, message });
     }

@@ -68,7 +68,9 @@ fn number(s: &str) -> Result<u32, ParseError> {
         .parse()
         .map_err(|_| ParseError::new(format!("{s:?} is not a CPU number")))?;
     if n > MAX_CPU {
-        return Err(ParseError::new(format!("CPU {n} is beyond any real machine")));
+        return Err(ParseError::new(format!(
+            "CPU {n} is beyond any real machine"
+        )));
     }
     Ok(n)
 }
@@ -83,8 +85,12 @@ pub fn parse_cpumask(text: &str) -> Result<BTreeSet<u32>, ParseError> {
         if w.is_empty() {
             continue;
         }
-        let bits = u32::from_str_radix(w, 16).map_err(|_| ParseError::new(format!("{w:?} is not a hex CPU mask word")))?;
-        let base = u32::try_from(i).ok().and_then(|i| i.checked_mul(32)).ok_or_else(|| ParseError::new("CPU mask too long"))?;
+        let bits = u32::from_str_radix(w, 16)
+            .map_err(|_| ParseError::new(format!("{w:?} is not a hex CPU mask word")))?;
+        let base = u32::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_mul(32))
+            .ok_or_else(|| ParseError::new("CPU mask too long"))?;
         if base > MAX_CPU {
             return Err(ParseError::new("CPU mask too long"));
         }
@@ -131,7 +137,10 @@ mod tests {
     #[test]
     fn parses_sysfs_lists() {
         let s = parse_cpulist("0-3,8,10-11\n").unwrap();
-        assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            s.into_iter().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
         assert!(parse_cpulist("").unwrap().is_empty());
         assert!(parse_cpulist("\n").unwrap().is_empty());
     }

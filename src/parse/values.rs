@@ -10,7 +10,8 @@ pub fn parse_hex_u32(text: &str) -> Result<u32, ParseError> {
         .strip_prefix("0x")
         .or_else(|| t.strip_prefix("0X"))
         .unwrap_or(t);
-    u32::from_str_radix(digits, 16).map_err(|_| ParseError::new(format!("{t:?} is not a hex number")))
+    u32::from_str_radix(digits, 16)
+        .map_err(|_| ParseError::new(format!("{t:?} is not a hex number")))
 }
 
 /// A 16-bit hex id such as a PCI vendor id.
@@ -89,7 +90,10 @@ mod tests {
 
     #[test]
     fn choices_and_speeds() {
-        assert_eq!(parse_bracket_choice("always [madvise] never\n").unwrap(), "madvise");
+        assert_eq!(
+            parse_bracket_choice("always [madvise] never\n").unwrap(),
+            "madvise"
+        );
         assert!(parse_bracket_choice("always").is_err());
         assert_eq!(parse_link_speed_gts("8.0 GT/s PCIe").unwrap(), Some(8.0));
         assert_eq!(parse_link_speed_gts("16.0 GT/s PCIe").unwrap(), Some(16.0));

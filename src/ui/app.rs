@@ -49,13 +49,23 @@ impl App {
 
     fn from_source(source: Source, state: State) -> Self {
         let (root, demo_dir, label, error) = match source {
-            Source::Live => (Some(HostRoot::live()), None, "this machine".to_string(), None),
+            Source::Live => (
+                Some(HostRoot::live()),
+                None,
+                "this machine".to_string(),
+                None,
+            ),
             Source::Root(dir) => {
                 let label = dir.display().to_string();
                 (Some(HostRoot::at(dir)), None, label, None)
             }
             Source::Demo => match super::demo::unpack_demo() {
-                Ok((root, dir)) => (Some(root), Some(dir), "demo host (sample data)".to_string(), None),
+                Ok((root, dir)) => (
+                    Some(root),
+                    Some(dir),
+                    "demo host (sample data)".to_string(),
+                    None,
+                ),
                 Err(e) => (None, None, "demo host".to_string(), Some(format!("{e:#}"))),
             },
         };
@@ -125,12 +135,18 @@ impl App {
                 ui.heading("VFIO Assistant");
                 ui.separator();
                 for page in Page::ALL {
-                    if ui.selectable_label(self.state.page == page, page.title()).clicked() {
+                    if ui
+                        .selectable_label(self.state.page == page, page.title())
+                        .clicked()
+                    {
                         self.commands.push(Command::ShowPage(page));
                     }
                 }
                 ui.separator();
-                let rescan = ui.add_enabled(self.root.is_some() && !self.is_scanning(), egui::Button::new("⟳ Rescan"));
+                let rescan = ui.add_enabled(
+                    self.root.is_some() && !self.is_scanning(),
+                    egui::Button::new("⟳ Rescan"),
+                );
                 if rescan.clicked() {
                     self.commands.push(Command::Rescan);
                 }
@@ -145,7 +161,10 @@ impl App {
         });
         egui::CentralPanel::default().show(ui, |ui| {
             if let Some(err) = &self.error {
-                ui.colored_label(ui.visuals().error_fg_color, format!("Could not read the host: {err}"));
+                ui.colored_label(
+                    ui.visuals().error_fg_color,
+                    format!("Could not read the host: {err}"),
+                );
             }
             let Some(snap) = self.snapshot.clone() else {
                 if self.error.is_none() {
@@ -156,7 +175,13 @@ impl App {
             let mut out = Vec::new();
             match self.state.page {
                 Page::Overview => views::overview::overview_ui(ui, &snap, &mut out),
-                Page::Devices => views::devices::devices_ui(ui, &snap, &mut self.state, self.focus_device.take(), &mut out),
+                Page::Devices => views::devices::devices_ui(
+                    ui,
+                    &snap,
+                    &mut self.state,
+                    self.focus_device.take(),
+                    &mut out,
+                ),
                 Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut out),
             }
             self.commands.extend(out);

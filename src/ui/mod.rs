@@ -40,7 +40,8 @@ pub fn run_app(source: Source) -> anyhow::Result<i32> {
         .with_app_id(APP_ID)
         .with_inner_size([1200.0, 820.0])
         .with_min_inner_size([640.0, 400.0]);
-    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png")) {
+    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png"))
+    {
         viewport = viewport.with_icon(icon);
     }
     let options = eframe::NativeOptions {

@@ -10,12 +10,14 @@ pub type ScanResult = Result<HostSnapshot, String>;
 /// Start a scan; the receiver yields one result. `wake` is called when it is ready.
 pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Receiver<ScanResult> {
     let (tx, rx) = channel();
-    let spawned = std::thread::Builder::new().name("scan".into()).spawn(move || {
-        let result = scan(&root).map_err(|e| format!("{e:#}"));
-        // The app may have closed meanwhile; nothing to do then.
-        let _ = tx.send(result);
-        wake();
-    });
+    let spawned = std::thread::Builder::new()
+        .name("scan".into())
+        .spawn(move || {
+            let result = scan(&root).map_err(|e| format!("{e:#}"));
+            // The app may have closed meanwhile; nothing to do then.
+            let _ = tx.send(result);
+            wake();
+        });
     if let Err(e) = spawned {
         let (tx2, rx2) = channel();
         let _ = tx2.send(Err(format!("could not start the scan thread: {e}")));

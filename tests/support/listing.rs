@@ -56,7 +56,10 @@ impl Listing {
 
     /// The members of IOMMU group `group`, sorted by address.
     pub fn group_members(&self, group: u32) -> Vec<&ListedDevice> {
-        self.devices.iter().filter(|d| d.group == Some(group)).collect()
+        self.devices
+            .iter()
+            .filter(|d| d.group == Some(group))
+            .collect()
     }
 }
 
@@ -83,7 +86,10 @@ pub fn parse_listing(text: &str) -> Listing {
             continue;
         }
         if let Some(driver) = driver_value(trimmed) {
-            let unbound = last_device.as_ref().and_then(|a| seen.get_mut(a)).filter(|e| e.driver.is_none());
+            let unbound = last_device
+                .as_ref()
+                .and_then(|a| seen.get_mut(a))
+                .filter(|e| e.driver.is_none());
             if let Some(entry) = unbound {
                 entry.driver = driver;
             }
@@ -189,7 +195,9 @@ fn find_group(line: &str) -> Option<u32> {
         while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
             i += 1;
         }
-        let digits_end = i + bytes.get(i..).map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count());
+        let digits_end = i + bytes
+            .get(i..)
+            .map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count());
         if let Some(number) = lower.get(i..digits_end).and_then(|d| d.parse::<u32>().ok()) {
             return Some(number);
         }
@@ -202,14 +210,26 @@ fn find_group(line: &str) -> Option<u32> {
 /// `dddd:bb:dd.f`, and the byte offset just past it.
 fn find_address(line: &str) -> Option<(String, usize)> {
     let b = line.as_bytes();
-    let before_ok = |i: usize| i == 0 || b.get(i - 1).is_some_and(|c| c.is_ascii_whitespace() || b"[(,='\"".contains(c));
-    let after_ok = |i: usize| b.get(i).is_none_or(|c| c.is_ascii_whitespace() || b":)],;'\"".contains(c));
+    let before_ok = |i: usize| {
+        i == 0
+            || b.get(i - 1)
+                .is_some_and(|c| c.is_ascii_whitespace() || b"[(,='\"".contains(c))
+    };
+    let after_ok = |i: usize| {
+        b.get(i)
+            .is_none_or(|c| c.is_ascii_whitespace() || b":)],;'\"".contains(c))
+    };
     for i in 0..b.len() {
         if !before_ok(i) {
             continue;
         }
         // With a domain: dddd:bb:dd.f
-        let long = (hex_at(b, i, 4), b.get(i + 4), bdf_at(b, i + 5), after_ok(i + 12));
+        let long = (
+            hex_at(b, i, 4),
+            b.get(i + 4),
+            bdf_at(b, i + 5),
+            after_ok(i + 12),
+        );
         if let (Some(domain), Some(b':'), Some((bus, dev, func)), true) = long {
             return Some((format!("{domain:04x}:{bus:02x}:{dev:02x}.{func}"), i + 12));
         }
@@ -233,7 +253,9 @@ fn bdf_at(b: &[u8], i: usize) -> Option<(u32, u32, u32)> {
 /// Exactly `len` hex digits at `i`.
 fn hex_at(b: &[u8], i: usize, len: usize) -> Option<u32> {
     let digits = b.get(i..i.checked_add(len)?)?;
-    digits.iter().try_fold(0u32, |acc, c| Some(acc * 16 + char::from(*c).to_digit(16)?))
+    digits
+        .iter()
+        .try_fold(0u32, |acc, c| Some(acc * 16 + char::from(*c).to_digit(16)?))
 }
 
 /// `[cccc]:` — lspci -nn prints the class id right before the colon after the class name.
@@ -278,7 +300,9 @@ fn is_path_component(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
-        && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"_-.+:@".contains(&c))
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"_-.+:@".contains(&c))
 }
 
 /// `dddd:bb:dd.f` in lower-case hex, nothing else.
@@ -292,7 +316,10 @@ fn is_full_address(address: &str) -> bool {
 }
 
 fn invalid(what: &str, value: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("listing has an unusable {what}: {value:?}"))
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("listing has an unusable {what}: {value:?}"),
+    )
 }
 
 #[cfg(unix)]
@@ -305,7 +332,10 @@ fn relink(target: &str, link: &Path) -> io::Result<()> {
 
 #[cfg(not(unix))]
 fn relink(_target: &str, link: &Path) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, format!("no symlinks here: {}", link.display())))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("no symlinks here: {}", link.display()),
+    ))
 }
 
 /// Writes a minimal Linux sysfs tree for the listing under `root` (which exists):
@@ -333,7 +363,10 @@ pub fn write_sysfs(listing: &Listing, root: &Path) -> io::Result<()> {
         let mut files = vec![
             ("vendor", format!("0x{:04x}\n", device.vendor_id)),
             ("device", format!("0x{:04x}\n", device.device_id)),
-            ("class", format!("0x{:06x}\n", u32::from(device.class_code) << 8)),
+            (
+                "class",
+                format!("0x{:06x}\n", u32::from(device.class_code) << 8),
+            ),
             ("subsystem_vendor", "0x0000\n".to_string()),
             ("subsystem_device", "0x0000\n".to_string()),
             ("numa_node", "-1\n".to_string()),
@@ -346,12 +379,21 @@ pub fn write_sysfs(listing: &Listing, root: &Path) -> io::Result<()> {
             fs::write(dir.join(name), contents)?;
         }
         relink("../../../bus/pci", &dir.join("subsystem"))?;
-        relink(&format!("../../../{device_in_sys}"), &sys.join("bus/pci/devices").join(address))?;
+        relink(
+            &format!("../../../{device_in_sys}"),
+            &sys.join("bus/pci/devices").join(address),
+        )?;
         if let Some(group) = device.group {
             let members = sys.join(format!("kernel/iommu_groups/{group}/devices"));
             fs::create_dir_all(&members)?;
-            relink(&format!("../../../../{device_in_sys}"), &members.join(address))?;
-            relink(&format!("../../../kernel/iommu_groups/{group}"), &dir.join("iommu_group"))?;
+            relink(
+                &format!("../../../../{device_in_sys}"),
+                &members.join(address),
+            )?;
+            relink(
+                &format!("../../../kernel/iommu_groups/{group}"),
+                &dir.join("iommu_group"),
+            )?;
         }
         if let Some(driver) = &device.driver {
             if !is_path_component(driver) {
@@ -359,8 +401,14 @@ pub fn write_sysfs(listing: &Listing, root: &Path) -> io::Result<()> {
             }
             let bound = sys.join("bus/pci/drivers").join(driver);
             fs::create_dir_all(&bound)?;
-            relink(&format!("../../../../{device_in_sys}"), &bound.join(address))?;
-            relink(&format!("../../../bus/pci/drivers/{driver}"), &dir.join("driver"))?;
+            relink(
+                &format!("../../../../{device_in_sys}"),
+                &bound.join(address),
+            )?;
+            relink(
+                &format!("../../../bus/pci/drivers/{driver}"),
+                &dir.join("driver"),
+            )?;
         }
     }
     Ok(())
@@ -372,7 +420,11 @@ mod tests {
     use std::path::PathBuf;
 
     fn fixture(name: &str) -> String {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/listings")).join(name);
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/listings"
+        ))
+        .join(name);
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
@@ -381,7 +433,9 @@ mod tests {
     }
 
     fn dev<'a>(listing: &'a Listing, address: &str) -> &'a ListedDevice {
-        listing.device(address).unwrap_or_else(|| panic!("{address} missing"))
+        listing
+            .device(address)
+            .unwrap_or_else(|| panic!("{address} missing"))
     }
 
     fn group_count(listing: &Listing) -> usize {
@@ -407,9 +461,20 @@ mod tests {
         assert_eq!(group_count(&listing), 14);
         assert_eq!(gpus(&listing), ["0000:00:02.0", "0000:01:00.0"]);
         let gtx = dev(&listing, "0000:01:00.0");
-        assert_eq!((gtx.class_code, gtx.vendor_id, gtx.device_id), (0x0300, 0x10de, 0x1401));
-        assert_eq!((gtx.revision, gtx.group, gtx.driver.as_deref()), (Some(0xa1), Some(1), None));
-        assert!(gtx.text.starts_with("VGA compatible controller [0300]: NVIDIA"), "{}", gtx.text);
+        assert_eq!(
+            (gtx.class_code, gtx.vendor_id, gtx.device_id),
+            (0x0300, 0x10de, 0x1401)
+        );
+        assert_eq!(
+            (gtx.revision, gtx.group, gtx.driver.as_deref()),
+            (Some(0xa1), Some(1), None)
+        );
+        assert!(
+            gtx.text
+                .starts_with("VGA compatible controller [0300]: NVIDIA"),
+            "{}",
+            gtx.text
+        );
         assert_eq!(listing.group_members(10).len(), 4);
         assert_eq!(dev(&listing, "0000:03:00.0").revision, None);
         let mut sorted = listing.devices.clone();
@@ -424,10 +489,16 @@ mod tests {
         assert_eq!(group_count(&listing), 25);
         assert_eq!(listing.group_members(15).len(), 8);
         let navi = dev(&listing, "0000:08:00.0");
-        assert_eq!((navi.vendor_id, navi.device_id, navi.group), (0x1002, 0x73a5, Some(18)));
+        assert_eq!(
+            (navi.vendor_id, navi.device_id, navi.group),
+            (0x1002, 0x73a5, Some(18))
+        );
         // "[E:B]" and "[AMD]" in names are neither class nor ids.
         let gpp = dev(&listing, "0000:00:07.1");
-        assert_eq!((gpp.class_code, gpp.device_id, gpp.group), (0x0604, 0x1484, Some(9)));
+        assert_eq!(
+            (gpp.class_code, gpp.device_id, gpp.group),
+            (0x0604, 0x1484, Some(9))
+        );
     }
 
     #[test]
@@ -449,13 +520,32 @@ mod tests {
         let listing = parse_fixture("asrock-trx40-creator-threadripper-3960x.txt");
         assert_eq!(listing.devices.len(), 89);
         assert_eq!(group_count(&listing), 73);
-        assert_eq!(gpus(&listing), ["0000:01:00.0", "0000:21:00.0", "0000:4c:00.0"]);
-        assert_eq!(dev(&listing, "0000:21:00.0").driver.as_deref(), Some("vfio-pci"));
-        assert_eq!(dev(&listing, "0000:01:00.0").driver.as_deref(), Some("nouveau"));
-        assert_eq!(dev(&listing, "0000:47:00.1").driver.as_deref(), Some("xhci_hcd"));
+        assert_eq!(
+            gpus(&listing),
+            ["0000:01:00.0", "0000:21:00.0", "0000:4c:00.0"]
+        );
+        assert_eq!(
+            dev(&listing, "0000:21:00.0").driver.as_deref(),
+            Some("vfio-pci")
+        );
+        assert_eq!(
+            dev(&listing, "0000:01:00.0").driver.as_deref(),
+            Some("nouveau")
+        );
+        assert_eq!(
+            dev(&listing, "0000:47:00.1").driver.as_deref(),
+            Some("xhci_hcd")
+        );
         assert_eq!(dev(&listing, "0000:00:14.3").driver, None);
-        assert_eq!(dev(&listing, "0000:00:18.3").driver.as_deref(), Some("k10temp"));
-        let bound = listing.devices.iter().filter(|d| d.driver.is_some()).count();
+        assert_eq!(
+            dev(&listing, "0000:00:18.3").driver.as_deref(),
+            Some("k10temp")
+        );
+        let bound = listing
+            .devices
+            .iter()
+            .filter(|d| d.driver.is_some())
+            .count();
         assert_eq!(bound, 44);
     }
 
@@ -466,8 +556,14 @@ mod tests {
         assert_eq!(group_count(&listing), 36);
         assert_eq!(dev(&listing, "0000:00:00.0").group, Some(0));
         assert_eq!(dev(&listing, "0000:41:00.0").group, Some(35));
-        assert_eq!(dev(&listing, "0000:04:00.0").driver.as_deref(), Some("vfio-pci"));
-        assert_eq!(dev(&listing, "0000:00:02.0").driver.as_deref(), Some("i915"));
+        assert_eq!(
+            dev(&listing, "0000:04:00.0").driver.as_deref(),
+            Some("vfio-pci")
+        );
+        assert_eq!(
+            dev(&listing, "0000:00:02.0").driver.as_deref(),
+            Some("i915")
+        );
         assert_eq!(dev(&listing, "0000:00:14.2").driver, None);
         // Subsystem lines carry ids too, but they must not replace the device's own.
         assert_eq!(dev(&listing, "0000:03:00.0").device_id, 0x73df);
@@ -483,7 +579,10 @@ mod tests {
         let listing = parse_listing(text);
         assert_eq!(dev(&listing, "0000:00:02.0").group, Some(3));
         let audio = dev(&listing, "0000:01:00.0");
-        assert_eq!((audio.group, audio.driver.as_deref()), (None, Some("snd_hda_intel")));
+        assert_eq!(
+            (audio.group, audio.driver.as_deref()),
+            (None, Some("snd_hda_intel"))
+        );
         assert_eq!(dev(&listing, "0000:05:10.0").group, Some(27));
     }
 
@@ -528,10 +627,21 @@ mod tests {
             let _ = parse_listing(&text[..cut]);
             let _ = parse_listing(&text[cut..]);
         }
-        for odd in ["[", "0000:", "00:00.", "IOMMU group 99999999999 00:00.0 [zzzz]", "(rev ", "Driver: ../x", "├─ 00:1f.9 [0300]: [1:2]"] {
+        for odd in [
+            "[",
+            "0000:",
+            "00:00.",
+            "IOMMU group 99999999999 00:00.0 [zzzz]",
+            "(rev ",
+            "Driver: ../x",
+            "├─ 00:1f.9 [0300]: [1:2]",
+        ] {
             let _ = parse_listing(odd);
         }
-        assert_eq!(parse_listing("01:20.0 VGA [0300]: X [10de:1401]").devices, []);
+        assert_eq!(
+            parse_listing("01:20.0 VGA [0300]: X [10de:1401]").devices,
+            []
+        );
     }
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -541,7 +651,8 @@ mod tests {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let root = std::env::temp_dir().join(format!("listing-{tag}-{}-{nanos}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("listing-{tag}-{}-{nanos}", std::process::id()));
         fs::create_dir_all(&root)?;
         Ok(root)
     }
@@ -555,13 +666,24 @@ mod tests {
         let sys = root.join("sys").canonicalize()?;
         for d in &listing.devices {
             let dir = sys.join("devices/pci0000:00").join(&d.address);
-            assert_eq!(sys.join("bus/pci/devices").join(&d.address).canonicalize()?, dir);
+            assert_eq!(
+                sys.join("bus/pci/devices")
+                    .join(&d.address)
+                    .canonicalize()?,
+                dir
+            );
             assert_eq!(dir.join("subsystem").canonicalize()?, sys.join("bus/pci"));
-            assert_eq!(fs::read_to_string(dir.join("vendor"))?, format!("0x{:04x}\n", d.vendor_id));
+            assert_eq!(
+                fs::read_to_string(dir.join("vendor"))?,
+                format!("0x{:04x}\n", d.vendor_id)
+            );
             let group = d.group.ok_or("every trx40 device has a group")?;
             let group_dir = sys.join(format!("kernel/iommu_groups/{group}"));
             assert_eq!(dir.join("iommu_group").canonicalize()?, group_dir);
-            assert_eq!(group_dir.join("devices").join(&d.address).canonicalize()?, dir);
+            assert_eq!(
+                group_dir.join("devices").join(&d.address).canonicalize()?,
+                dir
+            );
             match &d.driver {
                 Some(drv) => {
                     let drv_dir = sys.join("bus/pci/drivers").join(drv);
@@ -576,9 +698,18 @@ mod tests {
         assert_eq!(fs::read_to_string(gtx.join("device"))?, "0x1b80\n");
         assert_eq!(fs::read_to_string(gtx.join("revision"))?, "0xa1\n");
         assert_eq!(fs::read_to_string(gtx.join("numa_node"))?, "-1\n");
-        assert!(!sys.join("devices/pci0000:00/0000:43:00.0/revision").exists());
-        assert_eq!(fs::read_dir(sys.join("kernel/iommu_groups/26/devices"))?.count(), 2);
-        assert_eq!(fs::read_dir(sys.join("bus/pci/drivers/vfio-pci"))?.count(), 10);
+        assert!(
+            !sys.join("devices/pci0000:00/0000:43:00.0/revision")
+                .exists()
+        );
+        assert_eq!(
+            fs::read_dir(sys.join("kernel/iommu_groups/26/devices"))?.count(),
+            2
+        );
+        assert_eq!(
+            fs::read_dir(sys.join("bus/pci/drivers/vfio-pci"))?.count(),
+            10
+        );
         fs::remove_dir_all(&root)?;
         Ok(())
     }

@@ -17,21 +17,47 @@ pub fn cpu_ui(ui: &mut egui::Ui, s: &HostSnapshot, _out: &mut Vec<Command>) {
         sm.l3_groups,
         sm.cores,
         sm.cpus_online,
-        if sm.cpus_offline > 0 { format!(" · {} offline", sm.cpus_offline) } else { String::new() },
-        if sm.smt { format!(" · SMT: {} threads per core", sm.threads_per_core) } else { " · no SMT".into() },
+        if sm.cpus_offline > 0 {
+            format!(" · {} offline", sm.cpus_offline)
+        } else {
+            String::new()
+        },
+        if sm.smt {
+            format!(" · SMT: {} threads per core", sm.threads_per_core)
+        } else {
+            " · no SMT".into()
+        },
     ));
     if sm.hybrid {
-        let kinds: Vec<String> = t.core_kinds.iter().rev().map(|k| format!("{} {}s (CPUs {})", k.cores, k.name, format_cpulist(&k.cpus))).collect();
-        ui.label(format!("Hybrid CPU: {}. Give a VM's vCPUs the same kind of core.", kinds.join(", ")));
+        let kinds: Vec<String> = t
+            .core_kinds
+            .iter()
+            .rev()
+            .map(|k| format!("{} {}s (CPUs {})", k.cores, k.name, format_cpulist(&k.cpus)))
+            .collect();
+        ui.label(format!(
+            "Hybrid CPU: {}. Give a VM's vCPUs the same kind of core.",
+            kinds.join(", ")
+        ));
     }
     ui.label(format!(
         "Isolated CPUs: {} · nohz_full: {}",
-        if t.isolated.is_empty() { "none".into() } else { format_cpulist(&t.isolated) },
-        if t.nohz_full.is_empty() { "none".into() } else { format_cpulist(&t.nohz_full) }
+        if t.isolated.is_empty() {
+            "none".into()
+        } else {
+            format_cpulist(&t.isolated)
+        },
+        if t.nohz_full.is_empty() {
+            "none".into()
+        } else {
+            format_cpulist(&t.nohz_full)
+        }
     ));
     ui.label(RichText::new("Threads in one box are SMT siblings of one core: pin them to the VM together. Cores in one L3 group share cache: keep a VM inside one group when it fits.").weak());
     ui.separator();
-    egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
-        topology_ui(ui, t);
-    });
+    egui::ScrollArea::vertical()
+        .auto_shrink(false)
+        .show(ui, |ui| {
+            topology_ui(ui, t);
+        });
 }

@@ -22,10 +22,15 @@ fn matches(e: &PciEntry, needle: &str) -> bool {
         d.device_id,
         d.driver.as_deref().unwrap_or(""),
         d.subsystem_name.as_deref().unwrap_or(""),
-        d.iommu_group.map(|g| format!("group {g}")).unwrap_or_default()
+        d.iommu_group
+            .map(|g| format!("group {g}"))
+            .unwrap_or_default()
     )
     .to_lowercase();
-    needle.to_lowercase().split_whitespace().all(|w| hay.contains(w))
+    needle
+        .to_lowercase()
+        .split_whitespace()
+        .all(|w| hay.contains(w))
 }
 
 fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
@@ -35,7 +40,11 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
         ui.label(RichText::new(d.address.strip_prefix("0000:").unwrap_or(&d.address)).monospace());
         let name = RichText::new(d.display_name());
         ui.label(if bridge { name.weak() } else { name.strong() });
-        ui.label(RichText::new(format!("[{}:{}]", d.vendor_id, d.device_id)).monospace().weak());
+        ui.label(
+            RichText::new(format!("[{}:{}]", d.vendor_id, d.device_id))
+                .monospace()
+                .weak(),
+        );
         for b in badges(e) {
             badge_ui(ui, &b, badge_color(&b));
         }
@@ -44,19 +53,31 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
         resp.response.scroll_to_me(Some(egui::Align::Center));
     }
     ui.indent(("dev", &d.address), |ui| {
-        ui.label(RichText::new(format!(
-            "{} · driver: {}{}{}",
-            d.kind_name(),
-            d.driver.as_deref().unwrap_or("none"),
-            d.numa_node.map(|n| format!(" · NUMA node {n}")).unwrap_or_default(),
-            d.physical_slot.as_ref().map(|s| format!(" · slot {s}")).unwrap_or_default(),
-        )).small());
+        ui.label(
+            RichText::new(format!(
+                "{} · driver: {}{}{}",
+                d.kind_name(),
+                d.driver.as_deref().unwrap_or("none"),
+                d.numa_node
+                    .map(|n| format!(" · NUMA node {n}"))
+                    .unwrap_or_default(),
+                d.physical_slot
+                    .as_ref()
+                    .map(|s| format!(" · slot {s}"))
+                    .unwrap_or_default(),
+            ))
+            .small(),
+        );
         if !d.host_usage.is_empty() {
             ui.label(RichText::new(format!("Host uses: {}", d.host_usage.summary())).small());
         }
         if !bridge {
             ui.horizontal_wrapped(|ui| {
-                badge_ui(ui, verdict_label(e.passthrough.verdict), verdict_color(e.passthrough.verdict));
+                badge_ui(
+                    ui,
+                    verdict_label(e.passthrough.verdict),
+                    verdict_color(e.passthrough.verdict),
+                );
                 ui.label(RichText::new(&e.passthrough.reason).small());
             });
             for n in &e.passthrough.notes {
@@ -66,11 +87,25 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
     });
 }
 
-pub fn devices_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State, focus: Option<String>, _out: &mut Vec<Command>) {
+pub fn devices_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    state: &mut State,
+    focus: Option<String>,
+    _out: &mut Vec<Command>,
+) {
     ui.horizontal(|ui| {
         ui.label("Search:");
-        ui.add(egui::TextEdit::singleline(&mut state.device_filter).hint_text("name, address, vendor:device, driver…").desired_width(320.0));
-        if ui.small_button("✖").on_hover_text("Clear the search").clicked() {
+        ui.add(
+            egui::TextEdit::singleline(&mut state.device_filter)
+                .hint_text("name, address, vendor:device, driver…")
+                .desired_width(320.0),
+        );
+        if ui
+            .small_button("✖")
+            .on_hover_text("Clear the search")
+            .clicked()
+        {
             state.device_filter.clear();
         }
         ui.checkbox(&mut state.show_bridges, "Show bridges");
@@ -84,51 +119,64 @@ pub fn devices_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State, focus:
     ui.separator();
     let filter = state.device_filter.trim().to_string();
     let show_bridges = state.show_bridges;
-    egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
-        let visible = |e: &PciEntry| (show_bridges || !(e.device.is_host_bridge() || e.device.is_pci_bridge())) && matches(e, &filter);
-        if !s.iommu.active {
-            for e in s.pci_devices.iter().filter(|e| visible(e)) {
-                device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
-                ui.add_space(4.0);
-            }
-            return;
-        }
-        let mut shown = 0;
-        for g in &s.iommu_groups {
-            let members: Vec<&PciEntry> = g.devices.iter().filter_map(|a| s.device(a)).collect();
-            let visible_members: Vec<&PciEntry> = members.iter().copied().filter(|e| visible(e)).collect();
-            if visible_members.is_empty() {
-                continue;
-            }
-            shown += 1;
-            let lead = members
-                .iter()
-                .find(|e| !(e.device.is_host_bridge() || e.device.is_pci_bridge()))
-                .or(members.first());
-            let title = match lead {
-                Some(e) => format!("Group {} — {} ({} device{})", g.id, e.device.display_name(), members.len(), if members.len() == 1 { "" } else { "s" }),
-                None => format!("Group {}", g.id),
+    egui::ScrollArea::vertical()
+        .auto_shrink(false)
+        .show(ui, |ui| {
+            let visible = |e: &PciEntry| {
+                (show_bridges || !(e.device.is_host_bridge() || e.device.is_pci_bridge()))
+                    && matches(e, &filter)
             };
-            let has_focus = focus.as_ref().is_some_and(|f| g.devices.contains(f));
-            let open_default = lead.is_some_and(|e| e.device.is_gpu()) || !filter.is_empty();
-            let mut header = egui::CollapsingHeader::new(RichText::new(title).strong())
-                .id_salt(("group", g.id))
-                .default_open(open_default);
-            if has_focus {
-                header = header.open(Some(true));
+            if !s.iommu.active {
+                for e in s.pci_devices.iter().filter(|e| visible(e)) {
+                    device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
+                    ui.add_space(4.0);
+                }
+                return;
             }
-            egui::Frame::group(ui.style()).show(ui, |ui| {
-                ui.set_width(ui.available_width());
-                header.show(ui, |ui| {
-                    for e in &visible_members {
-                        device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
-                        ui.add_space(4.0);
-                    }
+            let mut shown = 0;
+            for g in &s.iommu_groups {
+                let members: Vec<&PciEntry> =
+                    g.devices.iter().filter_map(|a| s.device(a)).collect();
+                let visible_members: Vec<&PciEntry> =
+                    members.iter().copied().filter(|e| visible(e)).collect();
+                if visible_members.is_empty() {
+                    continue;
+                }
+                shown += 1;
+                let lead = members
+                    .iter()
+                    .find(|e| !(e.device.is_host_bridge() || e.device.is_pci_bridge()))
+                    .or(members.first());
+                let title = match lead {
+                    Some(e) => format!(
+                        "Group {} — {} ({} device{})",
+                        g.id,
+                        e.device.display_name(),
+                        members.len(),
+                        if members.len() == 1 { "" } else { "s" }
+                    ),
+                    None => format!("Group {}", g.id),
+                };
+                let has_focus = focus.as_ref().is_some_and(|f| g.devices.contains(f));
+                let open_default = lead.is_some_and(|e| e.device.is_gpu()) || !filter.is_empty();
+                let mut header = egui::CollapsingHeader::new(RichText::new(title).strong())
+                    .id_salt(("group", g.id))
+                    .default_open(open_default);
+                if has_focus {
+                    header = header.open(Some(true));
+                }
+                egui::Frame::group(ui.style()).show(ui, |ui| {
+                    ui.set_width(ui.available_width());
+                    header.show(ui, |ui| {
+                        for e in &visible_members {
+                            device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
+                            ui.add_space(4.0);
+                        }
+                    });
                 });
-            });
-        }
-        if shown == 0 {
-            ui.label("No device matches the search.");
-        }
-    });
+            }
+            if shown == 0 {
+                ui.label("No device matches the search.");
+            }
+        });
 }

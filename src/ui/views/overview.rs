@@ -25,12 +25,14 @@ fn status_row(ui: &mut egui::Ui, ok: Option<bool>, title: &str, text: &str) {
 }
 
 fn card(ui: &mut egui::Ui, title: &str, add: impl FnOnce(&mut egui::Ui)) {
-    egui::Frame::group(ui.style()).inner_margin(10).show(ui, |ui| {
-        ui.set_width(ui.available_width());
-        ui.label(RichText::new(title).heading());
-        ui.add_space(4.0);
-        add(ui);
-    });
+    egui::Frame::group(ui.style())
+        .inner_margin(10)
+        .show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new(title).heading());
+            ui.add_space(4.0);
+            add(ui);
+        });
     ui.add_space(8.0);
 }
 

@@ -6,7 +6,6 @@ use crate::cli::text::human_kib;
 use crate::host::topology::{Core, Topology};
 use crate::parse::cpulist::format_cpulist;
 use egui::{Color32, RichText};
-use std::collections::BTreeMap;
 
 const P_CORE: Color32 = Color32::from_rgb(70, 130, 220);
 const E_CORE: Color32 = Color32::from_rgb(60, 170, 150);
@@ -43,10 +42,18 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
                     let cpu = t.cpu(*cpu_id);
                     let isolated = cpu.is_some_and(|c| c.isolated);
                     let text = RichText::new(format!("CPU {cpu_id}")).monospace().small();
-                    let text = if isolated { text.color(ISOLATED).strong() } else { text };
+                    let text = if isolated {
+                        text.color(ISOLATED).strong()
+                    } else {
+                        text
+                    };
                     let resp = ui.label(text);
                     resp.on_hover_ui(|ui| {
-                        ui.label(format!("CPU {cpu_id}, core {} of package {}", core.core_id.map(|c| c.to_string()).unwrap_or("?".into()), core.package_id.unwrap_or(0)));
+                        ui.label(format!(
+                            "CPU {cpu_id}, core {} of package {}",
+                            core.core_id.map(|c| c.to_string()).unwrap_or("?".into()),
+                            core.package_id.unwrap_or(0)
+                        ));
                         ui.label(format!("SMT siblings: {}", format_cpulist(&core.cpus)));
                         if let Some(c) = cpu {
                             if let Some(n) = c.numa_node {
@@ -76,22 +83,13 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
 }
 
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
-    let mut tree: BTreeMap<i64, BTreeMap<Option<u32>, BTreeMap<Option<usize>, Vec<&Core>>>> = BTreeMap::new();
-    for core in &t.cores {
-        tree.entry(core.package_id.unwrap_or(0))
-            .or_default()
-            .entry(core.numa_node)
-            .or_default()
-            .entry(core.l3_group)
-            .or_default()
-            .push(core);
-    }
     let pkg_fill = ui.visuals().faint_bg_color;
-    for (pkg, nodes) in &tree {
+    for pkg in t.layout() {
         boxed(ui, pkg_fill, |ui| {
             ui.set_width(ui.available_width());
-            ui.label(RichText::new(format!("Package {pkg}")).strong());
-            for (node, l3s) in nodes {
+            ui.label(RichText::new(format!("Package {}", pkg.package_id)).strong());
+            for n in &pkg.nodes {
+                let node = n.numa_node;
                 boxed(ui, pkg_fill, |ui| {
                     ui.set_width(ui.available_width());
                     let mem = node
@@ -99,11 +97,21 @@ pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
                         .and_then(|n| n.memory_kib)
                         .map(|m| format!(" — {} memory", human_kib(m)))
                         .unwrap_or_default();
-                    ui.label(format!("NUMA node {}{mem}", node.map(|n| n.to_string()).unwrap_or("?".into())));
-                    for (l3, cores) in l3s {
+                    ui.label(format!(
+                        "NUMA node {}{mem}",
+                        node.map(|n| n.to_string()).unwrap_or("?".into())
+                    ));
+                    for group in &n.l3s {
+                        let l3 = group.l3_group;
+                        let cores: Vec<&Core> =
+                            group.cores.iter().filter_map(|i| t.cores.get(*i)).collect();
                         boxed(ui, pkg_fill, |ui| {
                             ui.set_width(ui.available_width());
-                            let size = l3.and_then(|i| t.l3_groups.get(i)).and_then(|g| g.size_kib).map(|s| format!(" ({})", human_kib(s))).unwrap_or_default();
+                            let size = l3
+                                .and_then(|i| t.l3_groups.get(i))
+                                .and_then(|g| g.size_kib)
+                                .map(|s| format!(" ({})", human_kib(s)))
+                                .unwrap_or_default();
                             ui.label(match l3 {
                                 Some(i) => format!("L3 group #{i}{size} — {} cores", cores.len()),
                                 None => format!("No shared L3 — {} cores", cores.len()),
@@ -122,6 +130,9 @@ pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
     }
     let offline: Vec<u32> = t.cpus.iter().filter(|c| !c.online).map(|c| c.id).collect();
     if !offline.is_empty() {
-        ui.label(format!("Offline CPUs (no topology while offline): {}", format_cpulist(&offline)));
+        ui.label(format!(
+            "Offline CPUs (no topology while offline): {}",
+            format_cpulist(&offline)
+        ));
     }
 }

@@ -41,10 +41,8 @@ impl App {
             .storage
             .and_then(|s| eframe::get_value(s, STATE_KEY))
             .unwrap_or_default();
-        let mut app = Self::from_source(source, state);
         let ctx = cc.egui_ctx.clone();
-        app.start_scan(move || ctx.request_repaint());
-        app
+        Self::with_source(source, state, move || ctx.request_repaint())
     }
 
     fn from_source(source: Source, state: State) -> Self {
@@ -80,6 +78,14 @@ impl App {
             focus_device: None,
             commands: Vec::new(),
         }
+    }
+
+    /// An app that starts scanning `source` at once; `wake` is called when the
+    /// scan is done (eframe passes a repaint request; tests may pass nothing).
+    pub fn with_source(source: Source, state: State, wake: impl FnOnce() + Send + 'static) -> Self {
+        let mut app = Self::from_source(source, state);
+        app.start_scan(wake);
+        app
     }
 
     /// An app showing an already scanned host (tests, embedding).
@@ -145,7 +151,7 @@ impl App {
                 ui.separator();
                 let rescan = ui.add_enabled(
                     self.root.is_some() && !self.is_scanning(),
-                    egui::Button::new("⟳ Rescan"),
+                    egui::Button::new("Rescan"),
                 );
                 if rescan.clicked() {
                     self.commands.push(Command::Rescan);

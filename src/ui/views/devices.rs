@@ -33,7 +33,8 @@ fn matches(e: &PciEntry, needle: &str) -> bool {
         .all(|w| hay.contains(w))
 }
 
-fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
+/// Draw one device; its verdict only when `explain` (one per passthrough set).
+fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool, explain: bool) {
     let d = &e.device;
     let bridge = d.is_host_bridge() || d.is_pci_bridge();
     let resp = ui.horizontal_wrapped(|ui| {
@@ -71,7 +72,7 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
         if !d.host_usage.is_empty() {
             ui.label(RichText::new(format!("Host uses: {}", d.host_usage.summary())).small());
         }
-        if !bridge {
+        if !bridge && explain {
             ui.horizontal_wrapped(|ui| {
                 badge_ui(
                     ui,
@@ -81,7 +82,7 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool) {
                 ui.label(RichText::new(&e.passthrough.reason).small());
             });
             for n in &e.passthrough.notes {
-                ui.label(RichText::new(format!("• {n}")).small().weak());
+                ui.label(RichText::new(format!("- {n}")).small().weak());
             }
         }
     });
@@ -102,7 +103,7 @@ pub fn devices_ui(
                 .desired_width(320.0),
         );
         if ui
-            .small_button("✖")
+            .small_button("Clear")
             .on_hover_text("Clear the search")
             .clicked()
         {
@@ -128,7 +129,12 @@ pub fn devices_ui(
             };
             if !s.iommu.active {
                 for e in s.pci_devices.iter().filter(|e| visible(e)) {
-                    device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
+                    device_ui(
+                        ui,
+                        e,
+                        focus.as_deref() == Some(e.device.address.as_str()),
+                        true,
+                    );
                     ui.add_space(4.0);
                 }
                 return;
@@ -159,7 +165,27 @@ pub fn devices_ui(
                 };
                 let has_focus = focus.as_ref().is_some_and(|f| g.devices.contains(f));
                 let open_default = lead.is_some_and(|e| e.device.is_gpu()) || !filter.is_empty();
-                let mut header = egui::CollapsingHeader::new(RichText::new(title).strong())
+                let lead_verdict = lead
+                    .filter(|e| !(e.device.is_host_bridge() || e.device.is_pci_bridge()))
+                    .map(|e| e.passthrough.verdict);
+                let mut job = egui::text::LayoutJob::default();
+                RichText::new(title).strong().append_to(
+                    &mut job,
+                    ui.style(),
+                    egui::FontSelection::Default,
+                    egui::Align::Center,
+                );
+                if let Some(v) = lead_verdict {
+                    RichText::new(format!("   {}", verdict_label(v)))
+                        .color(verdict_color(v))
+                        .append_to(
+                            &mut job,
+                            ui.style(),
+                            egui::FontSelection::Default,
+                            egui::Align::Center,
+                        );
+                }
+                let mut header = egui::CollapsingHeader::new(job)
                     .id_salt(("group", g.id))
                     .default_open(open_default);
                 if has_focus {
@@ -168,8 +194,16 @@ pub fn devices_ui(
                 egui::Frame::group(ui.style()).show(ui, |ui| {
                     ui.set_width(ui.available_width());
                     header.show(ui, |ui| {
+                        let mut explained: Vec<Vec<String>> = Vec::new();
                         for e in &visible_members {
-                            device_ui(ui, e, focus.as_deref() == Some(e.device.address.as_str()));
+                            let mut set = e.passthrough.set.clone();
+                            set.sort();
+                            let explain = !explained.contains(&set);
+                            if explain {
+                                explained.push(set);
+                            }
+                            let focused = focus.as_deref() == Some(e.device.address.as_str());
+                            device_ui(ui, e, focused, explain);
                             ui.add_space(4.0);
                         }
                     });

@@ -13,12 +13,12 @@ const WARN: Color32 = Color32::from_rgb(220, 150, 30);
 
 fn status_row(ui: &mut egui::Ui, ok: Option<bool>, title: &str, text: &str) {
     ui.horizontal_wrapped(|ui| {
-        let (mark, color) = match ok {
-            Some(true) => ("✔", GOOD),
-            Some(false) => ("✖", BAD),
-            None => ("•", WARN),
+        let (word, color) = match ok {
+            Some(true) => ("OK", GOOD),
+            Some(false) => ("NO", BAD),
+            None => ("--", WARN),
         };
-        ui.label(RichText::new(mark).color(color).strong());
+        badge_ui(ui, word, color);
         ui.label(RichText::new(title).strong());
         ui.label(text);
     });
@@ -69,7 +69,11 @@ pub fn overview_ui(ui: &mut egui::Ui, s: &HostSnapshot, out: &mut Vec<Command>) 
                 };
                 status_row(ui, Some(false), "Not active", why);
             }
-            status_row(ui, Some(s.firmware.acpi_dmar || s.firmware.acpi_ivrs), "Firmware tables", &format!(
+            let tables = s.firmware.acpi_dmar || s.firmware.acpi_ivrs;
+            // Groups exist, so the firmware did announce an IOMMU: an unseen table
+            // only means this capture does not hold it.
+            let tables_ok = if tables { Some(true) } else if s.iommu.active { None } else { Some(false) };
+            status_row(ui, tables_ok, "Firmware tables", &format!(
                 "ACPI DMAR (Intel VT-d): {}; ACPI IVRS (AMD-Vi): {}.",
                 if s.firmware.acpi_dmar { "present" } else { "absent" },
                 if s.firmware.acpi_ivrs { "present" } else { "absent" }

@@ -26,9 +26,9 @@ pub fn verdict_color(v: VerdictKind) -> Color32 {
 /// A short verdict tag.
 pub fn verdict_label(v: VerdictKind) -> &'static str {
     match v {
-        VerdictKind::ViableAlone => "✔ passthrough: alone",
-        VerdictKind::ViableWith => "✔ passthrough: with companions",
-        VerdictKind::NotViable => "✖ not passable",
+        VerdictKind::ViableAlone => "passthrough: alone",
+        VerdictKind::ViableWith => "passthrough: with companions",
+        VerdictKind::NotViable => "passthrough: blocked",
         VerdictKind::NoIommu => "no IOMMU",
     }
 }

@@ -4,11 +4,13 @@
 //! The scan runs over a recording `HostRoot`; every path it touched is archived
 //! with the symlinks on the way kept as symlinks (sysfs is mostly links). Files
 //! under `proc` are stored as plain files (their links point at process ids).
-//! MAC addresses, UUIDs and serial numbers are masked; binary files (ACPI
-//! tables) and device nodes are stored as empty placeholders, since the model
-//! only asks whether they exist.
+//! MAC addresses, UUIDs and serial numbers (also the PCI Device Serial Number
+//! in config space) are masked; other binary files (ACPI tables) and device
+//! nodes are stored as empty placeholders, since the model only asks whether
+//! they exist.
 
 use crate::host::{ScanError, scan};
+use crate::parse::pci_config::mask_serial_number;
 use crate::sysroot::HostRoot;
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -293,6 +295,11 @@ fn store_file<W: Write>(
     }
     let mut data = Vec::new();
     let read = fs::File::open(&full).and_then(|f| f.take(MAX_CAPTURED_FILE).read_to_end(&mut data));
+    if read.is_ok() && rel.file_name().is_some_and(|n| n == "config") && rel.starts_with("sys") {
+        // PCI config space: binary, kept (capabilities), serial number zeroed.
+        report.files += 1;
+        return append_file(tar, rel, &mask_serial_number(&data), out);
+    }
     if read.is_err() {
         // Root-only files (ACPI tables) still exist: keep a placeholder.
         report.placeholders += 1;

@@ -210,6 +210,18 @@ impl HostRoot {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// The raw bytes of a small binary file (PCI config space), at most `limit`.
+    pub fn read_bytes(&self, path: &HostPath, limit: u64) -> Result<Vec<u8>, ReadError> {
+        use std::io::Read;
+        self.note(path);
+        let file = fs::File::open(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
+        let mut data = Vec::new();
+        file.take(limit)
+            .read_to_end(&mut data)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        Ok(data)
+    }
+
     /// A one-value attribute file, trimmed.
     pub fn read_attr(&self, path: &HostPath) -> Result<String, ReadError> {
         // Some kernels end attributes with a NUL after the newline.

@@ -5,6 +5,7 @@ use super::hex::{Hex16, Hex24};
 use super::pci_names;
 use super::usage::HostUsage;
 use super::warnings::Warnings;
+use crate::parse::pci_config::{ConfigInfo, parse_config};
 use crate::parse::values::{
     parse_hex_u16, parse_hex_u32, parse_i64, parse_link_speed_gts, parse_u64,
 };
@@ -88,6 +89,8 @@ pub struct PciDevice {
     pub sriov: Option<SriovInfo>,
     /// For a virtual function: its physical function.
     pub physfn: Option<String>,
+    /// Capabilities from the config space, when it could be read.
+    pub config: Option<ConfigInfo>,
     /// What the host uses behind this function (filled by `usage`).
     pub host_usage: HostUsage,
 }
@@ -239,6 +242,15 @@ fn read_device(
     let boot_vga = warnings
         .take_opt(root.read_attr_opt(&dir.join("boot_vga")))
         .map(|v| v == "1");
+    let config = match root.read_bytes(&dir.join("config"), 4096) {
+        Ok(bytes) if !bytes.is_empty() => Some(parse_config(&bytes)),
+        Ok(_) => None,
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            warnings.push(&e);
+            None
+        }
+    };
     let reset = read_reset(root, dir, warnings);
     let link = read_link(root, dir, warnings);
     let real = warnings.take(root.resolve_link(dir)).flatten();
@@ -276,6 +288,7 @@ fn read_device(
         parent_bridges,
         sriov,
         physfn,
+        config,
         host_usage: HostUsage::default(),
     })
 }

@@ -6,6 +6,7 @@ use super::pci_names;
 use super::usage::HostUsage;
 use super::warnings::Warnings;
 use crate::parse::pci_config::{ConfigInfo, parse_config};
+use crate::parse::pci_resource::{Bar, parse_resource};
 use crate::parse::values::{
     parse_hex_u16, parse_hex_u32, parse_i64, parse_link_speed_gts, parse_u64,
 };
@@ -89,6 +90,10 @@ pub struct PciDevice {
     pub sriov: Option<SriovInfo>,
     /// For a virtual function: its physical function.
     pub physfn: Option<String>,
+    /// The legacy interrupt line (`irq`); MSI users show other numbers.
+    pub irq: Option<u32>,
+    /// Memory and I/O regions with their sizes (`resource`).
+    pub bars: Vec<Bar>,
     /// Capabilities from the config space, when it could be read.
     pub config: Option<ConfigInfo>,
     /// What the host uses behind this function (filled by `usage`).
@@ -251,6 +256,12 @@ fn read_device(
             None
         }
     };
+    let irq = warnings
+        .take_opt(root.read_parsed(&dir.join("irq"), parse_u64))
+        .and_then(|v| u32::try_from(v).ok());
+    let bars = warnings
+        .take_opt(root.read_parsed(&dir.join("resource"), parse_resource))
+        .unwrap_or_default();
     let reset = read_reset(root, dir, warnings);
     let link = read_link(root, dir, warnings);
     let real = warnings.take(root.resolve_link(dir)).flatten();
@@ -288,6 +299,8 @@ fn read_device(
         parent_bridges,
         sriov,
         physfn,
+        irq,
+        bars,
         config,
         host_usage: HostUsage::default(),
     })

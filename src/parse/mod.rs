@@ -5,6 +5,7 @@ pub mod cmdline;
 pub mod cpulist;
 pub mod modules;
 pub mod pci_config;
+pub mod pci_resource;
 pub mod values;
 
 /// Why a piece of text could not be parsed.

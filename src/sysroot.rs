@@ -191,23 +191,18 @@ impl HostRoot {
 
     /// The whole text of a file.
     pub fn read_text(&self, path: &HostPath) -> Result<String, ReadError> {
-        self.note(path);
-        let full = self.resolve(path);
-        let meta = fs::metadata(&full).map_err(|e| ReadError::from_io(path, &e))?;
-        if meta.is_dir() {
+        // One open and one read: no stat first (sysfs sizes lie anyway).
+        let bytes = self.read_bytes(path, MAX_TEXT_BYTES + 1)?;
+        if bytes.len() as u64 > MAX_TEXT_BYTES {
             return Err(ReadError::Io {
                 path: path.to_string(),
-                message: "is a directory, expected a file".into(),
+                message: "too large for an attribute".into(),
             });
         }
-        if meta.len() > MAX_TEXT_BYTES {
-            return Err(ReadError::Io {
-                path: path.to_string(),
-                message: format!("{} bytes, too large for an attribute", meta.len()),
-            });
-        }
-        let bytes = fs::read(&full).map_err(|e| ReadError::from_io(path, &e))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
     }
 
     /// The raw bytes of a small binary file (PCI config space), at most `limit`.
@@ -215,10 +210,20 @@ impl HostRoot {
         use std::io::Read;
         self.note(path);
         let file = fs::File::open(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
-        let mut data = Vec::new();
-        file.take(limit)
-            .read_to_end(&mut data)
-            .map_err(|e| ReadError::from_io(path, &e))?;
+        // Room for a whole attribute up front: one read call, not a growing series
+        // (each config-space read traps on a VM).
+        let mut data = Vec::with_capacity(usize::try_from(limit.min(4096)).unwrap_or(4096));
+        file.take(limit).read_to_end(&mut data).map_err(|e| {
+            if e.raw_os_error() == Some(21) {
+                // EISDIR
+                ReadError::Io {
+                    path: path.to_string(),
+                    message: "is a directory, expected a file".into(),
+                }
+            } else {
+                ReadError::from_io(path, &e)
+            }
+        })?;
         Ok(data)
     }
 

@@ -188,18 +188,41 @@ pub fn read_pci_devices(root: &HostRoot, warnings: &mut Warnings) -> Vec<PciDevi
         }
     };
     let slots = read_slots(root, warnings);
-    let mut out = Vec::new();
-    for name in names {
-        if !is_pci_address(&name) {
-            warnings.note(
-                devices_dir.join(&name).to_string(),
-                "not a PCI address; skipped",
-            );
-            continue;
+    let (good, bad): (Vec<String>, Vec<String>) =
+        names.into_iter().partition(|n| is_pci_address(n));
+    for name in bad {
+        warnings.note(
+            devices_dir.join(&name).to_string(),
+            "not a PCI address; skipped",
+        );
+    }
+    // Two halves on two threads: config-space reads are slow on some hosts
+    // (each dword traps on a VM), and sysfs reads are syscall-bound.
+    let half = good.len().div_ceil(2);
+    let read_half = |names: &[String]| {
+        let mut w = Warnings::default();
+        let devs: Vec<PciDevice> = names
+            .iter()
+            .filter_map(|name| read_device(root, &devices_dir.join(name), name, &slots, &mut w))
+            .collect();
+        (devs, w)
+    };
+    let (first, second) = good.split_at(half);
+    let (mut out, w1, second) = std::thread::scope(|s| {
+        let other = s.spawn(|| read_half(second));
+        let (devs, w1) = read_half(first);
+        (devs, w1, other.join())
+    });
+    warnings.extend(w1);
+    match second {
+        Ok((devs, w2)) => {
+            out.extend(devs);
+            warnings.extend(w2);
         }
-        if let Some(dev) = read_device(root, &devices_dir.join(&name), &name, &slots, warnings) {
-            out.push(dev);
-        }
+        Err(_) => warnings.note(
+            devices_dir.to_string(),
+            "reading half of the devices failed unexpectedly",
+        ),
     }
     out
 }
@@ -247,7 +270,20 @@ fn read_device(
     let boot_vga = warnings
         .take_opt(root.read_attr_opt(&dir.join("boot_vga")))
         .map(|v| v == "1");
-    let config = match root.read_bytes(&dir.join("config"), 4096) {
+    // Config reads trap into the hypervisor or hit slow ECAM: read the standard
+    // 256 bytes, and the extended 4 KiB only where it exists (PCI Express).
+    let config_path = dir.join("config");
+    let config = match root.read_bytes(&config_path, 256) {
+        Ok(bytes)
+            if bytes.len() == 256
+                && parse_config(&bytes)
+                    .capabilities
+                    .iter()
+                    .any(|c| c == "PCI Express") =>
+        {
+            let full = root.read_bytes(&config_path, 4096).unwrap_or(bytes);
+            Some(parse_config(&full))
+        }
         Ok(bytes) if !bytes.is_empty() => Some(parse_config(&bytes)),
         Ok(_) => None,
         Err(e) if e.is_not_found() => None,

@@ -283,8 +283,7 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
             }
         }
     }
-    topo.l3_groups = cache_groups(root, &mut cpus, &online, 3, warnings);
-    topo.l2_groups = cache_groups(root, &mut cpus, &online, 2, warnings);
+    (topo.l3_groups, topo.l2_groups) = cache_groups(root, &mut cpus, &online, warnings);
     for core in &mut topo.cores {
         if let Some(first) = core
             .cpus
@@ -414,26 +413,42 @@ fn build_packages(cpus: &[LogicalCpu], cores: &[Core]) -> Vec<Package> {
         .collect()
 }
 
-/// Unique sharing sets of the unified (or data) cache at `level` among online CPUs.
+/// Unique sharing sets of the L2 and L3 caches among online CPUs, in one pass.
+/// Sharing is symmetric, so a CPU already listed in a group is not read again
+/// (what hwloc does too): a 128-CPU host reads a handful of cache directories.
 fn cache_groups(
     root: &HostRoot,
     cpus: &mut [LogicalCpu],
     online: &BTreeSet<u32>,
-    level: u8,
     warnings: &mut Warnings,
-) -> Vec<CacheGroup> {
-    let mut groups: Vec<CacheGroup> = Vec::new();
-    for cpu in cpus.iter_mut().filter(|c| c.online) {
-        let cache = cpu_dir(cpu.id).join("cache");
+) -> (Vec<CacheGroup>, Vec<CacheGroup>) {
+    let mut l3: Vec<CacheGroup> = Vec::new();
+    let mut l2: Vec<CacheGroup> = Vec::new();
+    let mut l3_of: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut l2_of: BTreeMap<u32, usize> = BTreeMap::new();
+    let ids: Vec<u32> = cpus.iter().filter(|c| c.online).map(|c| c.id).collect();
+    for id in ids {
+        let need3 = !l3_of.contains_key(&id);
+        let need2 = !l2_of.contains_key(&id);
+        if !(need3 || need2) {
+            continue;
+        }
+        let cache = cpu_dir(id).join("cache");
         let Ok(indexes) = root.list_dir(&cache) else {
             continue;
         };
+        let (mut got3, mut got2) = (!need3, !need2);
         for idx in indexes.iter().filter(|n| n.starts_with("index")) {
-            let dir = cache.join(idx);
-            let lvl = warnings.take_opt(root.read_parsed(&dir.join("level"), parse_u64));
-            if lvl != Some(u64::from(level)) {
-                continue;
+            if got3 && got2 {
+                break;
             }
+            let dir = cache.join(idx);
+            let level = warnings.take_opt(root.read_parsed(&dir.join("level"), parse_u64));
+            let (groups, of, got) = match level {
+                Some(3) if !got3 => (&mut l3, &mut l3_of, &mut got3),
+                Some(2) if !got2 => (&mut l2, &mut l2_of, &mut got2),
+                _ => continue,
+            };
             let kind = warnings.take_opt(root.read_attr_opt(&dir.join("type")));
             if kind.as_deref() == Some("Instruction") {
                 continue;
@@ -442,29 +457,32 @@ fn cache_groups(
                 continue;
             };
             let mut members: Vec<u32> = shared.intersection(online).copied().collect();
-            if !members.contains(&cpu.id) {
-                members = vec![cpu.id];
+            if !members.contains(&id) {
+                members = vec![id];
             }
             let size_kib = warnings.take_opt(root.read_parsed(&dir.join("size"), parse_size_kib));
             let gi = match groups.iter().position(|g| g.cpus == members) {
                 Some(i) => i,
                 None => {
                     groups.push(CacheGroup {
-                        level,
+                        level: if level == Some(3) { 3 } else { 2 },
                         size_kib,
-                        cpus: members,
+                        cpus: members.clone(),
                     });
                     groups.len() - 1
                 }
             };
-            match level {
-                3 => cpu.l3_group = Some(gi),
-                _ => cpu.l2_group = Some(gi),
+            for m in members {
+                of.entry(m).or_insert(gi);
             }
-            break;
+            *got = true;
         }
     }
-    groups
+    for cpu in cpus.iter_mut() {
+        cpu.l3_group = l3_of.get(&cpu.id).copied();
+        cpu.l2_group = l2_of.get(&cpu.id).copied();
+    }
+    (l3, l2)
 }
 
 fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -> Vec<NumaNode> {

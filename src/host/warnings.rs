@@ -59,6 +59,11 @@ impl Warnings {
         self.take(result).flatten()
     }
 
+    /// Take another collector's warnings.
+    pub fn extend(&mut self, other: Warnings) {
+        self.0.extend(other.0);
+    }
+
     pub fn into_sorted(self) -> Vec<Warning> {
         let mut v = self.0;
         v.sort();

@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
 
+#[allow(dead_code)] // the bench uses only the writer
 #[path = "../tests/support/listing.rs"]
 mod listing;
 

@@ -73,11 +73,18 @@ pub fn overview_ui(ui: &mut egui::Ui, s: &HostSnapshot, out: &mut Vec<Command>) 
             // Groups exist, so the firmware did announce an IOMMU: an unseen table
             // only means this capture does not hold it.
             let tables_ok = if tables { Some(true) } else if s.iommu.active { None } else { Some(false) };
-            status_row(ui, tables_ok, "Firmware tables", &format!(
-                "ACPI DMAR (Intel VT-d): {}; ACPI IVRS (AMD-Vi): {}.",
-                if s.firmware.acpi_dmar { "present" } else { "absent" },
-                if s.firmware.acpi_ivrs { "present" } else { "absent" }
-            ));
+let tables_text = if tables {
+                format!(
+                    "ACPI DMAR (Intel VT-d): {}; ACPI IVRS (AMD-Vi): {}.",
+                    if s.firmware.acpi_dmar { "present" } else { "absent" },
+                    if s.firmware.acpi_ivrs { "present" } else { "absent" }
+                )
+            } else if s.iommu.active {
+                "No DMAR/IVRS table in what was read, but IOMMU groups exist, so the firmware does announce an IOMMU.".to_string()
+            } else {
+                "No ACPI DMAR (Intel VT-d) or IVRS (AMD-Vi) table: the firmware has the IOMMU switched off.".to_string()
+            };
+            status_row(ui, tables_ok, "Firmware tables", &tables_text);
             status_row(ui, None, "Boot", if s.firmware.efi_boot { "Booted with UEFI (needed for OVMF-friendly GPU ROMs)." } else { "Booted in legacy BIOS mode (or unknown)." });
         });
         card(ui, "GPUs", |ui| {

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Install what VFIO Assistant needs on Debian/Ubuntu (see packaging/DISTROS.md for
+# Fedora and Arch). Usage: scripts/setup.sh [app|test]
+#   app  - runtime libraries for the window (X11/Wayland, OpenGL via Mesa)
+#   test - the above plus the yardstick tools the tests compare against
+set -eu
+what=${1:-app}
+pkgs="pkg-config gcc libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libwayland-client0 libwayland-egl1"
+if [ "$what" = test ]; then
+    # lspci (pciutils) is the yardstick for the PCI model; desktop-file-validate
+    # and appstreamcli check the packaging files.
+    pkgs="$pkgs pciutils desktop-file-utils appstream"
+fi
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        echo "Installing:$missing"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+    else
+        echo "Not a Debian/Ubuntu system: install the equivalents of:$missing (see packaging/DISTROS.md)" >&2
+    fi
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "Rust is not installed. Install it with rustup (https://rustup.rs), then run this again." >&2
+    exit 1
+fi
+# edition 2024 needs Rust 1.85 or newer (Debian's packaged cargo is older).
+ver=$(cargo --version | awk '{print $2}')
+major=$(echo "$ver" | cut -d. -f1)
+minor=$(echo "$ver" | cut -d. -f2)
+if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
+    echo "cargo $ver is too old: VFIO Assistant needs Rust 1.85 or newer (rustup update)." >&2
+    exit 1
+fi

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Set up and run every check: formatting, clippy with the lints in Cargo.toml as
+# errors, all tests (unit, integration, GUI through egui_kittest), and the
+# packaging validators.
+set -eu
+cd "$(dirname "$0")/.."
+sh scripts/setup.sh test
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked
+desktop-file-validate packaging/*.desktop
+appstreamcli validate --no-net packaging/*.metainfo.xml
+echo "All checks passed."

@@ -195,31 +195,53 @@ fn without_root(mut v: Value) -> Value {
 }
 
 #[test]
-fn snapshot_of_a_fixture_scans_the_same() {
-    let root = fixtures().join("topology/ghw-intel-i7-1270P");
+fn snapshot_of_every_fixture_scans_the_same() {
+    for root in all_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let archive = tmp.path().join("host.tar.gz");
+        let out = run(&[
+            "snapshot",
+            "--root",
+            root.to_str().unwrap(),
+            archive.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = extract(&archive);
+        let original = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
+        let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
+        assert_eq!(
+            without_root(original),
+            without_root(again),
+            "{}",
+            root.display()
+        );
+    }
+    // Symlinks stay symlinks.
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("host.tar.gz");
-    let out = run(&[
-        "snapshot",
-        "--root",
-        root.to_str().unwrap(),
-        archive.to_str().unwrap(),
-    ]);
+    let root = fixtures().join("topology/ghw-intel-i7-1270P");
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        run(&[
+            "snapshot",
+            "--root",
+            root.to_str().unwrap(),
+            archive.to_str().unwrap()
+        ])
+        .status
+        .success()
     );
     let dir = extract(&archive);
-    let original = json_of(&["scan", "--json", "--root", root.to_str().unwrap()]);
-    let again = json_of(&["scan", "--json", "--root", dir.path().to_str().unwrap()]);
-    assert_eq!(without_root(original), without_root(again));
-    // Symlinks stay symlinks.
     assert!(
         dir.path()
             .join("sys/bus/pci/devices/0000:00:02.0")
             .is_symlink()
     );
+    assert!(dir.path().join("SNAPSHOT.txt").is_file());
 }
 
 #[test]

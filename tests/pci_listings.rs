@@ -240,3 +240,86 @@ fn group_links_without_the_group_directory_still_give_groups() {
     assert_eq!(gpu.device.vendor_id.0, 0x8086);
     assert_eq!(gpu.device.driver.as_deref(), Some("i915"));
 }
+
+/// The X550-T2 transcript (tests/fixtures/listings/sriov-x550t2-vfs-workstation.txt):
+/// 2 VFs per port; the VF offset/stride puts PF0's VFs at 05:10.0/05:10.2 and PF1's
+/// at 05:10.1/05:10.3; VF 05:10.0 is alone in IOMMU group 27. Built by hand from
+/// the transcript (it has no ids in lspci -nn form). `sriov_totalvfs` is not in the
+/// transcript: 63 is what ixgbe reports for the X550.
+fn x550_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let dev = |addr: &str, device: &str, group: u32| {
+        let p = r.join("sys/devices/pci0000:00/0000:00:1c.0").join(addr);
+        fs::create_dir_all(&p).unwrap();
+        fs::write(p.join("vendor"), "0x8086\n").unwrap();
+        fs::write(p.join("device"), format!("0x{device}\n")).unwrap();
+        fs::write(p.join("class"), "0x020000\n").unwrap();
+        fs::create_dir_all(r.join("sys/bus/pci/devices")).unwrap();
+        symlink(
+            format!("../../../devices/pci0000:00/0000:00:1c.0/{addr}"),
+            r.join("sys/bus/pci/devices").join(addr),
+        )
+        .unwrap();
+        let g = r.join(format!("sys/kernel/iommu_groups/{group}/devices"));
+        fs::create_dir_all(&g).unwrap();
+        symlink(
+            format!("../../../../devices/pci0000:00/0000:00:1c.0/{addr}"),
+            g.join(addr),
+        )
+        .unwrap();
+        symlink(
+            format!("../../../../kernel/iommu_groups/{group}"),
+            p.join("iommu_group"),
+        )
+        .unwrap();
+        p
+    };
+    let pf0 = dev("0000:05:00.0", "1563", 20);
+    let pf1 = dev("0000:05:00.1", "1563", 21);
+    for (pf, vfs) in [
+        (&pf0, ["0000:05:10.0", "0000:05:10.2"]),
+        (&pf1, ["0000:05:10.1", "0000:05:10.3"]),
+    ] {
+        fs::write(pf.join("sriov_totalvfs"), "63\n").unwrap();
+        fs::write(pf.join("sriov_numvfs"), "2\n").unwrap();
+        for (i, vf) in vfs.iter().enumerate() {
+            symlink(format!("../{vf}"), pf.join(format!("virtfn{i}"))).unwrap();
+        }
+    }
+    for (vf, group, pf) in [
+        ("0000:05:10.0", 27, "0000:05:00.0"),
+        ("0000:05:10.1", 28, "0000:05:00.1"),
+        ("0000:05:10.2", 29, "0000:05:00.0"),
+        ("0000:05:10.3", 30, "0000:05:00.1"),
+    ] {
+        let p = dev(vf, "1565", group);
+        symlink(format!("../{pf}"), p.join("physfn")).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn sriov_vfs_know_their_pf_and_pass_through_alone() {
+    let dir = x550_tree();
+    let s = scan(&HostRoot::at(dir.path())).unwrap();
+    let pf0 = s.device("0000:05:00.0").unwrap();
+    let sriov = pf0.device.sriov.as_ref().unwrap();
+    assert_eq!((sriov.total_vfs, sriov.num_vfs), (63, 2));
+    assert_eq!(sriov.vfs, vec!["0000:05:10.0", "0000:05:10.2"]);
+    let vf = s.device("0000:05:10.0").unwrap();
+    assert_eq!(vf.device.physfn.as_deref(), Some("0000:05:00.0"));
+    assert_eq!(
+        vf.device.device_name.as_deref(),
+        Some("X550 Virtual Function")
+    );
+    // ARI puts four VFs at device 10: they are not one card's sibling functions.
+    assert_eq!(
+        vf.passthrough.verdict,
+        VerdictKind::ViableAlone,
+        "{}",
+        vf.passthrough.reason
+    );
+    // The two ports of the card are siblings; their VFs are not.
+    assert_eq!(pf0.passthrough.companions, vec!["0000:05:00.1"]);
+}

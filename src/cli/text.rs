@@ -3,7 +3,7 @@
 //! a compact tree.
 
 use crate::host::iommu::VerdictKind;
-use crate::host::topology::Topology;
+use crate::host::topology::{Topology, TopologySummary};
 use crate::host::{HostSnapshot, PciEntry};
 use crate::parse::cpulist::format_cpulist;
 use std::fmt::Write;
@@ -226,28 +226,31 @@ fn overview(o: &mut String, s: &HostSnapshot) {
     );
 }
 
+/// "1 package(s), 1 NUMA node(s), 2 L3 group(s), 6 cores, 12 CPUs online, SMT 2
+/// threads/core", joined with `sep`; the report and the CPU page share it.
+pub fn topology_counts(sm: &TopologySummary, sep: &str) -> String {
+    let mut parts = vec![
+        format!("{} package(s)", sm.packages),
+        format!("{} NUMA node(s)", sm.numa_nodes),
+        format!("{} L3 group(s)", sm.l3_groups),
+        format!("{} cores", sm.cores),
+        format!("{} CPUs online", sm.cpus_online),
+    ];
+    if sm.cpus_offline > 0 {
+        parts.push(format!("{} offline", sm.cpus_offline));
+    }
+    parts.push(if sm.smt {
+        format!("SMT {} threads/core", sm.threads_per_core)
+    } else {
+        "no SMT".to_string()
+    });
+    parts.join(sep)
+}
+
 /// Package > NUMA node > L3 group > cores (siblings in brackets).
 pub fn topology_tree(o: &mut String, t: &Topology) {
     let sm = &t.summary;
-    let _ = writeln!(
-        o,
-        "Topology:   {} package(s), {} NUMA node(s), {} L3 group(s), {} cores, {} CPUs online{}{}",
-        sm.packages,
-        sm.numa_nodes,
-        sm.l3_groups,
-        sm.cores,
-        sm.cpus_online,
-        if sm.cpus_offline > 0 {
-            format!(", {} offline", sm.cpus_offline)
-        } else {
-            String::new()
-        },
-        if sm.smt {
-            format!(", SMT {} threads/core", sm.threads_per_core)
-        } else {
-            String::new()
-        }
-    );
+    let _ = writeln!(o, "Topology:   {}", topology_counts(sm, ", "));
     if !t.core_kinds.is_empty() {
         let kinds: Vec<String> = t
             .core_kinds

@@ -182,11 +182,18 @@ pub fn passthrough_verdict(
                 }
             }
         }
+        // SR-IOV virtual functions are independent: a VF has no sibling
+        // functions, and a PF's siblings are not its VFs (ARI packs many VFs
+        // into one device number).
+        let is_vf = devices.get(&a).is_some_and(|d| d.physfn.is_some());
+        if is_vf {
+            continue;
+        }
         for (other, od) in devices.range(format!("{}.", slot_of(&a))..) {
             if slot_of(other) != slot_of(&a) {
                 break;
             }
-            if !(od.is_host_bridge() || od.is_pci_bridge()) {
+            if !(od.is_host_bridge() || od.is_pci_bridge() || od.physfn.is_some()) {
                 todo.push(other.clone());
             }
         }

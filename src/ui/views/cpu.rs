@@ -1,5 +1,6 @@
 //! CPU: the topology drawing with a legend and the summary counts.
 
+use crate::cli::text::topology_counts;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
 use crate::ui::app::Command;
@@ -10,24 +11,7 @@ pub fn cpu_ui(ui: &mut egui::Ui, s: &HostSnapshot, _out: &mut Vec<Command>) {
     let t = &s.topology;
     let sm = &t.summary;
     ui.label(RichText::new(s.cpu.model_name.clone().unwrap_or_else(|| "CPU".into())).heading());
-    ui.label(format!(
-        "{} package(s) · {} NUMA node(s) · {} L3 group(s) · {} cores · {} CPUs online{}{}",
-        sm.packages,
-        sm.numa_nodes,
-        sm.l3_groups,
-        sm.cores,
-        sm.cpus_online,
-        if sm.cpus_offline > 0 {
-            format!(" · {} offline", sm.cpus_offline)
-        } else {
-            String::new()
-        },
-        if sm.smt {
-            format!(" · SMT: {} threads per core", sm.threads_per_core)
-        } else {
-            " · no SMT".into()
-        },
-    ));
+    ui.label(topology_counts(sm, " · "));
     if sm.hybrid {
         let kinds: Vec<String> = t
             .core_kinds

@@ -3,6 +3,7 @@
 
 use crate::cli::text::human_kib;
 use crate::host::HostSnapshot;
+use crate::sysroot::HostPath;
 use crate::ui::app::Command;
 use crate::ui::widgets::badges::{badge_ui, verdict_color, verdict_label};
 use egui::{Color32, RichText};
@@ -53,7 +54,7 @@ pub fn overview_ui(ui: &mut egui::Ui, s: &HostSnapshot, out: &mut Vec<Command>) 
             status_row(
                 ui,
                 Some(s.firmware.dev_kvm),
-                "/dev/kvm",
+                &HostPath::dev("kvm").to_string(),
                 if s.firmware.dev_kvm { "KVM is available to run fast VMs." } else { "KVM is not available: load kvm_intel or kvm_amd, or enable virtualization in the firmware." },
             );
             status_row(ui, Some(cpu.pdpe1gb), "1 GiB pages", if cpu.pdpe1gb { "The CPU supports 1 GiB hugepages for VM memory." } else { "Only 2 MiB hugepages are possible." });

@@ -82,6 +82,18 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
     });
 }
 
+/// Width for one core box: its threads side by side, or its label.
+fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
+    const THREAD_WIDTH: f32 = 54.0;
+    let label = if core.kind.and_then(|k| t.core_kinds.get(k)).is_some() {
+        110.0
+    } else {
+        60.0
+    };
+    let threads = core.cpus.len() as f32 * THREAD_WIDTH;
+    egui::vec2(threads.max(label) + 10.0, 44.0)
+}
+
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
     let pkg_fill = ui.visuals().faint_bg_color;
     for pkg in t.layout() {
@@ -117,8 +129,12 @@ pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
                                 None => format!("No shared L3 — {} cores", cores.len()),
                             });
                             ui.horizontal_wrapped(|ui| {
-                                for core in cores {
-                                    core_ui(ui, t, core);
+                                for core in &cores {
+                                    // A known size lets the row wrap before the box
+                                    // instead of squeezing it (256 CPUs stay readable).
+                                    ui.allocate_ui(core_box_size(t, core), |ui| {
+                                        core_ui(ui, t, core)
+                                    });
                                 }
                             });
                         });

@@ -7,9 +7,10 @@ set -eu
 what=${1:-app}
 pkgs="pkg-config gcc libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libwayland-client0 libwayland-egl1"
 if [ "$what" = test ]; then
-    # lspci (pciutils) is the yardstick for the PCI model; desktop-file-validate
+    # lspci (pciutils) and virt-host-validate (libvirt-clients) are yardsticks;
+    # desktop-file-validate
     # and appstreamcli check the packaging files.
-    pkgs="$pkgs pciutils desktop-file-utils appstream"
+    pkgs="$pkgs pciutils libvirt-clients desktop-file-utils appstream"
 fi
 missing=""
 for p in $pkgs; do

@@ -2,6 +2,7 @@
 //! what it finds, and shows it in a desktop app and a CLI over this library.
 
 pub mod capture;
+pub mod checks;
 pub mod cli;
 pub mod host;
 pub mod parse;

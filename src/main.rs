@@ -31,6 +31,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::scan::run(&root.0, args)
         }
+        Some(Command::Check(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::check::run(&root.0, args)
+        }
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

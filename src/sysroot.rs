@@ -44,6 +44,14 @@ impl HostPath {
     pub fn boot(rel: &str) -> Self {
         Self::under("boot", rel)
     }
+    /// A path below the host's `/usr` (firmware images, helper binaries).
+    pub fn usr(rel: &str) -> Self {
+        Self::under("usr", rel)
+    }
+    /// A path below the host's `/run` (daemon sockets).
+    pub fn run(rel: &str) -> Self {
+        Self::under("run", rel)
+    }
     /// A child of this path.
     pub fn join(&self, rel: impl AsRef<Path>) -> Self {
         HostPath(self.0.join(rel))
@@ -225,6 +233,48 @@ impl HostRoot {
             }
         })?;
         Ok(data)
+    }
+
+    /// The kernel log. On a live host `dev/kmsg` is a character device read one
+    /// record per call without blocking (`prio,seq,usec,flags;message`); in a
+    /// snapshot it is a plain file of the same records.
+    pub fn read_kmsg(&self, path: &HostPath) -> Result<String, ReadError> {
+        use std::io::Read;
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        self.note(path);
+        let full = self.resolve(path);
+        let meta = fs::metadata(&full).map_err(|e| ReadError::from_io(path, &e))?;
+        if !meta.file_type().is_char_device() {
+            return self.read_text(path);
+        }
+        const O_NONBLOCK: i32 = 0o4000;
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(&full)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let mut out = String::new();
+        let mut buf = vec![0u8; 8192];
+        for _ in 0..100_000 {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // A record overwritten while we read: skip to the next one.
+                Err(e) if e.raw_os_error() == Some(32) => continue,
+                Err(e) => return Err(ReadError::from_io(path, &e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Is the file at `path` executable by its owner (a hook script)?
+    pub fn is_executable(&self, path: &HostPath) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        self.note(path);
+        fs::metadata(self.resolve(path))
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
     }
 
     /// A one-value attribute file, trimmed.

@@ -70,7 +70,10 @@ fn harness_on_snapshot(root: &Path, page: Page) -> Harness<'static, App> {
 fn overview_explains_the_demo_host_and_links_to_its_gpu() {
     let mut h = harness_for(Source::Demo, Page::Overview);
     h.get_by_label_contains("39 IOMMU groups. A group is the smallest set");
-    h.get_by_label("AMD-V");
+    h.get_by_label_contains("AMD-V: the CPU can run virtual machines");
+    // The checks, as a traffic-light list.
+    h.get_by_label_contains("0 failed");
+    h.get_by_label("AMD-V available");
     h.get_by_label_contains("0000:0b:00.0  NVIDIA GP102 [GeForce GTX 1080 Ti]")
         .click();
     h.run();
@@ -134,11 +137,29 @@ fn a_host_without_iommu_says_so_on_every_page() {
         Source::Root(fixture("topology/ghw-amd-ryzen5-1600")),
         Page::Overview,
     );
-    h.get_by_label("Not active");
+    h.get_by_label_contains("IOMMU not active: no device can be passed through");
+    // A failed check is open, with its evidence and fix.
+    h.get_by_label("The kernel is not using the IOMMU (no IOMMU groups)");
+    h.get_by_label_contains("Fix: Enable the IOMMU in the firmware; AMD kernels");
     h.get_by_label("Devices").click();
     h.run();
     h.get_by_label_contains("This host has no active IOMMU");
     h.get_by_label_contains("Turks XT [Radeon HD 6670/7670]");
+}
+
+#[test]
+fn a_finding_expands_to_evidence_why_and_fix() {
+    let mut h = harness_for(Source::Demo, Page::Overview);
+    assert!(
+        h.query_by_label_contains("Why: Backing the VM with hugepages")
+            .is_none(),
+        "closed at first"
+    );
+    h.get_by_label("No hugepages reserved").click();
+    h.run();
+    h.get_by_label_contains("Why: Backing the VM with hugepages");
+    h.get_by_label_contains("Fix: For a 16 GiB VM");
+    h.get_by_label_contains("/sys/kernel/mm/hugepages = no pools");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! subcommands print to the terminal (`--json` for scripts). One file per
 //! subcommand.
 
+pub mod check;
 pub mod scan;
 pub mod snapshot;
 pub mod text;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Print the host: devices by IOMMU group with passthrough verdicts, the CPU
     /// topology, kernel and firmware state.
     Scan(scan::ScanArgs),
+    /// Check the prerequisites for GPU passthrough, each with evidence, why and the
+    /// fix. Exit 1 when something fails.
+    Check(check::CheckArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

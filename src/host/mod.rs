@@ -11,6 +11,7 @@ pub mod iommu;
 pub mod kernel;
 pub mod pci;
 pub mod pci_names;
+pub mod system;
 pub mod topology;
 pub mod usage;
 pub mod warnings;
@@ -56,6 +57,8 @@ pub struct HostSnapshot {
     pub pci_devices: Vec<PciEntry>,
     pub kernel: KernelState,
     pub firmware: FirmwareState,
+    /// Everything else the prerequisite checks read.
+    pub system: system::SystemState,
     /// What could not be read, with the path and why. Partial data is still data.
     pub warnings: Vec<Warning>,
 }
@@ -101,14 +104,15 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
             let cpu = cpu::read_cpu_summary(root, &mut cw);
             let topology = topology::read_topology(root, &mut cw);
             let kernel = kernel::read_kernel(root, &mut cw);
-            (cpu, topology, kernel, cw)
+            let system = system::read_system(root, &mut cw);
+            (cpu, topology, kernel, system, cw)
         });
         let mut devices = pci::read_pci_devices(root, &mut w);
         usage::attach_host_usage(root, &mut devices, &mut w);
         let groups = iommu::read_iommu_groups(root, &mut w);
         (cpu_side.join(), devices, groups)
     });
-    let (cpu, topology, kernel, cw) = match cpu_side {
+    let (cpu, topology, kernel, system, cw) = match cpu_side {
         Ok(v) => v,
         Err(_) => {
             // A bug, not bad input: report it and keep the PCI side.
@@ -117,6 +121,7 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
                 CpuSummary::default(),
                 Topology::default(),
                 KernelState::default(),
+                system::SystemState::default(),
                 Warnings::default(),
             )
         }
@@ -142,6 +147,7 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
         pci_devices,
         kernel,
         firmware,
+        system,
         warnings: w.into_sorted(),
     })
 }

@@ -4,6 +4,8 @@
 use super::state::{Page, State};
 use super::worker::{ScanResult, spawn_scan};
 use super::{Source, views};
+use crate::checks::model::Finding;
+use crate::checks::run_checks;
 use crate::host::HostSnapshot;
 use crate::sysroot::HostRoot;
 use std::sync::Arc;
@@ -26,6 +28,8 @@ pub struct App {
     _demo_dir: Option<tempfile::TempDir>,
     source_label: String,
     pub snapshot: Option<Arc<HostSnapshot>>,
+    /// The prerequisite checks of `snapshot`, failures first.
+    pub findings: Arc<Vec<Finding>>,
     pub error: Option<String>,
     scanning: Option<Receiver<ScanResult>>,
     /// Set by `ShowDevice`: the Devices page opens and scrolls to it.
@@ -73,6 +77,7 @@ impl App {
             _demo_dir: demo_dir,
             source_label: label,
             snapshot: None,
+            findings: Arc::new(Vec::new()),
             error,
             scanning: None,
             focus_device: None,
@@ -95,6 +100,7 @@ impl App {
             root: None,
             _demo_dir: None,
             source_label: snapshot.root.clone(),
+            findings: Arc::new(run_checks(&snapshot, None)),
             snapshot: Some(Arc::new(snapshot)),
             error: None,
             scanning: None,
@@ -117,8 +123,9 @@ impl App {
     pub fn poll_scan(&mut self) {
         let Some(rx) = &self.scanning else { return };
         match rx.try_recv() {
-            Ok(Ok(snap)) => {
+            Ok(Ok((snap, findings))) => {
                 self.snapshot = Some(Arc::new(snap));
+                self.findings = Arc::new(findings);
                 self.error = None;
                 self.scanning = None;
             }
@@ -180,7 +187,7 @@ impl App {
             };
             let mut out = Vec::new();
             match self.state.page {
-                Page::Overview => views::overview::overview_ui(ui, &snap, &mut out),
+                Page::Overview => views::overview::overview_ui(ui, &snap, &self.findings, &mut out),
                 Page::Devices => views::devices::devices_ui(
                     ui,
                     &snap,

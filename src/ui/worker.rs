@@ -1,11 +1,14 @@
 //! Scanning off the UI thread: one short-lived thread per scan, its result sent
 //! over a channel that the app drains in `logic`.
 
+use crate::checks::model::Finding;
+use crate::checks::run_checks;
 use crate::host::{HostSnapshot, scan};
 use crate::sysroot::HostRoot;
 use std::sync::mpsc::{Receiver, channel};
 
-pub type ScanResult = Result<HostSnapshot, String>;
+/// A scanned host and its prerequisite findings.
+pub type ScanResult = Result<(HostSnapshot, Vec<Finding>), String>;
 
 /// Start a scan; the receiver yields one result. `wake` is called when it is ready.
 pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Receiver<ScanResult> {
@@ -13,7 +16,12 @@ pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Recei
     let spawned = std::thread::Builder::new()
         .name("scan".into())
         .spawn(move || {
-            let result = scan(&root).map_err(|e| format!("{e:#}"));
+            let result = scan(&root)
+                .map(|snap| {
+                    let findings = run_checks(&snap, None);
+                    (snap, findings)
+                })
+                .map_err(|e| format!("{e:#}"));
             // The app may have closed meanwhile; nothing to do then.
             let _ = tx.send(result);
             wake();

@@ -3,4 +3,5 @@
 
 pub mod cpu;
 pub mod devices;
+pub mod findings;
 pub mod overview;

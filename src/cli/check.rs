@@ -1,0 +1,83 @@
+//! `vfio-assistant check [--device ADDR] [--json]`: the prerequisite checks.
+//! Exit 0 when nothing fails, 1 when something fails, 2 when the checks could
+//! not run at all.
+
+use crate::checks::model::{Finding, Status};
+use crate::checks::{Counts, counts, run_checks};
+use crate::host::scan;
+use crate::sysroot::HostRoot;
+use clap::Args;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Check this PCI device (e.g. 01:00.0) instead of every GPU.
+    #[arg(long, value_name = "ADDRESS")]
+    pub device: Option<String>,
+    /// Print the findings as JSON (see docs/check-json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Also explain the checks that passed.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Serialize)]
+struct CheckDocument<'a> {
+    schema_version: u32,
+    root: &'a str,
+    counts: Counts,
+    findings: &'a [Finding],
+}
+
+pub fn run(root: &HostRoot, args: &CheckArgs) -> anyhow::Result<i32> {
+    let snap = scan(root)?;
+    let findings = run_checks(&snap, args.device.as_deref());
+    let c = counts(&findings);
+    if args.json {
+        let doc = CheckDocument {
+            schema_version: 1,
+            root: &snap.root,
+            counts: c.clone(),
+            findings: &findings,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", render(&snap.root, &findings, &c, args.verbose));
+    }
+    Ok(if c.fail > 0 { 1 } else { 0 })
+}
+
+/// The human report: failures first, each with what was seen, why and the fix.
+pub fn render(root: &str, findings: &[Finding], c: &Counts, verbose: bool) -> String {
+    let mut o = String::new();
+    let host = if root == "/" { "this machine" } else { root };
+    let _ = writeln!(
+        o,
+        "VFIO Assistant checks ({host}): {} failed, {} warnings, {} unknown, {} info, {} passed\n",
+        c.fail, c.warn, c.unknown, c.info, c.pass
+    );
+    for f in findings {
+        let _ = writeln!(
+            o,
+            "{:<9} {}  ({})",
+            format!("[{}]", f.status.word()),
+            f.title,
+            f.id
+        );
+        if f.status == Status::Pass && !verbose {
+            continue;
+        }
+        for e in &f.evidence {
+            let _ = writeln!(o, "       seen: {} = {}", e.source, e.value);
+        }
+        if !f.why.is_empty() {
+            let _ = writeln!(o, "       why:  {}", f.why);
+        }
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(o, "       fix:  {fix}");
+        }
+    }
+    o
+}

@@ -21,7 +21,15 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
         .id_salt(("finding", i, &f.id))
         .default_open(f.status == Status::Fail);
     ui.horizontal_top(|ui| {
-        badge_ui(ui, f.status.word(), status_color(f.status));
+        // A fixed-width column keeps the titles aligned.
+        ui.allocate_ui_with_layout(
+            egui::vec2(70.0, 18.0),
+            egui::Layout::left_to_right(egui::Align::Center),
+            |ui| {
+                ui.set_min_width(70.0);
+                badge_ui(ui, f.status.word(), status_color(f.status))
+            },
+        );
         ui.vertical(|ui| {
             header.show(ui, |ui| {
                 for e in &f.evidence {

@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod checks;
 pub mod cli;
+pub mod doctor;
 pub mod host;
 pub mod parse;
 pub mod sysroot;

@@ -11,6 +11,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
+use support::hosts::copy_tree;
 use support::listing::{parse_listing, write_sysfs};
 use vfio_assistant::capture::capture;
 use vfio_assistant::host::scan;
@@ -21,22 +22,6 @@ const CPU_HOST: &str = "tests/fixtures/topology/ghw-amd-ryzen5-1600";
 
 fn manifest(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        let ft = entry.file_type().unwrap();
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if ft.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[test]

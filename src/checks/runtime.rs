@@ -6,6 +6,7 @@ use super::model::{Finding, Status};
 use crate::cli::text::human_kib;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
+use crate::parse::interrupts::{VfioIrq, VfioIrqMode};
 use crate::sysroot::HostPath;
 use std::collections::BTreeSet;
 
@@ -261,6 +262,31 @@ fn present(f: Finding, ok: bool, captured: bool, missing_title: &str, fix: &str)
 
 fn misc(s: &HostSnapshot, out: &mut Vec<Finding>) {
     let sys = &s.system;
+    if !sys.vfio_irqs.is_empty() {
+        let intx: Vec<&VfioIrq> = sys
+            .vfio_irqs
+            .iter()
+            .filter(|i| i.mode == VfioIrqMode::Intx)
+            .collect();
+        let mut f = Finding::new("irq.vfio_mode", "Passed-through devices use message-signalled interrupts", Status::Pass)
+            .why("A device on legacy INTx shares an interrupt line and needs the host to mask and unmask it on every interrupt: more exits and latency, a classic cause of audio crackle. MSI/MSI-X go straight to the vCPU.");
+        for i in &sys.vfio_irqs {
+            f = f.evidence(
+                HostPath::proc("interrupts").to_string(),
+                format!(
+                    "IRQ {}: {:?} for {} ({} so far)",
+                    i.irq, i.mode, i.address, i.total
+                ),
+            );
+        }
+        if !intx.is_empty() {
+            f.status = Status::Warn;
+            let devs: BTreeSet<&str> = intx.iter().map(|i| i.address.as_str()).collect();
+            f.title = format!("{} passed-through device(s) use legacy INTx", devs.len());
+            f = f.fix("In the Windows guest switch the device (GPU and its HDMI audio) to MSI mode: the \"MSI utility v3\", or set MSISupported=1 under the device's registry key Interrupt Management\\MessageSignaledInterruptProperties, then reboot the guest.");
+        }
+        out.push(f);
+    }
     if let Some(v) = sys.split_lock_mitigate {
         let mut f = Finding::new("cpu.split_lock", if v == 0 { "Split-lock mitigation is off" } else { "Split-lock mitigation is on (slows vCPUs that split locks)" }, if v == 0 { Status::Pass } else { Status::Warn })
             .evidence(HostPath::proc("sys/kernel/split_lock_mitigate").to_string(), v.to_string())

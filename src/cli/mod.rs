@@ -3,6 +3,7 @@
 //! subcommand.
 
 pub mod check;
+pub mod doctor;
 pub mod scan;
 pub mod snapshot;
 pub mod text;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Check the prerequisites for GPU passthrough, each with evidence, why and the
     /// fix. Exit 1 when something fails.
     Check(check::CheckArgs),
+    /// Troubleshoot a symptom (VM paused at start, stutter, Code 43, reset bug…):
+    /// the relevant checks, the evidence, the fix, and what to check in the guest.
+    Doctor(doctor::DoctorArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

@@ -7,6 +7,7 @@
 use super::warnings::Warnings;
 use crate::parse::cmdline::{Cmdline, parse_cmdline};
 use crate::parse::cpulist::parse_cpulist;
+use crate::parse::interrupts::{VfioIrq, parse_interrupts, vfio_irqs};
 use crate::sysroot::{HostPath, HostRoot, ReadError};
 use serde::Serialize;
 
@@ -180,6 +181,8 @@ pub struct SystemState {
     pub battery: bool,
     /// `kvm_intel`/`kvm_amd` present as loaded or built-in module directories.
     pub kvm_vendor_module: Option<String>,
+    /// Interrupts of devices handed to running VMs, from `/proc/interrupts`.
+    pub vfio_irqs: Vec<VfioIrq>,
     /// Which top-level directories this root has at all: a partial capture
     /// without `dev/` says nothing about device nodes (unknown, not missing).
     pub has_dev: bool,
@@ -428,6 +431,10 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         libvirt_hooks,
         battery,
         kvm_vendor_module,
+        vfio_irqs: root
+            .read_text(&HostPath::proc("interrupts"))
+            .map(|t| vfio_irqs(&parse_interrupts(&t)))
+            .unwrap_or_default(),
         has_dev: root.is_dir(&HostPath::dev("")),
         has_usr: root.is_dir(&HostPath::usr("")),
         has_run: root.is_dir(&HostPath::run("")),

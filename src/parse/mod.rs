@@ -3,6 +3,7 @@
 
 pub mod cmdline;
 pub mod cpulist;
+pub mod interrupts;
 pub mod modules;
 pub mod pci_config;
 pub mod pci_resource;

@@ -196,6 +196,9 @@ impl App {
                     &mut out,
                 ),
                 Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut out),
+                Page::Troubleshoot => {
+                    views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
+                }
             }
             self.commands.extend(out);
         });

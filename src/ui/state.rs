@@ -8,15 +8,17 @@ pub enum Page {
     Overview,
     Devices,
     Cpu,
+    Troubleshoot,
 }
 
 impl Page {
-    pub const ALL: [Page; 3] = [Page::Overview, Page::Devices, Page::Cpu];
+    pub const ALL: [Page; 4] = [Page::Overview, Page::Devices, Page::Cpu, Page::Troubleshoot];
     pub fn title(self) -> &'static str {
         match self {
             Page::Overview => "Overview",
             Page::Devices => "Devices",
             Page::Cpu => "CPU",
+            Page::Troubleshoot => "Troubleshoot",
         }
     }
 }
@@ -29,4 +31,6 @@ pub struct State {
     pub device_filter: String,
     /// Show bridges and chipset plumbing on the Devices page.
     pub show_bridges: bool,
+    /// The Troubleshoot page's chosen symptom.
+    pub symptom: Option<String>,
 }

@@ -67,6 +67,11 @@ pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding]) {
         c.fail, c.warn, c.unknown, c.info, c.pass
     ));
     ui.add_space(4.0);
+    finding_list_ui(ui, findings);
+}
+
+/// The findings alone, one expandable row each.
+pub fn finding_list_ui(ui: &mut egui::Ui, findings: &[Finding]) {
     for (i, f) in findings.iter().enumerate() {
         finding_ui(ui, i, f);
     }

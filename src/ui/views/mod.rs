@@ -5,3 +5,4 @@ pub mod cpu;
 pub mod devices;
 pub mod findings;
 pub mod overview;
+pub mod troubleshoot;

@@ -1,0 +1,174 @@
+//! Troubleshooting: symptom-driven flows. Each symptom names the checks that
+//! can explain it, what we cannot see from the host (the guest, a running VM),
+//! and ends in a diagnosis with the evidence and the fixes.
+
+pub mod symptoms;
+
+use crate::checks::model::{Finding, Status};
+use serde::Serialize;
+pub use symptoms::{SYMPTOMS, Symptom};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// At least one relevant check fails or warns: likely the cause.
+    CauseFound,
+    /// Everything we can see is fine; the cause is elsewhere (guest, VM config).
+    NothingFound,
+    /// What we need could not be read (not root, a partial capture, no VM running).
+    CannotTell,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    pub symptom: String,
+    pub title: String,
+    pub outcome: Outcome,
+    /// One paragraph in plain words.
+    pub summary: String,
+    /// The relevant findings, problems first, with their evidence and fixes.
+    pub findings: Vec<Finding>,
+    /// What to check where we cannot look (the guest, the VM definition, live data).
+    pub next_steps: Vec<String>,
+}
+
+pub fn find_symptom(id: &str) -> Option<&'static Symptom> {
+    SYMPTOMS.iter().find(|s| s.id == id)
+}
+
+/// Walk one symptom over the host's findings.
+pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
+    let relevant: Vec<Finding> = findings
+        .iter()
+        .filter(|f| symptom.checks.contains(&f.id.as_str()))
+        .cloned()
+        .collect();
+    let problems: Vec<&Finding> = relevant
+        .iter()
+        .filter(|f| matches!(f.status, Status::Fail | Status::Warn))
+        .collect();
+    let unknown = relevant
+        .iter()
+        .filter(|f| f.status == Status::Unknown)
+        .count();
+    let (outcome, summary) = if !problems.is_empty() {
+        let titles: Vec<&str> = problems.iter().map(|f| f.title.as_str()).collect();
+        (
+            Outcome::CauseFound,
+            format!(
+                "Found {} likely cause(s) on the host: {}. Fix these first (each below says how), then try again.",
+                problems.len(),
+                titles.join("; ")
+            ),
+        )
+    } else if relevant.is_empty() || unknown == relevant.len() {
+        (
+            Outcome::CannotTell,
+            format!(
+                "Nothing on the host could be checked for this symptom{}. {}",
+                if unknown > 0 {
+                    " (run as root, or capture the whole host)"
+                } else {
+                    ""
+                },
+                symptom.cannot_see
+            ),
+        )
+    } else {
+        (
+            Outcome::NothingFound,
+            format!(
+                "The host side looks right for this symptom ({} check(s) passed{}). {}",
+                relevant.iter().filter(|f| f.status == Status::Pass).count(),
+                if unknown > 0 {
+                    format!(", {unknown} could not be read")
+                } else {
+                    String::new()
+                },
+                symptom.cannot_see
+            ),
+        )
+    };
+    Diagnosis {
+        symptom: symptom.id.to_string(),
+        title: symptom.title.to_string(),
+        outcome,
+        summary,
+        findings: relevant,
+        next_steps: symptom.next_steps.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_symptom_names_real_checks() {
+        // The ids a symptom lists must be ids the checks produce.
+        let known = [
+            "cpu.virtualization",
+            "kvm.device",
+            "iommu.firmware",
+            "iommu.enabled",
+            "iommu.passthrough_mode",
+            "iommu.interrupt_remapping",
+            "iommu.acs_override",
+            "iommu.rmrr",
+            "vfio.modules",
+            "boot.reboot_pending",
+            "device.exists",
+            "device.viable",
+            "device.bound",
+            "device.host_driver_first",
+            "device.boot_vga",
+            "device.reset",
+            "device.rebar",
+            "device.laptop_gpu",
+            "device.host_display",
+            "device.sriov_pf",
+            "cpu.governor",
+            "mem.thp",
+            "mem.hugepages",
+            "mem.fragmentation",
+            "mem.ksm",
+            "time.clocksource",
+            "cpu.isolation",
+            "cpu.irq_affinity",
+            "cpu.split_lock",
+            "kvm.ignore_msrs",
+            "dev.vhost_net",
+            "dev.tun",
+            "cgroup.controllers",
+            "libvirt.running",
+            "libvirt.hooks",
+            "firmware.ovmf",
+            "tpm.swtpm",
+            "irq.vfio_mode",
+        ];
+        for s in SYMPTOMS {
+            for c in s.checks {
+                assert!(known.contains(c), "{}: unknown check {c}", s.id);
+            }
+            assert!(!s.next_steps.is_empty(), "{}: no next steps", s.id);
+        }
+    }
+
+    #[test]
+    fn outcomes() {
+        let s = find_symptom("paused-at-start").unwrap_or(&SYMPTOMS[0]);
+        let warn = Finding::new("mem.thp", "THP always", Status::Warn);
+        let pass = Finding::new("mem.ksm", "KSM off", Status::Pass);
+        let unknown = Finding::new("mem.hugepages", "?", Status::Unknown);
+        assert_eq!(
+            diagnose(s, &[warn, pass.clone()]).outcome,
+            Outcome::CauseFound
+        );
+        assert_eq!(
+            diagnose(s, &[pass, unknown.clone()]).outcome,
+            Outcome::NothingFound
+        );
+        assert_eq!(diagnose(s, &[unknown]).outcome, Outcome::CannotTell);
+        assert_eq!(diagnose(s, &[]).outcome, Outcome::CannotTell);
+    }
+}

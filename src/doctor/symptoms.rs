@@ -1,0 +1,149 @@
+//! The symptoms people arrive with, as data: which checks can explain each one,
+//! what the host cannot show us, and what to look at next.
+
+/// One symptom flow.
+#[derive(Debug)]
+pub struct Symptom {
+    /// What to type: `vfio-assistant doctor paused-at-start`.
+    pub id: &'static str,
+    pub title: &'static str,
+    /// How people describe it.
+    pub says: &'static str,
+    /// Checks (ids) that can explain it.
+    pub checks: &'static [&'static str],
+    /// True when a device (the GPU) is part of the question.
+    pub device_scoped: bool,
+    /// What we cannot see from the host, said plainly.
+    pub cannot_see: &'static str,
+    /// What to look at next: the guest, the VM definition, live data.
+    pub next_steps: &'static [&'static str],
+}
+
+pub const SYMPTOMS: &[Symptom] = &[
+    Symptom {
+        id: "paused-at-start",
+        title: "The VM sits \"paused\" for minutes when it starts",
+        says: "virt-manager shows the VM paused, the CPU spins, nothing on screen for minutes",
+        checks: &["mem.thp", "mem.hugepages", "mem.fragmentation", "mem.ksm"],
+        device_scoped: false,
+        cannot_see: "A VM with a passed-through device pins all its memory before it runs; a slow start is the kernel finding and compacting that memory.",
+        next_steps: &[
+            "While it hangs, run `virsh domstate --reason NAME`: 'paused (starting up)' means QEMU is still allocating and pinning guest memory; 'running' means the wait is inside the guest.",
+            "Watch `grep -E 'compact|thp' /proc/vmstat` during the start: rising compact_stall means compaction is the wait.",
+            "Back the VM with reserved hugepages (<memoryBacking><hugepages/></memoryBacking>) so nothing has to be compacted at start.",
+        ],
+    },
+    Symptom {
+        id: "stutter",
+        title: "Stutter, audio crackle, high DPC latency",
+        says: "games hitch every few seconds, sound crackles, LatencyMon shows red",
+        checks: &[
+            "cpu.governor",
+            "cpu.isolation",
+            "cpu.irq_affinity",
+            "irq.vfio_mode",
+            "time.clocksource",
+            "cpu.split_lock",
+            "mem.thp",
+            "mem.ksm",
+            "mem.hugepages",
+        ],
+        device_scoped: false,
+        cannot_see: "Much of it lives in the guest and in the VM's pinning, which the host scan does not read yet.",
+        next_steps: &[
+            "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (the CPU page shows the groups; the pinning planner comes next).",
+            "In Windows: put the GPU and its HDMI audio in MSI mode (MSI utility v3 or the MSISupported registry value).",
+            "In Windows: turn off Virtual Machine Platform, Hyper-V and Core Isolation / Memory Integrity; they add a nested hypervisor.",
+            "Run LatencyMon in the guest: the driver with the highest DPC time names the culprit.",
+        ],
+    },
+    Symptom {
+        id: "high-cpu-exits",
+        title: "High host CPU use / many VM exits",
+        says: "an idle Windows VM burns a whole core on the host, kvm_stat shows huge exit counts",
+        checks: &["kvm.device", "kvm.ignore_msrs", "cpu.split_lock"],
+        device_scoped: false,
+        cannot_see: "Exit rates need a running VM (the monitor comes in a later release).",
+        next_steps: &[
+            "Look at the exits by kind: `sudo perf kvm stat live` or `virsh domstats --vcpu NAME`; heavy MMIO/IO exits mean emulated devices: install the virtio drivers in the guest and switch disks and network to virtio.",
+            "Enable the Hyper-V enlightenments in the domain (relaxed, vapic, spinlocks, vpindex, synic, stimer, frequencies): without them Windows polls timers and spins.",
+            "Give the VM fewer vCPUs if it does not use them: idle vCPUs still cost wake-ups.",
+        ],
+    },
+    Symptom {
+        id: "vtx-disabled",
+        title: "\"VT-x is disabled\" / KVM is not available",
+        says: "virt-manager says KVM is not available, VMware says VT-x is disabled",
+        checks: &["cpu.virtualization", "kvm.device"],
+        device_scoped: false,
+        cannot_see: "The firmware setting itself is only visible from the firmware setup screen.",
+        next_steps: &[
+            "After enabling the setting in the firmware, power the machine off completely (not just reboot): some boards only apply it then.",
+            "If Windows is installed on the same machine with Hyper-V on, it does not affect Linux; but a BIOS update can reset the setting.",
+        ],
+    },
+    Symptom {
+        id: "wont-stop-start",
+        title: "A VM that will not stop or start / \"cannot acquire state change lock\"",
+        says: "virsh shutdown does nothing, start fails with a lock error",
+        checks: &["libvirt.running", "libvirt.hooks"],
+        device_scoped: false,
+        cannot_see: "The domain's state and its QEMU process need libvirt (coming with the domain engine).",
+        next_steps: &[
+            "`virsh domstate --reason NAME` says what libvirt thinks; `ps -ef | grep qemu` whether QEMU still runs.",
+            "`virsh destroy NAME` is a hard power-off: safe for the host, like pulling the VM's plug.",
+            "\"cannot acquire state change lock\": a hook script or a hung device reset holds libvirt; after destroy, restart libvirtd (`systemctl restart libvirtd`), and check hook scripts end quickly.",
+        ],
+    },
+    Symptom {
+        id: "code43",
+        title: "Code 43 or a black screen in the guest",
+        says: "Device Manager shows error 43 on the GPU, or the monitor stays black",
+        checks: &[
+            "device.boot_vga",
+            "device.rebar",
+            "device.laptop_gpu",
+            "device.bound",
+            "device.viable",
+        ],
+        device_scoped: true,
+        cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM), and the domain engine that reads it comes next.",
+        next_steps: &[
+            "NVIDIA drivers before 465 refuse to run in a VM: set <hyperv><vendor_id state='on' value='randomid'/></hyperv> and <kvm><hidden state='on'/></kvm> — before installing the driver.",
+            "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads; dump the ROM from the card or use a matching one (<rom file='...'/>).",
+            "Turn on \"Above 4G decoding\" in the firmware; with Resizable BAR on, try turning it off.",
+            "A laptop dGPU without outputs needs a VBIOS file and often a fake battery (SSDT) in the guest.",
+        ],
+    },
+    Symptom {
+        id: "group-not-viable",
+        title: "\"Group N is not viable\" / the device cannot be passed through",
+        says: "libvirt says the IOMMU group is not viable, please ensure all devices within the group are bound to their vfio bus driver",
+        checks: &[
+            "device.viable",
+            "device.bound",
+            "iommu.acs_override",
+            "iommu.enabled",
+        ],
+        device_scoped: true,
+        cannot_see: "Which slot the card could move to depends on the board's wiring; the manual's block diagram shows which slots hang off the CPU.",
+        next_steps: &[
+            "Every endpoint in the group must be bound to vfio-pci or to no driver; bridges can stay.",
+            "Move the card to a CPU-attached slot (usually the first x16) where it gets a group of its own.",
+            "The ACS override splits groups by pretending: the devices can still reach each other. Use it only knowing that.",
+        ],
+    },
+    Symptom {
+        id: "reset-bug",
+        title: "The VM hangs on its second start (reset bug)",
+        says: "first boot works, after a VM reboot or restart the screen stays black until the host reboots",
+        checks: &["device.reset", "device.host_display", "device.boot_vga"],
+        device_scoped: true,
+        cannot_see: "Whether the card actually recovers shows only when a VM stops and starts again.",
+        next_steps: &[
+            "AMD Polaris/Vega/Navi 10-14: install vendor-reset and set reset_method=device_specific before each start.",
+            "Shut the guest down cleanly instead of forcing it off: some cards survive a clean driver unload.",
+            "Do not let the host use the card between VM runs (no host driver, not the boot GPU).",
+        ],
+    },
+];

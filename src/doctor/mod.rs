@@ -61,7 +61,7 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
                 titles.join("; ")
             ),
         )
-    } else if relevant.is_empty() || unknown == relevant.len() {
+    } else if !relevant.iter().any(|f| f.status == Status::Pass) {
         (
             Outcome::CannotTell,
             format!(

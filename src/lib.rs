@@ -7,5 +7,6 @@ pub mod cli;
 pub mod doctor;
 pub mod host;
 pub mod parse;
+pub mod pinning;
 pub mod sysroot;
 pub mod ui;

@@ -39,6 +39,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::doctor::run(&root.0, args)
         }
+        Some(Command::Pin(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::pin::run(&root.0, args)
+        }
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

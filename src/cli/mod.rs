@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod doctor;
+pub mod pin;
 pub mod scan;
 pub mod snapshot;
 pub mod text;
@@ -50,6 +51,9 @@ pub enum Command {
     /// Troubleshoot a symptom (VM paused at start, stutter, Code 43, reset bug…):
     /// the relevant checks, the evidence, the fix, and what to check in the guest.
     Doctor(doctor::DoctorArgs),
+    /// Plan CPU pinning for a VM: whole cores with their SMT siblings, one L3 group
+    /// and NUMA node where it fits, housekeeping cores left to the host.
+    Pin(pin::PinArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

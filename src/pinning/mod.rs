@@ -1,0 +1,26 @@
+//! CPU pinning: the planner (topology + request -> plan with vcpupin,
+//! emulatorpin, iothreadpin, guest topology, numatune and the kernel command
+//! line) and the validator (any pinning -> problems with reasons).
+
+pub mod model;
+pub mod plan;
+pub mod validate;
+
+pub use model::{PinPlan, PinRequest};
+pub use plan::{PlanError, plan};
+pub use validate::{Pinning, validate};
+
+impl PinPlan {
+    /// The plan as a pinning the validator reads.
+    pub fn pinning(&self) -> Pinning {
+        Pinning {
+            vcpus: self
+                .vcpupin
+                .iter()
+                .map(|(v, c)| (*v, std::iter::once(*c).collect()))
+                .collect(),
+            emulator: self.emulatorpin.iter().copied().collect(),
+            guest: Some(self.guest),
+        }
+    }
+}

@@ -63,7 +63,14 @@ fn bench(label: &str, t: &Topology) {
     let mut count = 0;
     for n in 1..=free {
         let start = Instant::now();
-        let p = plan(t, &PinRequest { vcpus: n, ..PinRequest::default() }).unwrap();
+        let p = plan(
+            t,
+            &PinRequest {
+                vcpus: n,
+                ..PinRequest::default()
+            },
+        )
+        .unwrap();
         let _ = validate(t, &p.pinning());
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         worst_ms = worst_ms.max(ms);
@@ -80,12 +87,20 @@ fn bench(label: &str, t: &Topology) {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology");
-    for name in ["ghw-amd-ryzen5-1600", "hwloc-memorysidecaches", "hwloc-128arm-2pa2n8cluster4co"] {
+    for name in [
+        "ghw-amd-ryzen5-1600",
+        "hwloc-memorysidecaches",
+        "hwloc-128arm-2pa2n8cluster4co",
+    ] {
         let t = scan(&HostRoot::at(root.join(name))).unwrap().topology;
         bench(name, &t);
     }
-    let t = scan(&HostRoot::at(root.join("hwloc-128arm-2pa2n8cluster4co"))).unwrap().topology;
+    let t = scan(&HostRoot::at(root.join("hwloc-128arm-2pa2n8cluster4co")))
+        .unwrap()
+        .topology;
     bench("256 CPUs (the 128-CPU Kunpeng twice)", &doubled(&t));
-    let t = scan(&HostRoot::at(root.join("hwloc-memorysidecaches"))).unwrap().topology;
+    let t = scan(&HostRoot::at(root.join("hwloc-memorysidecaches")))
+        .unwrap()
+        .topology;
     bench("160 CPUs with SMT (the SNC2 Xeon twice)", &doubled(&t));
 }

@@ -177,3 +177,23 @@ fn a_bad_root_shows_an_error_not_a_crash() {
     h.run();
     h.get_by_label_contains("Could not read the host: /no/such/host: not a directory");
 }
+
+#[test]
+fn cpu_page_plans_pinning_and_marks_the_chips() {
+    let mut h = harness_on_snapshot(&fixture("topology/ghw-amd-ryzen5-1600"), Page::Cpu);
+    assert!(h.query_by_label_contains("Plan for").is_none());
+    h.state_mut().state.plan_vcpus = 4;
+    h.run();
+    // Ryzen siblings are N and N+6: vCPUs 0/1 on CPUs 1/7, the emulator on core 0.
+    h.get_by_label("CPU 1 v0");
+    h.get_by_label("CPU 7 v1");
+    h.get_by_label("CPU 0 emu");
+    h.get_by_label("CPU 6 emu");
+    h.get_by_label_contains("Plan for 4 vCPUs").click();
+    h.run();
+    h.get_by_label_contains("<vcpupin vcpu='0' cpuset='1'/>");
+    h.get_by_label_contains("isolcpus=managed_irq,domain,1-2,7-8");
+    h.get_by_label("Clear plan").click();
+    h.run();
+    assert!(h.query_by_label("CPU 1 v0").is_none());
+}

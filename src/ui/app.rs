@@ -195,7 +195,7 @@ impl App {
                     self.focus_device.take(),
                     &mut out,
                 ),
-                Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut out),
+                Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &mut out),
                 Page::Troubleshoot => {
                     views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
                 }

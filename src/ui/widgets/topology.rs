@@ -21,7 +21,18 @@ fn boxed<R>(ui: &mut egui::Ui, fill: Color32, add: impl FnOnce(&mut egui::Ui) ->
         .inner
 }
 
-fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
+/// What runs on a host CPU in a pinning plan, drawn on its chip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuMark {
+    Vcpu(u32),
+    Emulator,
+}
+
+pub type CpuMarks = std::collections::BTreeMap<u32, CpuMark>;
+
+const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
+
+fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks) {
     let kind = core.kind.and_then(|k| t.core_kinds.get(k));
     let color = match kind {
         Some(k) if k.efficiency == 0 => E_CORE,
@@ -41,11 +52,16 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
                 for cpu_id in &core.cpus {
                     let cpu = t.cpu(*cpu_id);
                     let isolated = cpu.is_some_and(|c| c.isolated);
-                    let text = RichText::new(format!("CPU {cpu_id}")).monospace().small();
-                    let text = if isolated {
-                        text.color(ISOLATED).strong()
-                    } else {
-                        text
+                    let (label, mark_color) = match marks.get(cpu_id) {
+                        Some(CpuMark::Vcpu(v)) => (format!("CPU {cpu_id} v{v}"), Some(VCPU)),
+                        Some(CpuMark::Emulator) => (format!("CPU {cpu_id} emu"), Some(ISOLATED)),
+                        None => (format!("CPU {cpu_id}"), None),
+                    };
+                    let text = RichText::new(label).monospace().small();
+                    let text = match (mark_color, isolated) {
+                        (Some(c), _) => text.color(c).strong(),
+                        (None, true) => text.color(ISOLATED).strong(),
+                        (None, false) => text,
                     };
                     let resp = ui.label(text);
                     resp.on_hover_ui(|ui| {
@@ -84,7 +100,7 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core) {
 
 /// Width for one core box: its threads side by side, or its label.
 fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
-    const THREAD_WIDTH: f32 = 54.0;
+    const THREAD_WIDTH: f32 = 76.0;
     let label = if core.kind.and_then(|k| t.core_kinds.get(k)).is_some() {
         110.0
     } else {
@@ -94,7 +110,7 @@ fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
     egui::vec2(threads.max(label) + 10.0, 44.0)
 }
 
-pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
+pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
     let pkg_fill = ui.visuals().faint_bg_color;
     for pkg in t.layout() {
         boxed(ui, pkg_fill, |ui| {
@@ -133,7 +149,7 @@ pub fn topology_ui(ui: &mut egui::Ui, t: &Topology) {
                                     // A known size lets the row wrap before the box
                                     // instead of squeezing it (256 CPUs stay readable).
                                     ui.allocate_ui(core_box_size(t, core), |ui| {
-                                        core_ui(ui, t, core)
+                                        core_ui(ui, t, core, marks)
                                     });
                                 }
                             });

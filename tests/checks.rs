@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use support::hosts::{bad_host, good_host};
 use vfio_assistant::checks::model::{Finding, Status};
-use vfio_assistant::checks::run_checks;
+use vfio_assistant::checks::{CHECK_IDS, run_checks};
 use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 
@@ -154,6 +154,28 @@ fn a_badly_set_up_host_fails_each_check_with_the_fix() {
     assert!(iso.fix.as_deref().unwrap().contains("CPU 0 is isolated"));
     // Failures come first.
     assert_eq!(f[0].status, Status::Fail);
+}
+
+#[test]
+fn every_finding_id_is_declared_and_documented() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/check-json.md"))
+            .unwrap();
+    for id in CHECK_IDS {
+        assert!(
+            doc.contains(&format!("`{id}`")),
+            "{id} missing from docs/check-json.md"
+        );
+    }
+    for host in [good_host(), bad_host()] {
+        for f in findings(host.path(), None) {
+            assert!(
+                CHECK_IDS.contains(&f.id.as_str()),
+                "{} is not in CHECK_IDS",
+                f.id
+            );
+        }
+    }
 }
 
 #[test]

@@ -11,6 +11,48 @@ use crate::host::HostSnapshot;
 use model::{Finding, Status};
 use serde::Serialize;
 
+/// Every id a finding can have (stable: scripts and the doctor's symptoms use them).
+pub const CHECK_IDS: &[&str] = &[
+    "cpu.virtualization",
+    "kvm.device",
+    "iommu.firmware",
+    "iommu.enabled",
+    "iommu.passthrough_mode",
+    "iommu.interrupt_remapping",
+    "iommu.acs_override",
+    "iommu.rmrr",
+    "vfio.modules",
+    "boot.reboot_pending",
+    "device.exists",
+    "device.viable",
+    "device.bound",
+    "device.host_driver_first",
+    "device.boot_vga",
+    "device.reset",
+    "device.rebar",
+    "device.laptop_gpu",
+    "device.host_display",
+    "device.sriov_pf",
+    "cpu.governor",
+    "mem.thp",
+    "mem.hugepages",
+    "mem.fragmentation",
+    "mem.ksm",
+    "time.clocksource",
+    "cpu.isolation",
+    "cpu.irq_affinity",
+    "cpu.split_lock",
+    "kvm.ignore_msrs",
+    "dev.vhost_net",
+    "dev.tun",
+    "cgroup.controllers",
+    "libvirt.running",
+    "libvirt.hooks",
+    "firmware.ovmf",
+    "tpm.swtpm",
+    "irq.vfio_mode",
+];
+
 /// All findings, failures first (stable within a status).
 pub fn run_checks(s: &HostSnapshot, device: Option<&str>) -> Vec<Finding> {
     let mut out = Vec::new();

@@ -305,21 +305,21 @@ fn misc(s: &HostSnapshot, out: &mut Vec<Finding>) {
         );
     }
     out.push(present(
-        Finding::new("dev.vhost_net", "/dev/vhost-net (fast virtio networking)", Status::Pass)
+        Finding::new("dev.vhost_net", format!("{} (fast virtio networking)", HostPath::dev("vhost-net")), Status::Pass)
             .evidence(HostPath::dev("vhost-net").to_string(), if sys.dev_vhost_net { "present" } else { "missing" })
             .why("vhost-net moves virtio network packets in the kernel instead of QEMU: lower latency and CPU use."),
         sys.dev_vhost_net,
         sys.has_dev,
-        "/dev/vhost-net is missing: virtio networking runs in QEMU",
+        &format!("{} is missing: virtio networking runs in QEMU", HostPath::dev("vhost-net")),
         "sudo modprobe vhost_net (and add vhost_net to /etc/modules-load.d/).",
     ));
     out.push(present(
-        Finding::new("dev.tun", "/dev/net/tun (VM network interfaces)", Status::Pass)
+        Finding::new("dev.tun", format!("{} (VM network interfaces)", HostPath::dev("net/tun")), Status::Pass)
             .evidence(HostPath::dev("net/tun").to_string(), if sys.dev_net_tun { "present" } else { "missing" })
             .why("libvirt's NAT and bridged networks give the VM a tap device, which needs /dev/net/tun."),
         sys.dev_net_tun,
         sys.has_dev,
-        "/dev/net/tun is missing: VMs get no network interface",
+        &format!("{} is missing: VMs get no network interface", HostPath::dev("net/tun")),
         "sudo modprobe tun.",
     ));
     if let Some(ctrls) = &sys.cgroup_controllers {

@@ -106,46 +106,7 @@ mod tests {
     #[test]
     fn every_symptom_names_real_checks() {
         // The ids a symptom lists must be ids the checks produce.
-        let known = [
-            "cpu.virtualization",
-            "kvm.device",
-            "iommu.firmware",
-            "iommu.enabled",
-            "iommu.passthrough_mode",
-            "iommu.interrupt_remapping",
-            "iommu.acs_override",
-            "iommu.rmrr",
-            "vfio.modules",
-            "boot.reboot_pending",
-            "device.exists",
-            "device.viable",
-            "device.bound",
-            "device.host_driver_first",
-            "device.boot_vga",
-            "device.reset",
-            "device.rebar",
-            "device.laptop_gpu",
-            "device.host_display",
-            "device.sriov_pf",
-            "cpu.governor",
-            "mem.thp",
-            "mem.hugepages",
-            "mem.fragmentation",
-            "mem.ksm",
-            "time.clocksource",
-            "cpu.isolation",
-            "cpu.irq_affinity",
-            "cpu.split_lock",
-            "kvm.ignore_msrs",
-            "dev.vhost_net",
-            "dev.tun",
-            "cgroup.controllers",
-            "libvirt.running",
-            "libvirt.hooks",
-            "firmware.ovmf",
-            "tpm.swtpm",
-            "irq.vfio_mode",
-        ];
+        let known = crate::checks::CHECK_IDS;
         for s in SYMPTOMS {
             for c in s.checks {
                 assert!(known.contains(c), "{}: unknown check {c}", s.id);

@@ -10,7 +10,7 @@ if [ "$what" = test ]; then
     # lspci (pciutils) and virt-host-validate (libvirt-clients) are yardsticks;
     # desktop-file-validate
     # and appstreamcli check the packaging files.
-    pkgs="$pkgs pciutils libvirt-clients desktop-file-utils appstream"
+    pkgs="$pkgs pciutils libvirt-clients libxml2-utils desktop-file-utils appstream"
 fi
 missing=""
 for p in $pkgs; do

@@ -5,6 +5,7 @@ pub mod capture;
 pub mod checks;
 pub mod cli;
 pub mod doctor;
+pub mod domain;
 pub mod host;
 pub mod parse;
 pub mod pinning;

@@ -1,0 +1,455 @@
+//! A lossless XML document for the user's libvirt domain: every node keeps the
+//! exact source text it came from, so what the app does not touch is written
+//! back byte for byte (unknown elements and attributes, their order, comments,
+//! namespaces such as libosinfo metadata, whitespace). Edited elements are
+//! regenerated; their untouched neighbours are not.
+//!
+//! serde cannot hold unknown subtrees, so the user's document is a tree; serde
+//! is only for fragments the app fully owns (STYLE.md, virt-manager's lesson).
+
+use quick_xml::escape::{escape, unescape};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::reader::Reader;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub name: String,
+    /// Unescaped value.
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    Element(Element),
+    /// Character data: the unescaped text and its exact source.
+    Text {
+        text: String,
+        raw: String,
+    },
+    /// Comments, CDATA, processing instructions, declarations: kept verbatim.
+    Other {
+        raw: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    pub name: String,
+    pub attrs: Vec<Attr>,
+    pub children: Vec<Node>,
+    /// The exact start tag as read; `None` once the name or attributes change.
+    raw_start: Option<String>,
+    /// The exact end tag as read (`None` for `<empty/>` elements and new ones).
+    raw_end: Option<String>,
+    /// Written as `<x/>` when it has no children.
+    self_closing: bool,
+}
+
+/// A parse error with the position a person can find in their file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct XmlError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// Declarations, comments and whitespace before the root element.
+    pub prolog: Vec<Node>,
+    pub root: Element,
+    /// Whatever follows the root element.
+    pub epilog: Vec<Node>,
+}
+
+fn line_col(text: &str, pos: usize) -> (usize, usize) {
+    let before = &text[..pos.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, column)
+}
+
+fn err_at(text: &str, pos: usize, message: impl Into<String>) -> XmlError {
+    let (line, column) = line_col(text, pos);
+    XmlError {
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+fn element_from(
+    text: &str,
+    start: &BytesStart,
+    raw: &str,
+    pos: usize,
+) -> Result<Element, XmlError> {
+    let name = String::from_utf8_lossy(start.name().as_ref()).into_owned();
+    let mut attrs = Vec::new();
+    for a in start.attributes() {
+        let a = a.map_err(|e| err_at(text, pos, format!("bad attribute in <{name}>: {e}")))?;
+        let value = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .map_err(|e| err_at(text, pos, format!("bad attribute value in <{name}>: {e}")))?
+            .into_owned();
+        attrs.push(Attr {
+            name: String::from_utf8_lossy(a.key.as_ref()).into_owned(),
+            value,
+        });
+    }
+    Ok(Element {
+        name,
+        attrs,
+        children: Vec::new(),
+        raw_start: Some(raw.to_string()),
+        raw_end: None,
+        self_closing: false,
+    })
+}
+
+impl Document {
+    /// Parse; malformed XML is an error with line and column, never a panic.
+    pub fn parse(text: &str) -> Result<Document, XmlError> {
+        let mut reader = Reader::from_str(text);
+        let config = reader.config_mut();
+        config.trim_text(false);
+        config.check_end_names = true;
+        config.expand_empty_elements = false;
+        let mut stack: Vec<Element> = Vec::new();
+        let mut prolog = Vec::new();
+        let mut epilog = Vec::new();
+        let mut root: Option<Element> = None;
+        let mut pos = 0usize;
+        loop {
+            let event = reader
+                .read_event()
+                .map_err(|e| err_at(text, reader.buffer_position() as usize, e.to_string()))?;
+            let end = reader.buffer_position() as usize;
+            let raw = text.get(pos..end).unwrap_or("");
+            let node = match event {
+                Event::Eof => break,
+                Event::Start(s) => {
+                    stack.push(element_from(text, &s, raw, pos)?);
+                    pos = end;
+                    continue;
+                }
+                Event::End(_) => {
+                    let mut el = stack
+                        .pop()
+                        .ok_or_else(|| err_at(text, pos, "end tag without a start tag"))?;
+                    el.raw_end = Some(raw.to_string());
+                    Node::Element(el)
+                }
+                Event::Empty(s) => {
+                    let mut el = element_from(text, &s, raw, pos)?;
+                    el.self_closing = true;
+                    Node::Element(el)
+                }
+                Event::Text(_) | Event::GeneralRef(_) => {
+                    let unescaped = unescape(raw)
+                        .map_err(|e| err_at(text, pos, e.to_string()))?
+                        .into_owned();
+                    // Adjacent text and entity references form one text node.
+                    let siblings = match stack.last_mut() {
+                        Some(parent) => &mut parent.children,
+                        None if root.is_none() => &mut prolog,
+                        None => &mut epilog,
+                    };
+                    if let Some(Node::Text { text: t, raw: r }) = siblings.last_mut() {
+                        t.push_str(&unescaped);
+                        r.push_str(raw);
+                    } else {
+                        siblings.push(Node::Text {
+                            text: unescaped,
+                            raw: raw.to_string(),
+                        });
+                    }
+                    pos = end;
+                    continue;
+                }
+                Event::CData(_)
+                | Event::Comment(_)
+                | Event::Decl(_)
+                | Event::PI(_)
+                | Event::DocType(_) => Node::Other {
+                    raw: raw.to_string(),
+                },
+            };
+            pos = end;
+            match (stack.last_mut(), node) {
+                (Some(parent), n) => parent.children.push(n),
+                (None, Node::Element(el)) => {
+                    if root.is_some() {
+                        return Err(err_at(
+                            text,
+                            pos,
+                            "a second root element: an XML document has one",
+                        ));
+                    }
+                    root = Some(el);
+                }
+                (None, n) => {
+                    if root.is_none() {
+                        prolog.push(n)
+                    } else {
+                        epilog.push(n)
+                    }
+                }
+            }
+        }
+        if let Some(open) = stack.last() {
+            return Err(err_at(
+                text,
+                text.len(),
+                format!("<{}> is never closed", open.name),
+            ));
+        }
+        let root =
+            root.ok_or_else(|| err_at(text, text.len(), "no root element: the document is empty"))?;
+        Ok(Document {
+            prolog,
+            root,
+            epilog,
+        })
+    }
+
+    /// The document as text: untouched parts exactly as read.
+    pub fn serialize(&self) -> String {
+        let mut out = String::new();
+        for n in &self.prolog {
+            write_node(&mut out, n);
+        }
+        write_element(&mut out, &self.root);
+        for n in &self.epilog {
+            write_node(&mut out, n);
+        }
+        out
+    }
+}
+
+fn write_node(out: &mut String, n: &Node) {
+    match n {
+        Node::Element(e) => write_element(out, e),
+        Node::Text { raw, .. } | Node::Other { raw } => out.push_str(raw),
+    }
+}
+
+fn write_element(out: &mut String, e: &Element) {
+    match &e.raw_start {
+        Some(raw) if !(e.self_closing && !e.children.is_empty()) => out.push_str(raw),
+        _ => {
+            let _ = write!(out, "<{}", e.name);
+            for a in &e.attrs {
+                let _ = write!(
+                    out,
+                    " {}='{}'",
+                    a.name,
+                    escape(a.value.as_str()).replace('\'', "&apos;")
+                );
+            }
+            out.push_str(if e.children.is_empty() { "/>" } else { ">" });
+        }
+    }
+    if e.children.is_empty() && (e.self_closing || e.raw_start.is_none()) {
+        return;
+    }
+    for c in &e.children {
+        write_node(out, c);
+    }
+    match &e.raw_end {
+        Some(raw) => out.push_str(raw),
+        None => {
+            let _ = write!(out, "</{}>", e.name);
+        }
+    }
+}
+
+impl Element {
+    /// A new element the app creates.
+    pub fn new(name: &str) -> Self {
+        Element {
+            name: name.to_string(),
+            attrs: Vec::new(),
+            children: Vec::new(),
+            raw_start: None,
+            raw_end: None,
+            self_closing: true,
+        }
+    }
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.value.as_str())
+    }
+    /// Set (or add, at the end) an attribute; the start tag is regenerated.
+    pub fn set_attr(&mut self, name: &str, value: &str) {
+        if self.attr(name) == Some(value) {
+            return;
+        }
+        match self.attrs.iter_mut().find(|a| a.name == name) {
+            Some(a) => a.value = value.to_string(),
+            None => self.attrs.push(Attr {
+                name: name.to_string(),
+                value: value.to_string(),
+            }),
+        }
+        self.raw_start = None;
+    }
+    pub fn remove_attr(&mut self, name: &str) {
+        let before = self.attrs.len();
+        self.attrs.retain(|a| a.name != name);
+        if self.attrs.len() != before {
+            self.raw_start = None;
+        }
+    }
+    pub fn elements(&self) -> impl Iterator<Item = &Element> {
+        self.children.iter().filter_map(|n| match n {
+            Node::Element(e) => Some(e),
+            _ => None,
+        })
+    }
+    pub fn child(&self, name: &str) -> Option<&Element> {
+        self.elements().find(|e| e.name == name)
+    }
+    pub fn child_mut(&mut self, name: &str) -> Option<&mut Element> {
+        self.children.iter_mut().find_map(|n| match n {
+            Node::Element(e) if e.name == name => Some(e),
+            _ => None,
+        })
+    }
+    /// The text content (concatenated text children).
+    pub fn text(&self) -> String {
+        self.children
+            .iter()
+            .filter_map(|n| match n {
+                Node::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+    /// Replace the text content.
+    pub fn set_text(&mut self, text: &str) {
+        if self.text() == text && self.elements().next().is_none() {
+            return;
+        }
+        self.children.retain(|n| !matches!(n, Node::Text { .. }));
+        self.children.insert(
+            0,
+            Node::Text {
+                text: text.to_string(),
+                raw: escape(text).into_owned(),
+            },
+        );
+        if self.self_closing {
+            self.raw_start = None;
+            self.self_closing = false;
+        }
+    }
+    /// Append a child element, indented like the existing children.
+    pub fn append_child(&mut self, child: Element) {
+        if self.self_closing {
+            self.raw_start = None;
+            self.self_closing = false;
+        }
+        let step = child_indent(&self.children);
+        // `...<last/>\n</parent>`: the new element goes before the closing indentation.
+        let closing = match self.children.last() {
+            Some(Node::Text { text, .. }) if text.trim().is_empty() => self.children.pop(),
+            _ => None,
+        };
+        if closing.is_some() || self.elements().next().is_some() {
+            self.children.push(Node::Text {
+                text: step.clone(),
+                raw: step,
+            });
+        }
+        self.children.push(Node::Element(child));
+        if let Some(c) = closing {
+            self.children.push(c);
+        }
+    }
+    /// Remove every child element named `name`.
+    pub fn remove_children(&mut self, name: &str) {
+        let mut out: Vec<Node> = Vec::with_capacity(self.children.len());
+        for n in std::mem::take(&mut self.children) {
+            if matches!(&n, Node::Element(e) if e.name == name) {
+                // Drop the indentation that led to it as well.
+                if matches!(out.last(), Some(Node::Text { text, .. }) if text.trim().is_empty()) {
+                    out.pop();
+                }
+                continue;
+            }
+            out.push(n);
+        }
+        self.children = out;
+    }
+}
+
+/// The whitespace before the existing child elements (`\n    `), or a newline.
+fn child_indent(children: &[Node]) -> String {
+    children
+        .windows(2)
+        .find_map(|w| match (&w[0], &w[1]) {
+            (Node::Text { text, .. }, Node::Element(_)) if text.trim().is_empty() => {
+                Some(text.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| "\n".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOMAIN: &str = "<?xml version='1.0'?>\n<!-- user's note -->\n<domain type='kvm' xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">\n  <name>win11</name>\n  <metadata>\n    <libosinfo:libosinfo xmlns:libosinfo=\"http://libosinfo.org/xmlns/libvirt/domain/1.0\">\n      <libosinfo:os id=\"http://microsoft.com/win/11\"/>\n    </libosinfo:libosinfo>\n  </metadata>\n  <vcpu placement='static'>4</vcpu>\n  <description>a &amp; b</description>\n  <unknown   spacing = 'odd' >kept</unknown>\n</domain>\n";
+
+    #[test]
+    fn round_trips_byte_for_byte() {
+        let d = Document::parse(DOMAIN).unwrap();
+        assert_eq!(d.serialize(), DOMAIN);
+        assert_eq!(d.root.child("description").unwrap().text(), "a & b");
+    }
+
+    #[test]
+    fn edits_touch_only_their_element() {
+        let mut d = Document::parse(DOMAIN).unwrap();
+        d.root.child_mut("vcpu").unwrap().set_text("8");
+        let out = d.serialize();
+        assert!(out.contains("<vcpu placement='static'>8</vcpu>"));
+        assert!(out.contains("<unknown   spacing = 'odd' >kept</unknown>"));
+        assert!(out.contains("<!-- user's note -->"));
+        d.root
+            .child_mut("vcpu")
+            .unwrap()
+            .set_attr("placement", "auto");
+        assert!(d.serialize().contains("<vcpu placement='auto'>8</vcpu>"));
+        d.root.append_child(Element::new("memballoon"));
+        let out = d.serialize();
+        assert!(
+            out.contains(
+                "  <unknown   spacing = 'odd' >kept</unknown>\n  <memballoon/>\n</domain>"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn malformed_input_gives_line_and_column() {
+        let e = Document::parse("<domain>\n  <name>x</nam>\n</domain>").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = Document::parse("<domain>\n  <name>x").unwrap_err();
+        assert!(e.message.contains("never closed") || e.line >= 1, "{e}");
+        assert!(Document::parse("").is_err());
+        assert!(Document::parse("<a/><b/>").is_err());
+        assert!(Document::parse("\u{0}\u{1}<<<").is_err());
+    }
+}

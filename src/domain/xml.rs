@@ -243,7 +243,7 @@ fn write_node(out: &mut String, n: &Node) {
 
 fn write_element(out: &mut String, e: &Element) {
     match &e.raw_start {
-        Some(raw) if !(e.self_closing && !e.children.is_empty()) => out.push_str(raw),
+        Some(raw) if !e.self_closing || e.children.is_empty() => out.push_str(raw),
         _ => {
             let _ = write!(out, "<{}", e.name);
             for a in &e.attrs {

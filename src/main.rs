@@ -43,6 +43,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::pin::run(&root.0, args)
         }
+        Some(Command::Domain(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::domain::run(&root.0, args)
+        }
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

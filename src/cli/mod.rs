@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod doctor;
+pub mod domain;
 pub mod pin;
 pub mod scan;
 pub mod snapshot;
@@ -54,6 +55,9 @@ pub enum Command {
     /// Plan CPU pinning for a VM: whole cores with their SMT siblings, one L3 group
     /// and NUMA node where it fits, housekeeping cores left to the host.
     Pin(pin::PinArgs),
+    /// Work on libvirt domain XML: `domain tune FILE` applies the passthrough
+    /// tuning and keeps everything else as written.
+    Domain(domain::DomainArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

@@ -353,6 +353,47 @@ impl Element {
             self.self_closing = false;
         }
     }
+    /// The child `name`, appended (indented like its siblings) when absent.
+    /// `None` only if the tree is inconsistent, which parsing never produces.
+    pub fn child_or_insert(&mut self, name: &str) -> Option<&mut Element> {
+        if self.child(name).is_none() {
+            self.append_child(Element::new(name));
+        }
+        self.child_mut(name)
+    }
+
+    /// Like `child_or_insert`, but a new element goes right after the first
+    /// existing sibling named in `after` (e.g. `<iothreads>` after `<vcpu>`).
+    pub fn child_or_insert_after(&mut self, name: &str, after: &[&str]) -> Option<&mut Element> {
+        if self.child(name).is_none() {
+            let at = self
+                .children
+                .iter()
+                .position(|n| matches!(n, Node::Element(e) if after.contains(&e.name.as_str())));
+            match at {
+                Some(i) => {
+                    let step = child_indent(&self.children);
+                    self.children
+                        .insert(i + 1, Node::Element(Element::new(name)));
+                    self.children.insert(i + 1, ws(step));
+                }
+                None => self.append_child(Element::new(name)),
+            }
+        }
+        self.child_mut(name)
+    }
+
+    /// Child elements named `name`, mutable.
+    pub fn children_named_mut<'a>(
+        &'a mut self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a mut Element> + 'a {
+        self.children.iter_mut().filter_map(move |n| match n {
+            Node::Element(e) if e.name == name => Some(e),
+            _ => None,
+        })
+    }
+
     /// Append a child element, indented like the existing children.
     pub fn append_child(&mut self, child: Element) {
         if self.self_closing {
@@ -393,7 +434,8 @@ impl Element {
     }
 }
 
-/// The whitespace before the existing child elements (`\n    `), or a newline.
+/// The whitespace before the existing child elements (`\n    `); else one step
+/// deeper than the closing indentation; else a newline.
 fn child_indent(children: &[Node]) -> String {
     children
         .windows(2)
@@ -403,7 +445,54 @@ fn child_indent(children: &[Node]) -> String {
             }
             _ => None,
         })
+        .or_else(|| match children.last() {
+            Some(Node::Text { text, .. }) if text.trim().is_empty() && text.contains('\n') => {
+                Some(format!("{text}  "))
+            }
+            _ => None,
+        })
         .unwrap_or_else(|| "\n".to_string())
+}
+
+fn ws(text: String) -> Node {
+    Node::Text {
+        raw: text.clone(),
+        text,
+    }
+}
+
+/// Indent elements the app created (they have element children but no
+/// whitespace of their own), `depth` levels deep, two spaces a level.
+fn indent_new(el: &mut Element, depth: usize) {
+    let has_elements = el.elements().next().is_some();
+    let has_ws = el
+        .children
+        .iter()
+        .any(|n| matches!(n, Node::Text { text, .. } if text.trim().is_empty()));
+    if has_elements && !has_ws && el.raw_end.is_none() {
+        let inner = format!("\n{}", "  ".repeat(depth + 1));
+        let mut out = Vec::with_capacity(el.children.len() * 2 + 1);
+        for n in std::mem::take(&mut el.children) {
+            if matches!(n, Node::Element(_)) {
+                out.push(ws(inner.clone()));
+            }
+            out.push(n);
+        }
+        out.push(ws(format!("\n{}", "  ".repeat(depth))));
+        el.children = out;
+    }
+    for n in el.children.iter_mut() {
+        if let Node::Element(c) = n {
+            indent_new(c, depth + 1);
+        }
+    }
+}
+
+impl Document {
+    /// Give elements the app added the indentation of their place in the tree.
+    pub fn indent_new_elements(&mut self) {
+        indent_new(&mut self.root, 0);
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::domain::run(&root.0, args)
         }
+        Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

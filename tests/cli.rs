@@ -307,3 +307,39 @@ fn help_names_the_subcommands() {
         assert!(text.contains(word), "{word} missing from --help");
     }
 }
+
+#[test]
+fn latency_probe_measures_and_refuses_nonsense() {
+    let v = json_of(&[
+        "latency",
+        "--cpus",
+        "0",
+        "--interval-us",
+        "1000",
+        "--duration-s",
+        "1",
+        "--json",
+    ]);
+    let r = &v[0];
+    assert_eq!(r["cpu"], 0);
+    let samples = r["samples"].as_u64().unwrap();
+    assert!(
+        (900..=1000).contains(&samples),
+        "{samples} wake-ups in 1 s at 1 ms"
+    );
+    assert!(r["min_us"].as_u64().unwrap() <= r["p99_us"].as_u64().unwrap());
+    assert!(r["p99_us"].as_u64().unwrap() <= r["max_us"].as_u64().unwrap());
+    let out = run(&["latency", "--cpus", "x-y"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus"));
+    let out = run(&[
+        "latency",
+        "--cpus",
+        "0",
+        "--interval-us",
+        "5",
+        "--duration-s",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod doctor;
 pub mod domain;
+pub mod latency;
 pub mod pin;
 pub mod scan;
 pub mod snapshot;
@@ -58,6 +59,9 @@ pub enum Command {
     /// Work on libvirt domain XML: `domain tune FILE` applies the passthrough
     /// tuning and keeps everything else as written.
     Domain(domain::DomainArgs),
+    /// Measure timer wake-up latency on CPUs, like cyclictest (the latency a vCPU
+    /// pinned there would see).
+    Latency(latency::LatencyArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

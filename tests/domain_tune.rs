@@ -6,8 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::schema::validate_domain;
 use vfio_assistant::domain::tune::{TuneOptions, tune};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
@@ -71,29 +74,6 @@ fn untouched(doc: &Document) -> String {
     d.serialize()
 }
 
-fn xmllint(xml: &str) -> Option<Result<(), String>> {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("d.xml");
-    std::fs::write(&file, xml).unwrap();
-    match Command::new("xmllint")
-        .arg("--noout")
-        .arg("--relaxng")
-        .arg(manifest("tests/fixtures/schemas/domain.rng"))
-        .arg(&file)
-        .output()
-    {
-        Ok(o) if o.status.success() => Some(Ok(())),
-        Ok(o) => Some(Err(String::from_utf8_lossy(&o.stderr).into_owned())),
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "xmllint is required in CI: {e}"
-            );
-            None
-        }
-    }
-}
-
 #[test]
 fn tuning_keeps_the_rest_validates_and_is_idempotent() {
     let opts = options();
@@ -126,7 +106,7 @@ fn tuning_keeps_the_rest_validates_and_is_idempotent() {
         );
         assert!(tuned.contains("<vcpupin vcpu='0' cpuset='1'/>"));
         assert!(tuned.contains("<memballoon model='none'/>"));
-        if let Some(r) = xmllint(&tuned) {
+        if let Some(r) = validate_domain(&tuned) {
             r.unwrap_or_else(|e| panic!("{}: tuned domain is not valid: {e}", f.display()));
         }
     }

@@ -6,6 +6,7 @@
 
 use super::model::{Finding, Status};
 use crate::host::iommu::VerdictKind;
+use crate::host::pci::full_address;
 use crate::host::{HostSnapshot, PciEntry};
 use crate::sysroot::HostPath;
 
@@ -24,14 +25,7 @@ fn dev_path(addr: &str, attr: &str) -> String {
 /// The devices to check: the named one, or every GPU.
 pub fn targets<'a>(s: &'a HostSnapshot, device: Option<&str>) -> Vec<&'a PciEntry> {
     match device {
-        Some(addr) => {
-            let full = if addr.len() == 7 {
-                format!("0000:{addr}")
-            } else {
-                addr.to_string()
-            };
-            s.device(&full).into_iter().collect()
-        }
+        Some(addr) => s.device(&full_address(addr)).into_iter().collect(),
         None => s.gpus().collect(),
     }
 }

@@ -1,5 +1,6 @@
 //! `vfio-assistant pin --vcpus N [--reserve CPUS] [--gpu ADDRESS] [--fifo] [--json | --xml]`.
 
+use crate::host::pci::full_address;
 use crate::host::scan;
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::pinning::{PinRequest, plan, validate};
@@ -38,13 +39,8 @@ pub fn run(root: &HostRoot, args: &PinArgs) -> anyhow::Result<i32> {
     };
     let gpu_numa_node = match &args.gpu {
         Some(a) => {
-            let full = if a.len() == 7 {
-                format!("0000:{a}")
-            } else {
-                a.clone()
-            };
             let dev = snap
-                .device(&full)
+                .device(&full_address(a))
                 .with_context(|| format!("--gpu {a}: no such PCI device"))?;
             dev.device.numa_node
         }

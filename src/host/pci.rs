@@ -26,6 +26,15 @@ pub fn is_pci_address(name: &str) -> bool {
             .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
 }
 
+/// An address as users type it (`01:00.0`) in sysfs form (`0000:01:00.0`).
+pub fn full_address(addr: &str) -> String {
+    if addr.len() == 7 {
+        format!("0000:{addr}")
+    } else {
+        addr.to_string()
+    }
+}
+
 /// `DDDD:BB:DD` of an address: functions with the same prefix are one card's siblings.
 pub fn slot_of(address: &str) -> &str {
     address.get(..10).unwrap_or(address)

@@ -302,9 +302,14 @@ mod tests {
 
     #[test]
     fn mounts_by_device_name() {
-        let m = parse_mounts(
-            "/dev/nvme0n1p2 / ext4 rw 0 0\nproc /proc proc rw 0 0\n/dev/sda1 /mnt/my\\040disk ext4 rw 0 0\n",
+        // A host's mount table, its device paths spelled through HostPath.
+        let table = format!(
+            "{} / ext4 rw 0 0\nproc {} proc rw 0 0\n{} /mnt/my\\040disk ext4 rw 0 0\n",
+            HostPath::dev("nvme0n1p2"),
+            HostPath::proc(""),
+            HostPath::dev("sda1")
         );
+        let m = parse_mounts(&table);
         assert_eq!(m.get("nvme0n1p2").unwrap(), &vec!["/".to_string()]);
         assert_eq!(m.get("sda1").unwrap(), &vec!["/mnt/my disk".to_string()]);
         assert!(!m.contains_key("proc"));

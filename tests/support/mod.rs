@@ -1,3 +1,4 @@
 #![allow(dead_code)]
 pub mod hosts;
 pub mod listing;
+pub mod schema;

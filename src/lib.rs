@@ -7,6 +7,7 @@ pub mod cli;
 pub mod doctor;
 pub mod domain;
 pub mod host;
+pub mod libvirt;
 pub mod monitor;
 pub mod parse;
 pub mod pinning;

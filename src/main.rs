@@ -45,7 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Domain(args)) => {
             let root = demo_or(root, cli.demo)?;
-            vfio_assistant::cli::domain::run(&root.0, args)
+            vfio_assistant::cli::domain::run(&root.0, args, cli.demo)
         }
         Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
         Some(Command::Snapshot(args)) => {

@@ -1,11 +1,15 @@
-//! `vfio-assistant domain tune FILE [--vcpus N] [--diff] [--keep-…]`: the same
-//! tuning the wizard gives, applied to a domain the user already has, keeping
-//! everything else as written. The tuned XML goes to stdout (or a diff with
-//! `--diff`); what changed and why goes to stderr.
+//! `vfio-assistant domain …`: `new` (domain_new.rs), `list`, `validate`,
+//! `define` (domain_virt.rs), and here `tune FILE|--domain NAME [--vcpus N]
+//! [--diff] [--keep-…]`: the same tuning the wizard gives, applied to a domain
+//! the user already has, keeping everything else as written. The tuned XML
+//! goes to stdout (or a diff with `--diff`); what changed and why to stderr.
 
+use super::domain_new::{self, NewArgs};
+use super::domain_virt::{self, ConnectArgs, DefineArgs, ListArgs, ValidateArgs};
 use crate::domain::tune::{TuneOptions, diff, tune};
 use crate::domain::xml::Document;
 use crate::host::scan;
+use crate::libvirt::Hypervisor;
 use crate::pinning::{PinRequest, plan};
 use crate::sysroot::HostRoot;
 use anyhow::Context;
@@ -20,14 +24,29 @@ pub struct DomainArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum DomainCommand {
-    /// Tune an existing domain XML file and print the result.
+    /// Write a tuned Windows 10/11 passthrough domain for this host and print its XML.
+    New(NewArgs),
+    /// Tune an existing domain (a file, or one libvirt has) and print the result.
     Tune(TuneArgs),
+    /// List the domains on a libvirt connection with their state.
+    List(ListArgs),
+    /// Check a domain XML file against libvirt's schema and this host's capabilities.
+    Validate(ValidateArgs),
+    /// Define (add or update) a domain in libvirt from an XML file.
+    Define(DefineArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// The domain XML (e.g. from `virsh dumpxml NAME`).
-    pub file: PathBuf,
+    #[arg(required_unless_present = "domain", conflicts_with = "domain")]
+    pub file: Option<PathBuf>,
+    /// Tune the domain libvirt has under this name (it is printed, not redefined;
+    /// `domain define` the result).
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
     /// Pin this many vCPUs with the planner (from this host's topology, or --root's).
     #[arg(long)]
     pub vcpus: Option<usize>,
@@ -48,17 +67,36 @@ pub struct TuneArgs {
     pub keep_cpu: bool,
 }
 
-pub fn run(root: &HostRoot, args: &DomainArgs) -> anyhow::Result<i32> {
+pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32> {
     match &args.command {
-        DomainCommand::Tune(t) => run_tune(root, t),
+        DomainCommand::New(a) => domain_new::run(root, a, demo),
+        DomainCommand::Tune(t) => run_tune(root, t, demo),
+        DomainCommand::List(c) => domain_virt::run_list(c, demo),
+        DomainCommand::Validate(v) => domain_virt::run_validate(v, demo),
+        DomainCommand::Define(d) => domain_virt::run_define(d, demo),
     }
 }
 
-fn run_tune(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("reading {}", args.file.display()))?;
-    let mut doc = Document::parse(&text)
-        .with_context(|| format!("{} is not well-formed XML", args.file.display()))?;
+fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32> {
+    let (text, label, hyperv_supported) = match (&args.file, &args.domain) {
+        (Some(file), _) => (
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?,
+            file.display().to_string(),
+            None,
+        ),
+        (None, Some(name)) => {
+            let hv = args.connect.open(demo)?;
+            let caps = domain_virt::caps_of(&hv);
+            (
+                hv.domain_xml(name)?,
+                format!("{name} ({})", hv.uri()),
+                caps.and_then(|c| c.hyperv),
+            )
+        }
+        (None, None) => anyhow::bail!("give a domain XML file or --domain NAME"),
+    };
+    let mut doc =
+        Document::parse(&text).with_context(|| format!("{label} is not well-formed XML"))?;
     let pin_plan = match args.vcpus {
         Some(n) => {
             let snap = scan(root)?;
@@ -76,12 +114,13 @@ fn run_tune(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
         memballoon_off: !args.keep_memballoon,
         cpu_host_passthrough: !args.keep_cpu,
         hyperv: !args.keep_hyperv,
+        hyperv_supported,
         timers: !args.keep_timers,
     };
-    let edits = tune(&mut doc, &opts).with_context(|| args.file.display().to_string())?;
+    let edits = tune(&mut doc, &opts).with_context(|| label.clone())?;
     let out = doc.serialize();
     if args.diff {
-        print!("{}", diff(&text, &out, &args.file.display().to_string()));
+        print!("{}", diff(&text, &out, &label));
     } else {
         print!("{out}");
     }

@@ -5,6 +5,8 @@
 pub mod check;
 pub mod doctor;
 pub mod domain;
+pub mod domain_new;
+pub mod domain_virt;
 pub mod latency;
 pub mod pin;
 pub mod scan;
@@ -56,8 +58,8 @@ pub enum Command {
     /// Plan CPU pinning for a VM: whole cores with their SMT siblings, one L3 group
     /// and NUMA node where it fits, housekeeping cores left to the host.
     Pin(pin::PinArgs),
-    /// Work on libvirt domain XML: `domain tune FILE` applies the passthrough
-    /// tuning and keeps everything else as written.
+    /// libvirt domains: `new` writes a tuned Windows passthrough domain, `tune`
+    /// tunes an existing one keeping everything else, `list`, `validate`, `define`.
     Domain(domain::DomainArgs),
     /// Measure timer wake-up latency on CPUs, like cyclictest (the latency a vCPU
     /// pinned there would see).

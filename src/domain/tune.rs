@@ -32,6 +32,9 @@ pub struct TuneOptions {
     pub memballoon_off: bool,
     pub cpu_host_passthrough: bool,
     pub hyperv: bool,
+    /// The Hyper-V enlightenments the host offers (from its domain
+    /// capabilities); `None` when unknown: then the usual set is used.
+    pub hyperv_supported: Option<Vec<String>>,
     pub timers: bool,
 }
 
@@ -42,6 +45,7 @@ impl Default for TuneOptions {
             memballoon_off: true,
             cpu_host_passthrough: true,
             hyperv: true,
+            hyperv_supported: None,
             timers: true,
         }
     }
@@ -145,7 +149,7 @@ pub fn tune(doc: &mut Document, opts: &TuneOptions) -> Result<Vec<Edit>, TuneErr
         memballoon(root, &mut edits)?;
     }
     if opts.hyperv {
-        hyperv(root, &mut edits)?;
+        hyperv(root, opts.hyperv_supported.as_deref(), &mut edits)?;
     }
     if opts.timers {
         timers(root, &mut edits)?;
@@ -206,7 +210,11 @@ fn memballoon(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError
     Ok(())
 }
 
-fn hyperv(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
+fn hyperv(
+    root: &mut Element,
+    supported: Option<&[String]>,
+    edits: &mut Vec<Edit>,
+) -> Result<(), TuneError> {
     let features = need(root.child_or_insert("features"), "features")?;
     let hv = need(features.child_or_insert("hyperv"), "hyperv")?;
     if hv.attr("mode") == Some("passthrough") {
@@ -220,16 +228,48 @@ fn hyperv(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
     if hv.attr("mode").is_none() {
         hv.set_attr("mode", "custom");
     }
+    let has = |n: &str| supported.is_none_or(|s| s.iter().any(|f| f == n));
+    // KVM refuses an enlightenment whose prerequisites are off.
+    let needs = |n: &str| -> &'static [&'static str] {
+        match n {
+            "synic" | "tlbflush" | "ipi" => &["vpindex"],
+            "stimer" => &["synic", "vpindex"],
+            _ => &[],
+        }
+    };
+    let offered = |n: &str| has(n) && needs(n).iter().all(|d| has(d));
+    let mut names = Vec::new();
+    let mut missing = Vec::new();
     for (name, extra, _) in HYPERV {
+        if !offered(name) {
+            missing.push(*name);
+            continue;
+        }
         let el = need(hv.child_or_insert(name), name)?;
         el.set_attr("state", "on");
         set(el, extra);
+        names.push(*name);
     }
-    let names: Vec<&str> = HYPERV.iter().map(|(n, _, _)| *n).collect();
+    if names.is_empty() {
+        features.remove_children("hyperv");
+    }
+    let mut why = String::from(
+        "Windows talks to a hypervisor it recognises through these paravirtual shortcuts instead of emulated hardware: fewer VM exits, steadier frame times.",
+    );
+    if !missing.is_empty() {
+        why.push_str(&format!(
+            " Left out because this host's KVM does not offer them (domain capabilities): {}.",
+            missing.join(", ")
+        ));
+    }
     edits.push(Edit {
         path: "features/hyperv".into(),
-        what: format!("Hyper-V enlightenments: {}", names.join(", ")),
-        why: "Windows talks to a hypervisor it recognises through these paravirtual shortcuts instead of emulated hardware: fewer VM exits, steadier frame times.".into(),
+        what: if names.is_empty() {
+            "no Hyper-V enlightenments (the host offers none of them)".into()
+        } else {
+            format!("Hyper-V enlightenments: {}", names.join(", "))
+        },
+        why,
     });
     Ok(())
 }

@@ -362,20 +362,23 @@ impl Element {
         self.child_mut(name)
     }
 
-    /// Like `child_or_insert`, but a new element goes right after the first
-    /// existing sibling named in `after` (e.g. `<iothreads>` after `<vcpu>`).
+    /// Like `child_or_insert`, but a new element goes right after an existing
+    /// sibling: the last one named `after[0]`, else `after[1]`, and so on
+    /// (e.g. `<cputune>` after `<iothreads>`, else after `<vcpu>`).
     pub fn child_or_insert_after(&mut self, name: &str, after: &[&str]) -> Option<&mut Element> {
         if self.child(name).is_none() {
-            let at = self
-                .children
-                .iter()
-                .position(|n| matches!(n, Node::Element(e) if after.contains(&e.name.as_str())));
+            let at = after.iter().find_map(|a| {
+                self.children
+                    .iter()
+                    .rposition(|n| matches!(n, Node::Element(e) if e.name == *a))
+            });
             match at {
                 Some(i) => {
-                    let step = child_indent(&self.children);
                     self.children
                         .insert(i + 1, Node::Element(Element::new(name)));
-                    self.children.insert(i + 1, ws(step));
+                    if let Some(step) = child_indent(&self.children) {
+                        self.children.insert(i + 1, ws(step));
+                    }
                 }
                 None => self.append_child(Element::new(name)),
             }
@@ -400,17 +403,17 @@ impl Element {
             self.raw_start = None;
             self.self_closing = false;
         }
+        // No indentation to copy (a new element): `indent_new_elements` does it.
         let step = child_indent(&self.children);
         // `...<last/>\n</parent>`: the new element goes before the closing indentation.
         let closing = match self.children.last() {
             Some(Node::Text { text, .. }) if text.trim().is_empty() => self.children.pop(),
             _ => None,
         };
-        if closing.is_some() || self.elements().next().is_some() {
-            self.children.push(Node::Text {
-                text: step.clone(),
-                raw: step,
-            });
+        if let Some(step) = step {
+            if closing.is_some() || self.elements().next().is_some() {
+                self.children.push(ws(step));
+            }
         }
         self.children.push(Node::Element(child));
         if let Some(c) = closing {
@@ -435,8 +438,8 @@ impl Element {
 }
 
 /// The whitespace before the existing child elements (`\n    `); else one step
-/// deeper than the closing indentation; else a newline.
-fn child_indent(children: &[Node]) -> String {
+/// deeper than the closing indentation; else none is known.
+fn child_indent(children: &[Node]) -> Option<String> {
     children
         .windows(2)
         .find_map(|w| match (&w[0], &w[1]) {
@@ -451,7 +454,6 @@ fn child_indent(children: &[Node]) -> String {
             }
             _ => None,
         })
-        .unwrap_or_else(|| "\n".to_string())
 }
 
 fn ws(text: String) -> Node {

@@ -76,9 +76,50 @@ pub fn parse_size_kib(text: &str) -> Result<u64, ParseError> {
         .map_err(|_| ParseError::new(format!("{t:?} is not a size")))
 }
 
+/// A memory size as people type it for a VM: `16G`, `16GiB`, `12288M`,
+/// `12288MiB`, `1T`, or a bare number of MiB. In MiB; zero is refused.
+pub fn parse_memory_mib(text: &str) -> Result<u64, ParseError> {
+    let t = text.trim();
+    let bad = || ParseError::new(format!("{t:?} is not a memory size (try 16G or 12288M)"));
+    let lower = t.to_ascii_lowercase();
+    let unitless = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match unitless.char_indices().last() {
+        Some((i, 'm')) => (&unitless[..i], 1),
+        Some((i, 'g')) => (&unitless[..i], 1024),
+        Some((i, 't')) => (&unitless[..i], 1024 * 1024),
+        _ => (unitless, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| bad())?;
+    if n == 0 {
+        return Err(bad());
+    }
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory_mib("16G").unwrap(), 16384);
+        assert_eq!(parse_memory_mib("16GiB").unwrap(), 16384);
+        assert_eq!(parse_memory_mib("12288M").unwrap(), 12288);
+        assert_eq!(parse_memory_mib("12288mib").unwrap(), 12288);
+        assert_eq!(parse_memory_mib(" 8192 ").unwrap(), 8192);
+        assert_eq!(parse_memory_mib("1T").unwrap(), 1_048_576);
+        for bad in [
+            "",
+            "0",
+            "G",
+            "-4G",
+            "16X",
+            "sixteen",
+            "99999999999999999999T",
+        ] {
+            assert!(parse_memory_mib(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn hex_ids() {

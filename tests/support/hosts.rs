@@ -34,7 +34,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// A real listing + the real Ryzen 5 1600 topology and cpuinfo.
-fn base_host(listing: &str) -> tempfile::TempDir {
+pub fn base_host(listing: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let text = fs::read_to_string(manifest(&format!("tests/fixtures/listings/{listing}"))).unwrap();
     write_sysfs(&parse_listing(&text), dir.path()).unwrap();

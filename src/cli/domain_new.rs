@@ -1,0 +1,150 @@
+//! `vfio-assistant domain new --name NAME --gpu ADDRESS --vcpus N --memory SIZE
+//! [--disk PATH] [--iso PATH] [--virtio-iso PATH] [--hugepages 2M|1G|none]
+//! [--windows 10|11] [--network nat|bridge:BR|macvtap:DEV|none] [--connect URI]`:
+//! the domain XML on stdout, each choice and its why on stderr. With a
+//! reachable libvirt, the Hyper-V set follows the host's domain capabilities.
+
+use super::domain_virt::{ConnectArgs, caps_of};
+use crate::domain::from_host::{Choices, prepare};
+use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
+use crate::host::scan;
+use crate::parse::values::parse_memory_mib;
+use crate::sysroot::HostRoot;
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WindowsArg {
+    #[value(name = "10")]
+    Ten,
+    #[value(name = "11")]
+    Eleven,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HugepagesArg {
+    #[value(name = "2M")]
+    TwoM,
+    #[value(name = "1G")]
+    OneG,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BusArg {
+    Virtio,
+    Sata,
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    #[arg(long)]
+    pub name: String,
+    /// The GPU to pass through (its whole passthrough set goes with it).
+    #[arg(long, value_name = "ADDRESS")]
+    pub gpu: Option<String>,
+    /// A ROM file for the GPU (only when its own ROM is unusable).
+    #[arg(long, value_name = "FILE")]
+    pub rom: Option<String>,
+    #[arg(long)]
+    pub vcpus: usize,
+    /// Guest memory, e.g. 16G or 12288M.
+    #[arg(long, value_parser = parse_memory_arg)]
+    pub memory: u64,
+    /// Disk image file or block device (/dev/…).
+    #[arg(long, value_name = "PATH")]
+    pub disk: Option<String>,
+    /// Disk bus (default: virtio with --virtio-iso, SATA without).
+    #[arg(long, value_enum)]
+    pub disk_bus: Option<BusArg>,
+    /// The Windows installer ISO.
+    #[arg(long, value_name = "PATH")]
+    pub iso: Option<String>,
+    /// The virtio-win driver ISO.
+    #[arg(long, value_name = "PATH")]
+    pub virtio_iso: Option<String>,
+    /// Hugepage size (default: one the host has reserved enough of, else none).
+    #[arg(long, value_enum)]
+    pub hugepages: Option<HugepagesArg>,
+    #[arg(long, value_enum, default_value = "11")]
+    pub windows: WindowsArg,
+    /// nat (libvirt's default network), bridge:BR, macvtap:DEV or none.
+    #[arg(long, default_value = "nat", value_parser = parse_network)]
+    pub network: Network,
+    /// No SPICE display (once the GPU drives a monitor).
+    #[arg(long)]
+    pub no_spice: bool,
+    /// Leave vCPUs unpinned.
+    #[arg(long)]
+    pub no_pin: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+fn parse_memory_arg(s: &str) -> Result<u64, String> {
+    parse_memory_mib(s).map_err(|e| e.0)
+}
+
+fn parse_network(s: &str) -> Result<Network, String> {
+    match s.split_once(':') {
+        None if s == "nat" => Ok(Network::Nat),
+        None if s == "none" => Ok(Network::None),
+        Some(("bridge", br)) if !br.is_empty() => Ok(Network::Bridge(br.into())),
+        Some(("macvtap", dev)) if !dev.is_empty() => Ok(Network::Macvtap(dev.into())),
+        _ => Err(format!(
+            "{s:?}: use nat, none, bridge:BRIDGE or macvtap:INTERFACE"
+        )),
+    }
+}
+
+pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
+    let snap = scan(root)?;
+    // The capabilities describe the libvirt asked; for another host's snapshot
+    // (--root) only an explicit --connect says which one that is.
+    let ask = root.is_live() || demo || args.connect.connect.is_some();
+    let caps = match args.connect.open(demo) {
+        _ if !ask => None,
+        Ok(hv) => caps_of(&hv),
+        Err(e) => {
+            eprintln!(
+                "note: no domain capabilities ({e:#}); using the usual Hyper-V set — `domain validate` on the target host checks it"
+            );
+            None
+        }
+    };
+    let choices = Choices {
+        name: args.name.clone(),
+        windows: match args.windows {
+            WindowsArg::Ten => Windows::Ten,
+            WindowsArg::Eleven => Windows::Eleven,
+        },
+        gpu: args.gpu.clone(),
+        gpu_rom: args.rom.clone(),
+        vcpus: args.vcpus,
+        memory_mib: args.memory,
+        hugepages: args.hugepages.map(|h| match h {
+            HugepagesArg::TwoM => Hugepages::TwoMiB,
+            HugepagesArg::OneG => Hugepages::OneGiB,
+            HugepagesArg::None => Hugepages::None,
+        }),
+        disk: args.disk.clone(),
+        disk_bus: args.disk_bus.map(|b| match b {
+            BusArg::Virtio => DiskBus::Virtio,
+            BusArg::Sata => DiskBus::Sata,
+        }),
+        install_iso: args.iso.clone(),
+        virtio_iso: args.virtio_iso.clone(),
+        network: args.network.clone(),
+        spice: !args.no_spice,
+        pin: !args.no_pin,
+    };
+    let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
+    let built = new_windows(&prepared.spec)?;
+    print!("{}", built.xml);
+    for e in &built.edits {
+        eprintln!("{}: {}\n  why: {}", e.path, e.what, e.why);
+    }
+    for n in &prepared.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(0)
+}

@@ -1,0 +1,148 @@
+//! `domain list`, `domain validate FILE`, `domain define FILE`: the libvirt side.
+//! The connection defaults to qemu:///system (test:///default with --demo).
+
+use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
+use crate::domain::xml::Document;
+use crate::libvirt::caps::DomainCaps;
+use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
+use anyhow::Context;
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConnectArgs {
+    /// The libvirt connection (default qemu:///system; test:///default with --demo).
+    #[arg(long, value_name = "URI")]
+    pub connect: Option<String>,
+}
+
+impl ConnectArgs {
+    pub fn uri(&self, demo: bool) -> &str {
+        match &self.connect {
+            Some(u) => u,
+            None if demo => TEST_URI,
+            None => DEFAULT_URI,
+        }
+    }
+    pub fn open(&self, demo: bool) -> anyhow::Result<Libvirt> {
+        Ok(Libvirt::open(self.uri(demo))?)
+    }
+}
+
+/// The host's domain capabilities for q35 under KVM (or whatever the driver
+/// offers), when it can tell.
+pub fn caps_of(hv: &dyn Hypervisor) -> Option<DomainCaps> {
+    let xml = hv
+        .domain_capabilities(Some("q35"), Some("kvm"))
+        .or_else(|_| hv.domain_capabilities(None, None))
+        .ok()?;
+    DomainCaps::parse(&xml).ok()
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run_list(args: &ListArgs, demo: bool) -> anyhow::Result<i32> {
+    let hv = args.connect.open(demo)?;
+    let domains = hv.domains()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&domains)?);
+        return Ok(0);
+    }
+    println!("{} domain(s) on {}", domains.len(), hv.uri());
+    let width = domains
+        .iter()
+        .map(|d| d.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for d in &domains {
+        println!(
+            "  {:width$}  {}{}",
+            d.name,
+            d.state.label(),
+            if d.persistent { "" } else { " (transient)" }
+        );
+    }
+    Ok(0)
+}
+
+fn read_xml(file: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Document::parse(&text).with_context(|| format!("{} is not well-formed XML", file.display()))?;
+    Ok(text)
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The domain XML file.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+pub fn run_validate(args: &ValidateArgs, demo: bool) -> anyhow::Result<i32> {
+    let text = read_xml(&args.file)?;
+    let name = args.file.display();
+    let mut ok = true;
+    match schema_check(&text) {
+        SchemaResult::Valid => println!("schema: {name} is valid for libvirt's domain schema"),
+        SchemaResult::Invalid(msg) => {
+            ok = false;
+            println!("schema: {name} does not match libvirt's domain schema:\n{msg}");
+        }
+        SchemaResult::Unavailable(why) => println!("schema: not checked: {why}"),
+    }
+    match args.connect.open(demo) {
+        Ok(hv) => match caps_of(&hv) {
+            Some(caps) => {
+                let doc = Document::parse(&text)?;
+                let problems = caps_problems(&doc, &caps);
+                if problems.is_empty() {
+                    println!(
+                        "host: nothing in it that {} ({} {}) cannot give",
+                        hv.uri(),
+                        caps.emulator,
+                        caps.machine
+                    );
+                }
+                for p in &problems {
+                    ok = false;
+                    println!("host: {p}");
+                }
+            }
+            None => println!(
+                "host: not checked: {} gives no domain capabilities",
+                hv.uri()
+            ),
+        },
+        Err(e) => println!("host: not checked: {e:#}"),
+    }
+    Ok(if ok { 0 } else { 1 })
+}
+
+#[derive(Debug, Args)]
+pub struct DefineArgs {
+    /// The domain XML file.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+pub fn run_define(args: &DefineArgs, demo: bool) -> anyhow::Result<i32> {
+    let text = read_xml(&args.file)?;
+    let hv = args.connect.open(demo)?;
+    let name = hv.define(&text)?;
+    println!(
+        "Defined '{name}' on {}. Start it with `virsh -c {} start {name}` or from virt-manager.",
+        hv.uri(),
+        hv.uri()
+    );
+    Ok(0)
+}

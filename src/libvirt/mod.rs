@@ -1,0 +1,87 @@
+//! libvirt, behind a small trait so the rest of the app does not care whether
+//! libvirt is there. `Libvirt` (connection.rs) talks to a real URI through the
+//! `virt` crate: `qemu:///system` on a real host, `test:///default` (libvirt's
+//! in-process test driver, no daemon) for `--demo` and the tests.
+//! `caps.rs` reads domain capabilities (loaders, Hyper-V features, TPM).
+
+pub mod caps;
+pub mod connection;
+pub mod error;
+
+pub use connection::Libvirt;
+pub use error::VirtError;
+use serde::Serialize;
+
+/// The URI people mean when they say "my VMs": the system QEMU driver.
+pub const DEFAULT_URI: &str = "qemu:///system";
+/// libvirt's in-process test driver: a fake host with one domain named `test`.
+pub const TEST_URI: &str = "test:///default";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainState {
+    Running,
+    Blocked,
+    Paused,
+    ShuttingDown,
+    Shutoff,
+    Crashed,
+    Suspended,
+    Unknown,
+}
+
+impl DomainState {
+    pub fn label(self) -> &'static str {
+        match self {
+            DomainState::Running => "running",
+            DomainState::Blocked => "blocked",
+            DomainState::Paused => "paused",
+            DomainState::ShuttingDown => "shutting down",
+            DomainState::Shutoff => "shut off",
+            DomainState::Crashed => "crashed",
+            DomainState::Suspended => "suspended (PM)",
+            DomainState::Unknown => "unknown",
+        }
+    }
+    pub fn is_active(self) -> bool {
+        !matches!(self, DomainState::Shutoff | DomainState::Unknown)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainSummary {
+    pub name: String,
+    pub uuid: String,
+    pub state: DomainState,
+    /// Defined (kept when shut off), not just created for one run.
+    pub persistent: bool,
+}
+
+/// What the app needs from libvirt. Every call names the domain; errors carry
+/// the libvirt message and what to try.
+pub trait Hypervisor {
+    fn uri(&self) -> &str;
+    fn domains(&self) -> Result<Vec<DomainSummary>, VirtError>;
+    /// The domain's persistent definition (what `virsh dumpxml --inactive` gives).
+    fn domain_xml(&self, name: &str) -> Result<String, VirtError>;
+    /// Define (or redefine) a domain; returns its name.
+    fn define(&self, xml: &str) -> Result<String, VirtError>;
+    fn start(&self, name: &str) -> Result<(), VirtError>;
+    /// Ask the guest to shut down (ACPI).
+    fn shutdown(&self, name: &str) -> Result<(), VirtError>;
+    /// Pull the plug.
+    fn destroy(&self, name: &str) -> Result<(), VirtError>;
+    /// Forget the definition (and its NVRAM file).
+    fn undefine(&self, name: &str) -> Result<(), VirtError>;
+    fn state(&self, name: &str) -> Result<DomainState, VirtError>;
+    /// Host capabilities XML.
+    fn capabilities(&self) -> Result<String, VirtError>;
+    /// Domain capabilities XML for a machine type (e.g. `q35`) and virt type (`kvm`).
+    fn domain_capabilities(
+        &self,
+        machine: Option<&str>,
+        virttype: Option<&str>,
+    ) -> Result<String, VirtError>;
+    /// A QMP command (JSON) to a running QEMU domain; the JSON reply.
+    fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError>;
+}

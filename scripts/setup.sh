@@ -1,16 +1,21 @@
 #!/bin/sh
 # Install what VFIO Assistant needs on Debian/Ubuntu (see packaging/DISTROS.md for
 # Fedora and Arch). Usage: scripts/setup.sh [app|test]
-#   app  - runtime libraries for the window (X11/Wayland, OpenGL via Mesa)
-#   test - the above plus the yardstick tools the tests compare against
+#   app  - runtime libraries for the window (X11/Wayland, OpenGL via Mesa) and
+#          libvirt's client library (libvirt-dev, to build against it)
+#   test - the above plus the yardstick tools the tests compare against, and a
+#          real libvirt + QEMU/KVM + OVMF + swtpm for the domain tests
 set -eu
 what=${1:-app}
-pkgs="pkg-config gcc libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libwayland-client0 libwayland-egl1"
+pkgs="pkg-config gcc libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libwayland-client0 libwayland-egl1 libvirt-dev"
 if [ "$what" = test ]; then
     # lspci (pciutils) and virt-host-validate (libvirt-clients) are yardsticks;
     # desktop-file-validate
     # and appstreamcli check the packaging files.
+    # libvirt-daemon-system, qemu-system-x86, ovmf and swtpm: the domain tests define
+    # and start real domains on qemu:///system (scripts/libvirt-up.sh starts it).
     pkgs="$pkgs pciutils libvirt-clients libxml2-utils desktop-file-utils appstream"
+    pkgs="$pkgs libvirt-daemon-system qemu-system-x86 ovmf swtpm swtpm-tools"
 fi
 missing=""
 for p in $pkgs; do
@@ -22,6 +27,7 @@ if [ -n "$missing" ]; then
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
         echo "Installing:$missing"
         $sudo apt-get update -qq
+        # shellcheck disable=SC2086 # one word per package
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
     else
         echo "Not a Debian/Ubuntu system: install the equivalents of:$missing (see packaging/DISTROS.md)" >&2

@@ -5,6 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh test
+sh scripts/libvirt-up.sh
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked

@@ -33,6 +33,10 @@ fn kind_of(e: &virt::error::Error) -> VirtErrorKind {
                 VirtErrorKind::BadXml
             }
             ErrorNumber::NoSupport => VirtErrorKind::Unsupported,
+            // The test driver says this with an internal error.
+            _ if msg.contains("already running") || msg.contains("not running") => {
+                VirtErrorKind::WrongState
+            }
             _ if msg.contains("permission denied") || msg.contains("authentication") => {
                 VirtErrorKind::Denied
             }

@@ -1,7 +1,9 @@
 //! The app: persisted `State` (data) next to runtime handles (the root, the scan
 //! channel). Views fill `Command`s while drawing; the app runs them afterwards.
 
+use super::jobs::{Job, JobResult, spawn_job};
 use super::state::{Page, State};
+use super::views::wizard::WizardRuntime;
 use super::worker::{ScanResult, spawn_scan};
 use super::{Source, views};
 use crate::checks::model::Finding;
@@ -19,6 +21,13 @@ pub enum Command {
     ShowPage(Page),
     /// Show this device on the Devices page.
     ShowDevice(String),
+    /// Ask libvirt something off the UI thread.
+    Job(Job),
+    /// Write the wizard's XML to a file.
+    SaveXml {
+        xml: String,
+        path: String,
+    },
 }
 
 pub struct App {
@@ -34,6 +43,11 @@ pub struct App {
     scanning: Option<Receiver<ScanResult>>,
     /// Set by `ShowDevice`: the Devices page opens and scrolls to it.
     pub focus_device: Option<String>,
+    /// The wizard's libvirt answers.
+    pub wizard: WizardRuntime,
+    job: Option<Receiver<JobResult>>,
+    /// The URI whose domain capabilities were asked for.
+    caps_asked: Option<String>,
     commands: Vec<Command>,
 }
 
@@ -50,6 +64,11 @@ impl App {
     }
 
     fn from_source(source: Source, state: State) -> Self {
+        let default_uri = if source == Source::Demo {
+            crate::libvirt::TEST_URI
+        } else {
+            crate::libvirt::DEFAULT_URI
+        };
         let (root, demo_dir, label, error) = match source {
             Source::Live => (
                 Some(HostRoot::live()),
@@ -81,6 +100,12 @@ impl App {
             error,
             scanning: None,
             focus_device: None,
+            wizard: WizardRuntime {
+                default_uri: default_uri.into(),
+                ..WizardRuntime::default()
+            },
+            job: None,
+            caps_asked: None,
             commands: Vec::new(),
         }
     }
@@ -105,6 +130,12 @@ impl App {
             error: None,
             scanning: None,
             focus_device: None,
+            wizard: WizardRuntime {
+                default_uri: crate::libvirt::DEFAULT_URI.into(),
+                ..WizardRuntime::default()
+            },
+            job: None,
+            caps_asked: None,
             commands: Vec::new(),
         }
     }
@@ -119,8 +150,43 @@ impl App {
         self.scanning.is_some()
     }
 
+    /// Take a finished libvirt job, if any.
+    pub fn poll_job(&mut self) {
+        let Some(rx) = &self.job else { return };
+        let result = match rx.try_recv() {
+            Ok(r) => r,
+            Err(std::sync::mpsc::TryRecvError::Empty) => return,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                JobResult::Defined(Err("the libvirt job stopped without a result".into()))
+            }
+        };
+        self.job = None;
+        self.wizard.busy = false;
+        match result {
+            JobResult::Caps(c) => self.wizard.caps = c.ok(),
+            JobResult::Validated { ok, lines } => self.wizard.validation = Some((ok, lines)),
+            JobResult::Defined(r) => self.wizard.defined = Some(r),
+        }
+    }
+
+    /// Whether a libvirt job is running.
+    pub fn is_busy(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// The wizard's libvirt URI as the user set it, or the default.
+    fn wizard_uri(&self) -> String {
+        let u = self.state.wizard.uri.trim();
+        if u.is_empty() {
+            self.wizard.default_uri.clone()
+        } else {
+            u.to_string()
+        }
+    }
+
     /// Take a finished scan, if any (no drawing).
     pub fn poll_scan(&mut self) {
+        self.poll_job();
         let Some(rx) = &self.scanning else { return };
         match rx.try_recv() {
             Ok(Ok((snap, findings))) => {
@@ -199,6 +265,20 @@ impl App {
                 Page::Troubleshoot => {
                     views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
                 }
+                Page::NewVm => {
+                    let uri = self.wizard_uri();
+                    if self.caps_asked.as_deref() != Some(uri.as_str()) && self.job.is_none() {
+                        self.caps_asked = Some(uri.clone());
+                        out.push(Command::Job(Job::Caps(uri)));
+                    }
+                    views::wizard::wizard_ui(
+                        ui,
+                        &snap,
+                        &mut self.state.wizard,
+                        &self.wizard,
+                        &mut out,
+                    )
+                }
             }
             self.commands.extend(out);
         });
@@ -218,6 +298,26 @@ impl App {
             Command::ShowDevice(a) => {
                 self.state.page = Page::Devices;
                 self.focus_device = Some(a);
+            }
+            Command::Job(job) => {
+                if self.job.is_none() {
+                    if matches!(job, Job::Validate { .. }) {
+                        self.wizard.validation = None;
+                    }
+                    if matches!(job, Job::Define { .. }) {
+                        self.wizard.defined = None;
+                    }
+                    self.wizard.busy = true;
+                    let ctx = ctx.clone();
+                    self.job = Some(spawn_job(job, move || ctx.request_repaint()));
+                }
+            }
+            Command::SaveXml { xml, path } => {
+                self.wizard.saved = Some(
+                    std::fs::write(&path, xml)
+                        .map(|_| format!("Saved to {path}. Define it with `vfio-assistant domain define {path}`."))
+                        .map_err(|e| format!("{path}: {e}")),
+                );
             }
         }
     }

@@ -1,11 +1,14 @@
 //! The desktop app (egui/eframe). `app.rs` owns the window and runs commands;
-//! `views/` draws one page per file; `worker.rs` scans off the UI thread.
+//! `views/` draws one page per file; `worker.rs` scans and `jobs.rs` talks to
+//! libvirt off the UI thread; `wizard_state.rs` holds the New VM choices.
 
 pub mod app;
 pub mod demo;
+pub mod jobs;
 pub mod state;
 pub mod views;
 pub mod widgets;
+pub mod wizard_state;
 pub mod worker;
 
 use std::path::PathBuf;

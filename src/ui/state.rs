@@ -1,5 +1,6 @@
 //! What the app remembers between runs: data only, `#[serde(default)]`.
 
+use super::wizard_state::WizardState;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -9,16 +10,24 @@ pub enum Page {
     Devices,
     Cpu,
     Troubleshoot,
+    NewVm,
 }
 
 impl Page {
-    pub const ALL: [Page; 4] = [Page::Overview, Page::Devices, Page::Cpu, Page::Troubleshoot];
+    pub const ALL: [Page; 5] = [
+        Page::Overview,
+        Page::Devices,
+        Page::Cpu,
+        Page::NewVm,
+        Page::Troubleshoot,
+    ];
     pub fn title(self) -> &'static str {
         match self {
             Page::Overview => "Overview",
             Page::Devices => "Devices",
             Page::Cpu => "CPU",
             Page::Troubleshoot => "Troubleshoot",
+            Page::NewVm => "New VM",
         }
     }
 }
@@ -35,4 +44,6 @@ pub struct State {
     pub plan_vcpus: usize,
     /// The Troubleshoot page's chosen symptom.
     pub symptom: Option<String>,
+    /// The New VM wizard's choices.
+    pub wizard: WizardState,
 }

@@ -6,3 +6,4 @@ pub mod devices;
 pub mod findings;
 pub mod overview;
 pub mod troubleshoot;
+pub mod wizard;

@@ -1,0 +1,108 @@
+//! libvirt work off the UI thread (a daemon can be slow to answer): validate,
+//! define, fetch domain capabilities. One short-lived thread per job; the app
+//! drains the result in `logic`.
+
+use crate::cli::domain_virt::caps_of;
+use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
+use crate::domain::xml::Document;
+use crate::libvirt::caps::DomainCaps;
+use crate::libvirt::{Hypervisor, Libvirt};
+use std::sync::mpsc::{Receiver, channel};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    /// Domain capabilities of a URI (for the Hyper-V set).
+    Caps(String),
+    /// Schema + capabilities check of the XML against a URI.
+    Validate {
+        xml: String,
+        uri: String,
+    },
+    Define {
+        xml: String,
+        uri: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum JobResult {
+    Caps(Result<DomainCaps, String>),
+    /// Lines to show; `ok` when nothing is wrong.
+    Validated {
+        ok: bool,
+        lines: Vec<String>,
+    },
+    Defined(Result<String, String>),
+}
+
+fn validate(xml: &str, uri: &str) -> JobResult {
+    let mut lines = Vec::new();
+    let mut ok = true;
+    match schema_check(xml) {
+        SchemaResult::Valid => lines.push("Schema: valid for libvirt's domain schema.".into()),
+        SchemaResult::Invalid(m) => {
+            ok = false;
+            lines.push(format!("Schema: not valid: {m}"));
+        }
+        SchemaResult::Unavailable(w) => lines.push(format!("Schema: not checked: {w}")),
+    }
+    match Libvirt::open(uri) {
+        Ok(hv) => match (caps_of(&hv), Document::parse(xml)) {
+            (Some(caps), Ok(doc)) => {
+                let problems = caps_problems(&doc, &caps);
+                if problems.is_empty() {
+                    lines.push(format!(
+                        "Host ({uri}): nothing in it that this QEMU/KVM cannot give."
+                    ));
+                }
+                for p in problems {
+                    ok = false;
+                    lines.push(format!("Host ({uri}): {p}"));
+                }
+            }
+            (None, _) => lines.push(format!(
+                "Host: not checked: {uri} gives no domain capabilities."
+            )),
+            (_, Err(e)) => {
+                ok = false;
+                lines.push(format!("XML: {e}"));
+            }
+        },
+        Err(e) => lines.push(format!("Host: not checked: {e}")),
+    }
+    JobResult::Validated { ok, lines }
+}
+
+fn run(job: Job) -> JobResult {
+    match job {
+        Job::Caps(uri) => JobResult::Caps(Libvirt::open(&uri).map_err(|e| e.to_string()).and_then(
+            |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
+        )),
+        Job::Validate { xml, uri } => validate(&xml, &uri),
+        Job::Define { xml, uri } => JobResult::Defined(
+            Libvirt::open(&uri)
+                .and_then(|hv| {
+                    hv.define(&xml)
+                        .map(|name| format!("Defined '{name}' on {uri}."))
+                })
+                .map_err(|e| e.to_string()),
+        ),
+    }
+}
+
+/// Start a job; the receiver yields its one result, then `wake` is called.
+pub fn spawn_job(job: Job, wake: impl FnOnce() + Send + 'static) -> Receiver<JobResult> {
+    let (tx, rx) = channel();
+    let spawned = std::thread::Builder::new()
+        .name("libvirt".into())
+        .spawn(move || {
+            let _ = tx.send(run(job));
+            wake();
+        });
+    if spawned.is_err() {
+        let (tx2, rx2) = channel();
+        let _ = tx2.send(JobResult::Defined(Err("could not start a thread".into())));
+        return rx2;
+    }
+    rx
+}

@@ -1,0 +1,164 @@
+//! What the New VM wizard remembers between runs (data only): the user's
+//! choices, turned into `domain::from_host::Choices` when the domain is built.
+
+use crate::domain::from_host::Choices;
+use crate::domain::template::{DiskBus, Hugepages, Network, Windows};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Step {
+    #[default]
+    Gpu,
+    Cpu,
+    Memory,
+    Storage,
+    Network,
+    Features,
+    Review,
+}
+
+impl Step {
+    pub const ALL: [Step; 7] = [
+        Step::Gpu,
+        Step::Cpu,
+        Step::Memory,
+        Step::Storage,
+        Step::Network,
+        Step::Features,
+        Step::Review,
+    ];
+    pub fn title(self) -> &'static str {
+        match self {
+            Step::Gpu => "1 GPU",
+            Step::Cpu => "2 CPU",
+            Step::Memory => "3 Memory",
+            Step::Storage => "4 Storage",
+            Step::Network => "5 Network",
+            Step::Features => "6 Features",
+            Step::Review => "7 Review",
+        }
+    }
+    fn index(self) -> usize {
+        Step::ALL.iter().position(|s| *s == self).unwrap_or(0)
+    }
+    pub fn next(self) -> Step {
+        Step::ALL.get(self.index() + 1).copied().unwrap_or(self)
+    }
+    pub fn prev(self) -> Step {
+        self.index()
+            .checked_sub(1)
+            .and_then(|i| Step::ALL.get(i).copied())
+            .unwrap_or(self)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum HugeChoice {
+    /// What the host has reserved enough of, else none.
+    #[default]
+    Auto,
+    TwoMiB,
+    OneGiB,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum NetChoice {
+    #[default]
+    Nat,
+    Bridge,
+    Macvtap,
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WizardState {
+    pub step: Step,
+    pub name: String,
+    pub windows11: bool,
+    pub gpu: Option<String>,
+    pub vcpus: usize,
+    pub pin: bool,
+    pub memory_gib: u64,
+    pub hugepages: HugeChoice,
+    pub disk: String,
+    /// `None`: virtio with the virtio-win ISO, SATA without.
+    pub disk_virtio: Option<bool>,
+    pub install_iso: String,
+    pub virtio_iso: String,
+    pub network: NetChoice,
+    /// The bridge or host interface for Bridge / Macvtap.
+    pub net_device: String,
+    pub spice: bool,
+    /// Where "Define in libvirt" goes; empty = the default for the source.
+    pub uri: String,
+    /// Where "Save" writes.
+    pub save_path: String,
+}
+
+impl Default for WizardState {
+    fn default() -> Self {
+        WizardState {
+            step: Step::Gpu,
+            name: "win11".into(),
+            windows11: true,
+            gpu: None,
+            vcpus: 4,
+            pin: true,
+            memory_gib: 16,
+            hugepages: HugeChoice::Auto,
+            disk: String::new(),
+            disk_virtio: None,
+            install_iso: String::new(),
+            virtio_iso: String::new(),
+            network: NetChoice::Nat,
+            net_device: String::new(),
+            spice: true,
+            uri: String::new(),
+            save_path: String::new(),
+        }
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+impl WizardState {
+    pub fn choices(&self) -> Choices {
+        Choices {
+            name: self.name.clone(),
+            windows: if self.windows11 {
+                Windows::Eleven
+            } else {
+                Windows::Ten
+            },
+            gpu: self.gpu.clone(),
+            gpu_rom: None,
+            vcpus: self.vcpus.max(1),
+            memory_mib: self.memory_gib.max(1).saturating_mul(1024),
+            hugepages: match self.hugepages {
+                HugeChoice::Auto => None,
+                HugeChoice::TwoMiB => Some(Hugepages::TwoMiB),
+                HugeChoice::OneGiB => Some(Hugepages::OneGiB),
+                HugeChoice::Off => Some(Hugepages::None),
+            },
+            disk: non_empty(&self.disk),
+            disk_bus: self
+                .disk_virtio
+                .map(|v| if v { DiskBus::Virtio } else { DiskBus::Sata }),
+            install_iso: non_empty(&self.install_iso),
+            virtio_iso: non_empty(&self.virtio_iso),
+            network: match self.network {
+                NetChoice::Nat => Network::Nat,
+                NetChoice::Bridge => Network::Bridge(self.net_device.trim().to_string()),
+                NetChoice::Macvtap => Network::Macvtap(self.net_device.trim().to_string()),
+                NetChoice::Off => Network::None,
+            },
+            spice: self.spice,
+            pin: self.pin,
+        }
+    }
+}

@@ -41,6 +41,17 @@ pub fn wizard_ui(
                 w.step = s;
             }
         }
+        ui.separator();
+        if ui
+            .add_enabled(w.step != Step::Gpu, egui::Button::new("Back"))
+            .clicked()
+        {
+            w.step = w.step.prev();
+        }
+        let next = egui::Button::new(RichText::new("Next").strong());
+        if ui.add_enabled(w.step != Step::Review, next).clicked() {
+            w.step = w.step.next();
+        }
     });
     ui.separator();
     let prepared = prepare(snap, &w.choices(), rt.caps.clone());
@@ -57,7 +68,6 @@ pub fn wizard_ui(
     }
     egui::ScrollArea::vertical()
         .id_salt("wizard_scroll")
-        .max_height(ui.available_height() - 40.0)
         .show(ui, |ui| match w.step {
             Step::Gpu => gpu_step(ui, snap, w),
             Step::Cpu => cpu_step(ui, snap, w, built.as_ref().ok()),
@@ -67,21 +77,6 @@ pub fn wizard_ui(
             Step::Features => features_step(ui, w, built.as_ref().ok()),
             Step::Review => review_step(ui, w, rt, built.as_ref().ok(), out),
         });
-    ui.separator();
-    ui.horizontal(|ui| {
-        if ui
-            .add_enabled(w.step != Step::Gpu, egui::Button::new("Back"))
-            .clicked()
-        {
-            w.step = w.step.prev();
-        }
-        if ui
-            .add_enabled(w.step != Step::Review, egui::Button::new("Next"))
-            .clicked()
-        {
-            w.step = w.step.next();
-        }
-    });
 }
 
 fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
@@ -98,18 +93,21 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
             w.gpu = Some(addr.clone());
         }
         ui.indent(addr, |ui| {
-            let text = RichText::new(&v.reason).small();
+            let text = RichText::new(&v.reason).weak();
             if ok {
                 ui.label(text)
             } else {
                 ui.colored_label(WARN, text)
             };
             if selected && !v.companions.is_empty() {
-                ui.label(RichText::new(format!("Goes with: {}", v.companions.join(", "))).small());
+                ui.label(RichText::new(format!(
+                    "Goes with: {}",
+                    v.companions.join(", ")
+                )));
             }
             if selected {
                 for n in &v.notes {
-                    ui.label(RichText::new(format!("- {n}")).small());
+                    ui.label(RichText::new(format!("- {n}")).weak());
                 }
             }
         });
@@ -295,7 +293,7 @@ fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDoma
     if let Some((d, _)) = built {
         for e in &d.edits {
             ui.label(RichText::new(&e.what).strong());
-            ui.label(RichText::new(&e.why).small());
+            ui.weak(&e.why);
         }
     }
 }
@@ -310,7 +308,7 @@ fn review_step(
     ui.heading("Review");
     let Some((d, notes)) = built else { return };
     for n in notes {
-        ui.colored_label(WARN, format!("! {n}"));
+        ui.label(format!("Note: {n}"));
     }
     let uri = if w.uri.trim().is_empty() {
         rt.default_uri.clone()
@@ -393,5 +391,5 @@ fn review_step(
         }
     }
     ui.separator();
-    ui.label(RichText::new(&d.xml).monospace().small());
+    ui.label(RichText::new(&d.xml).monospace());
 }

@@ -47,6 +47,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::domain::run(&root.0, args, cli.demo)
         }
+        Some(Command::Monitor(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::monitor::run(&root.0, args, cli.demo)
+        }
         Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;

@@ -13,7 +13,7 @@ mod support;
 
 use support::hosts::base_host;
 use vfio_assistant::domain::from_host::{Choices, prepare};
-use vfio_assistant::domain::template::{Network, Windows, new_windows};
+use vfio_assistant::domain::template::{Windows, new_windows};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
 use vfio_assistant::libvirt::error::VirtErrorKind;
@@ -176,30 +176,7 @@ fn a_domain_we_built_starts_under_kvm_answers_qmp_and_is_destroyed() {
         return;
     }
     let n = name("boot");
-    let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
-    let snap = scan(&HostRoot::at(dir.path())).unwrap();
-    let c = Choices {
-        name: n.clone(),
-        windows: Windows::Ten,
-        vcpus: 1,
-        memory_mib: 128,
-        network: Network::None,
-        spice: false,
-        pin: false,
-        ..Choices::default()
-    };
-    let spec = prepare(&snap, &c, None).unwrap().spec;
-    let mut doc = Document::parse(&new_windows(&spec).unwrap().xml).unwrap();
-    // This machine's nested KVM refuses Hyper-V MSRs and OVMF: SeaBIOS, no Hyper-V.
-    let os = doc.root.child_mut("os").unwrap();
-    os.remove_attr("firmware");
-    doc.root
-        .child_mut("features")
-        .unwrap()
-        .remove_children("hyperv");
-    let clock = doc.root.child_mut("clock").unwrap();
-    clock.remove_children("timer");
-    let xml = doc.serialize();
+    let xml = support::vm::bootable_domain(&n, 1, &[]);
     let _c = Cleanup(&hv, n.clone());
     hv.define(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
     hv.start(&n).unwrap_or_else(|e| panic!("{e}\n{xml}"));

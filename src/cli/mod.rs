@@ -8,6 +8,7 @@ pub mod domain;
 pub mod domain_new;
 pub mod domain_virt;
 pub mod latency;
+pub mod monitor;
 pub mod pin;
 pub mod scan;
 pub mod snapshot;
@@ -61,6 +62,9 @@ pub enum Command {
     /// libvirt domains: `new` writes a tuned Windows passthrough domain, `tune`
     /// tunes an existing one keeping everything else, `list`, `validate`, `define`.
     Domain(domain::DomainArgs),
+    /// Watch interrupts per CPU and per source, CPU time, and a running VM's vCPU
+    /// placement and KVM exit rates, live.
+    Monitor(monitor::MonitorArgs),
     /// Measure timer wake-up latency on CPUs, like cyclictest (the latency a vCPU
     /// pinned there would see).
     Latency(latency::LatencyArgs),

@@ -1,4 +1,10 @@
-//! Live feedback. So far: the cyclictest-style latency probe (`latency.rs`);
-//! the interrupt, per-CPU and vCPU samplers come next (issue 6).
+//! Live feedback: `latency.rs` is the cyclictest-style probe; `sample.rs` reads
+//! the counters, `rates.rs` turns two samples into rates (pure), `vm.rs` finds a
+//! running VM's vCPU threads, pinning and KVM counters, `sampler.rs` runs it all
+//! on one thread with bounded history.
 
 pub mod latency;
+pub mod rates;
+pub mod sample;
+pub mod sampler;
+pub mod vm;

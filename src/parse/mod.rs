@@ -7,6 +7,9 @@ pub mod interrupts;
 pub mod modules;
 pub mod pci_config;
 pub mod pci_resource;
+pub mod procstat;
+pub mod qmp;
+pub mod task;
 pub mod values;
 
 /// Why a piece of text could not be parsed.

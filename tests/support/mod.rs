@@ -2,3 +2,4 @@
 pub mod hosts;
 pub mod listing;
 pub mod schema;
+pub mod vm;

@@ -1,0 +1,299 @@
+//! Rates from two samples: pure arithmetic, no I/O. Counters that went
+//! backwards (a reset, a CPU that went offline and came back) give a rate of
+//! zero for that sample and a note, never a huge number.
+
+use super::sample::{Sample, VmThreads};
+use crate::parse::interrupts::{VfioIrqMode, vfio_irqs};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceRate {
+    /// `16`, `LOC`, `IPI0`…
+    pub label: String,
+    pub description: String,
+    pub per_s: f64,
+    /// CPUs that took some of them in this interval.
+    pub cpus: Vec<u32>,
+    /// Of those, the VM's CPUs (pinned vCPUs): interrupts there steal guest time.
+    pub on_vm_cpus: Vec<u32>,
+    /// A passed-through device's interrupt, and how it signals.
+    pub vfio: Option<VfioIrqMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CpuUse {
+    pub cpu: u32,
+    /// Fractions of the interval (0..1).
+    pub busy: f64,
+    pub user: f64,
+    pub system: f64,
+    pub irq: f64,
+    pub softirq: f64,
+    pub steal: f64,
+    pub guest: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VcpuRate {
+    pub vcpu: u32,
+    pub tid: u32,
+    /// Where it last ran.
+    pub cpu: u32,
+    pub pinned: Vec<u32>,
+    /// Whether `cpu` is one it is pinned to (None when not pinned).
+    pub on_pin: Option<bool>,
+    /// Share of the interval it ran (1.0 = a whole CPU).
+    pub running: f64,
+    /// Milliseconds per second it waited for a CPU while runnable.
+    pub wait_ms_per_s: f64,
+    pub switches_per_s: f64,
+    pub involuntary_per_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KvmRate {
+    pub name: String,
+    /// All vCPUs together.
+    pub per_s: f64,
+    pub per_vcpu: Vec<(u32, f64)>,
+    pub meaning: &'static str,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Rates {
+    pub dt_s: f64,
+    /// (CPU, interrupts per second).
+    pub irq_per_cpu: Vec<(u32, f64)>,
+    /// Sources that fired, busiest first.
+    pub sources: Vec<SourceRate>,
+    pub cpu_use: Vec<CpuUse>,
+    pub freq_mhz: Vec<(u32, f64)>,
+    pub vcpus: Vec<VcpuRate>,
+    /// The KVM counters that moved, busiest first.
+    pub kvm: Vec<KvmRate>,
+    pub problems: Vec<String>,
+}
+
+/// What each KVM counter says about the guest, in plain words.
+pub fn kvm_meaning(name: &str) -> &'static str {
+    match name {
+        "exits" => "every time a vCPU left the guest for KVM",
+        "halt_exits" => "the guest idled (HLT): normal on an idle desktop",
+        "io_exits" => "port I/O emulated by QEMU: emulated devices (no virtio driver yet?)",
+        "mmio_exits" => {
+            "memory-mapped I/O emulated by QEMU: emulated devices, or no Hyper-V vapic/synic"
+        }
+        "irq_exits" => "a host interrupt arrived while the guest ran: host IRQs on the VM's CPUs",
+        "irq_injections" => "interrupts delivered into the guest",
+        "irq_window_exits" => "KVM waited for the guest to accept an interrupt",
+        "signal_exits" => "QEMU signalled the vCPU thread",
+        "insn_emulation" => "instructions KVM had to emulate",
+        "hypercalls" => "the guest called the hypervisor (Hyper-V enlightenments use these)",
+        "request_irq_exits" => "exits to deliver an interrupt request",
+        "halt_wakeup" => "an idle vCPU was woken up",
+        "tlb_flush" => "guest TLB flushes KVM performed",
+        _ => "",
+    }
+}
+
+fn delta(a: u64, b: u64, resets: &mut usize) -> u64 {
+    b.checked_sub(a).unwrap_or_else(|| {
+        *resets += 1;
+        0
+    })
+}
+
+fn interrupts(
+    prev: &Sample,
+    cur: &Sample,
+    vm_cpus: &BTreeSet<u32>,
+    dt: f64,
+    r: &mut Rates,
+    resets: &mut usize,
+) {
+    let (Some(a), Some(b)) = (&prev.interrupts, &cur.interrupts) else {
+        return;
+    };
+    let before: HashMap<&str, &[u64]> = a
+        .rows
+        .iter()
+        .map(|row| (row.label.as_str(), row.per_cpu.as_slice()))
+        .collect();
+    let vfio: HashMap<String, VfioIrqMode> =
+        vfio_irqs(b).into_iter().map(|v| (v.irq, v.mode)).collect();
+    let mut per_cpu = vec![0u64; b.cpus.len()];
+    for row in &b.rows {
+        let Some(old) = before.get(row.label.as_str()) else {
+            continue;
+        };
+        let mut total = 0u64;
+        let mut cpus = Vec::new();
+        for (i, &now) in row.per_cpu.iter().enumerate() {
+            let d = delta(old.get(i).copied().unwrap_or(0), now, resets);
+            if d > 0 {
+                if let Some(slot) = per_cpu.get_mut(i) {
+                    *slot = slot.saturating_add(d);
+                }
+                if let Some(&cpu) = b.cpus.get(i) {
+                    cpus.push(cpu);
+                }
+                total = total.saturating_add(d);
+            }
+        }
+        if total == 0 {
+            continue;
+        }
+        let on_vm_cpus = cpus
+            .iter()
+            .copied()
+            .filter(|c| vm_cpus.contains(c))
+            .collect();
+        r.sources.push(SourceRate {
+            label: row.label.clone(),
+            description: row.description.clone(),
+            per_s: total as f64 / dt,
+            cpus,
+            on_vm_cpus,
+            vfio: vfio.get(&row.label).copied(),
+        });
+    }
+    r.sources.sort_by(|x, y| y.per_s.total_cmp(&x.per_s));
+    r.irq_per_cpu = b
+        .cpus
+        .iter()
+        .zip(per_cpu)
+        .map(|(&c, n)| (c, n as f64 / dt))
+        .collect();
+}
+
+fn cpu_use(prev: &Sample, cur: &Sample, r: &mut Rates, resets: &mut usize) {
+    let before: BTreeMap<u32, _> = prev.cpu_times.iter().map(|t| (t.cpu, t)).collect();
+    for b in &cur.cpu_times {
+        let Some(a) = before.get(&b.cpu) else {
+            continue;
+        };
+        let total = delta(a.total(), b.total(), resets);
+        if total == 0 {
+            continue;
+        }
+        let f = |x: u64, y: u64, resets: &mut usize| delta(x, y, resets) as f64 / total as f64;
+        let idle = f(a.idle + a.iowait, b.idle + b.iowait, resets);
+        r.cpu_use.push(CpuUse {
+            cpu: b.cpu,
+            busy: (1.0 - idle).clamp(0.0, 1.0),
+            user: f(a.user + a.nice, b.user + b.nice, resets),
+            system: f(a.system, b.system, resets),
+            irq: f(a.irq, b.irq, resets),
+            softirq: f(a.softirq, b.softirq, resets),
+            steal: f(a.steal, b.steal, resets),
+            guest: f(a.guest + a.guest_nice, b.guest + b.guest_nice, resets),
+        });
+    }
+}
+
+fn vcpus(
+    prev: &Sample,
+    cur: &Sample,
+    vm: Option<&VmThreads>,
+    dt: f64,
+    r: &mut Rates,
+    resets: &mut usize,
+) {
+    let before: BTreeMap<u32, _> = prev.threads.iter().map(|t| (t.tid, t)).collect();
+    for t in &cur.threads {
+        let pinned = vm
+            .and_then(|v| v.pins.get(&t.vcpu))
+            .cloned()
+            .unwrap_or_default();
+        let on_pin = (!pinned.is_empty()).then(|| pinned.contains(&t.cpu));
+        let (running, wait, sw, inv) = match before.get(&t.tid) {
+            Some(a) => (
+                delta(a.run_ns, t.run_ns, resets) as f64 / 1e9 / dt,
+                delta(a.wait_ns, t.wait_ns, resets) as f64 / 1e6 / dt,
+                delta(
+                    a.voluntary + a.involuntary,
+                    t.voluntary + t.involuntary,
+                    resets,
+                ) as f64
+                    / dt,
+                delta(a.involuntary, t.involuntary, resets) as f64 / dt,
+            ),
+            None => (0.0, 0.0, 0.0, 0.0),
+        };
+        r.vcpus.push(VcpuRate {
+            vcpu: t.vcpu,
+            tid: t.tid,
+            cpu: t.cpu,
+            pinned,
+            on_pin,
+            running,
+            wait_ms_per_s: wait,
+            switches_per_s: sw,
+            involuntary_per_s: inv,
+        });
+    }
+}
+
+fn kvm(prev: &Sample, cur: &Sample, dt: f64, r: &mut Rates, resets: &mut usize) {
+    let before: HashMap<(u32, &str), u64> = prev
+        .kvm
+        .iter()
+        .map(|(v, n, x)| ((*v, n.as_str()), *x))
+        .collect();
+    let mut by_name: BTreeMap<&str, Vec<(u32, f64)>> = BTreeMap::new();
+    for (v, n, x) in &cur.kvm {
+        if let Some(&old) = before.get(&(*v, n.as_str())) {
+            by_name
+                .entry(n.as_str())
+                .or_default()
+                .push((*v, delta(old, *x, resets) as f64 / dt));
+        }
+    }
+    for (name, per_vcpu) in by_name {
+        let per_s: f64 = per_vcpu.iter().map(|(_, x)| x).sum();
+        if per_s > 0.0 || name == "exits" {
+            r.kvm.push(KvmRate {
+                name: name.to_string(),
+                per_s,
+                per_vcpu,
+                meaning: kvm_meaning(name),
+            });
+        }
+    }
+    r.kvm.sort_by(|x, y| y.per_s.total_cmp(&x.per_s));
+}
+
+/// The rates between two samples. `vm` ties them to a VM's pinning.
+pub fn rates(prev: &Sample, cur: &Sample, vm: Option<&VmThreads>) -> Rates {
+    let dt = cur.t_ns.saturating_sub(prev.t_ns) as f64 / 1e9;
+    let mut r = Rates {
+        dt_s: dt,
+        problems: cur.problems.clone(),
+        ..Rates::default()
+    };
+    if dt <= 0.0 {
+        r.problems
+            .push("samples taken at the same instant: no rates".into());
+        return r;
+    }
+    let vm_cpus: BTreeSet<u32> = vm
+        .map(|v| v.pins.values().flatten().copied().collect())
+        .unwrap_or_default();
+    let mut resets = 0;
+    interrupts(prev, cur, &vm_cpus, dt, &mut r, &mut resets);
+    cpu_use(prev, cur, &mut r, &mut resets);
+    r.freq_mhz = cur
+        .freq_khz
+        .iter()
+        .map(|(c, k)| (*c, *k as f64 / 1000.0))
+        .collect();
+    vcpus(prev, cur, vm, dt, &mut r, &mut resets);
+    kvm(prev, cur, dt, &mut r, &mut resets);
+    if resets > 0 {
+        r.problems.push(format!(
+            "{resets} counter(s) went backwards (reset or CPU hot-plug): counted as 0 this time"
+        ));
+    }
+    r
+}

@@ -1,0 +1,133 @@
+//! One sample of the live counters, read through a `HostRoot`: interrupts,
+//! per-CPU time, current frequency, and — for a VM — its vCPU threads (where
+//! they ran, run and wait time, context switches) and KVM's per-vCPU counters.
+//! A source that cannot be read yields nothing and a reason in `problems`.
+
+use crate::parse::interrupts::{Interrupts, parse_interrupts};
+use crate::parse::procstat::{CpuTimes, parse_cpu_times};
+use crate::parse::task::{parse_ctxt_switches, parse_schedstat, parse_task_stat};
+use crate::sysroot::{HostPath, HostRoot};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A running VM's threads and pinning, found once (see `vm.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VmThreads {
+    pub name: String,
+    /// QEMU's process id.
+    pub pid: u32,
+    /// (vCPU index, thread id).
+    pub vcpus: Vec<(u32, u32)>,
+    /// vCPU index → host CPUs it is pinned to (empty map: not pinned).
+    pub pins: BTreeMap<u32, Vec<u32>>,
+    /// vCPU index → QOM path, to match KVM's counters.
+    pub qom_paths: BTreeMap<u32, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ThreadSample {
+    pub vcpu: u32,
+    pub tid: u32,
+    /// The host CPU it last ran on.
+    pub cpu: u32,
+    pub run_ns: u64,
+    pub wait_ns: u64,
+    pub voluntary: u64,
+    pub involuntary: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    /// CLOCK_MONOTONIC in nanoseconds when the sample was taken.
+    pub t_ns: u64,
+    pub interrupts: Option<Interrupts>,
+    pub cpu_times: Vec<CpuTimes>,
+    /// (CPU, current kHz).
+    pub freq_khz: Vec<(u32, u64)>,
+    pub threads: Vec<ThreadSample>,
+    /// (vCPU index, counter name, value): KVM's own counters.
+    pub kvm: Vec<(u32, String, u64)>,
+    /// "source: why" for each source that gave nothing.
+    pub problems: Vec<String>,
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+/// Interrupts, CPU times and frequencies.
+pub fn read_host(root: &HostRoot) -> Sample {
+    let mut s = Sample {
+        t_ns: monotonic_ns(),
+        ..Sample::default()
+    };
+    match root.read_text(&HostPath::proc("interrupts")) {
+        Ok(t) => s.interrupts = Some(parse_interrupts(&t)),
+        Err(e) => s.problems.push(format!("interrupts: {e}")),
+    }
+    match root.read_text(&HostPath::proc("stat")) {
+        Ok(t) => s.cpu_times = parse_cpu_times(&t),
+        Err(e) => s.problems.push(format!("CPU time: {e}")),
+    }
+    for c in &s.cpu_times {
+        let p = HostPath::sys(&format!(
+            "devices/system/cpu/cpu{}/cpufreq/scaling_cur_freq",
+            c.cpu
+        ));
+        if let Ok(t) = root.read_text(&p) {
+            if let Ok(khz) = t.trim().parse::<u64>() {
+                s.freq_khz.push((c.cpu, khz));
+            }
+        }
+    }
+    s
+}
+
+/// The vCPU threads' placement, run/wait time and context switches.
+pub fn read_threads(root: &HostRoot, vm: &VmThreads, s: &mut Sample) {
+    for &(vcpu, tid) in &vm.vcpus {
+        let dir = format!("{}/task/{tid}", vm.pid);
+        let stat = root
+            .read_text(&HostPath::proc(&format!("{dir}/stat")))
+            .ok()
+            .and_then(|t| parse_task_stat(&t));
+        let Some(stat) = stat else {
+            s.problems.push(format!(
+                "vCPU {vcpu} (thread {tid}): its /proc entry is gone or unreadable"
+            ));
+            continue;
+        };
+        let (run_ns, wait_ns, _) = root
+            .read_text(&HostPath::proc(&format!("{dir}/schedstat")))
+            .ok()
+            .and_then(|t| parse_schedstat(&t))
+            .unwrap_or_default();
+        let (voluntary, involuntary) = root
+            .read_text(&HostPath::proc(&format!("{dir}/status")))
+            .ok()
+            .and_then(|t| parse_ctxt_switches(&t))
+            .unwrap_or_default();
+        s.threads.push(ThreadSample {
+            vcpu,
+            tid,
+            cpu: stat.processor,
+            run_ns,
+            wait_ns,
+            voluntary,
+            involuntary,
+        });
+    }
+}

@@ -1,0 +1,266 @@
+//! The monitor. Rates on real /proc/interrupts text (Intel N100, a 128-CPU
+//! host's vfio-msix rows) with counters moved by hand: per CPU and per source,
+//! VFIO modes, interrupts on the VM's CPUs flagged, resets counted as zero. And
+//! a real VM: a tiny guest with 2 vCPUs pinned to CPUs 0 and 1 under KVM, whose
+//! vCPU threads the monitor must find on their pinned CPUs with KVM exit
+//! counters moving (skipped with a message where there is no KVM; required in
+//! CI). Only the domain this test created is touched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use vfio_assistant::libvirt::{Hypervisor, Libvirt};
+use vfio_assistant::monitor::rates::rates;
+use vfio_assistant::monitor::sample::{Sample, VmThreads, read_host};
+use vfio_assistant::monitor::sampler::{MonitorConfig, Series, spawn};
+use vfio_assistant::monitor::vm::{find_vm, kvm_counters, pins_of};
+use vfio_assistant::parse::interrupts::{VfioIrqMode, parse_interrupts};
+use vfio_assistant::parse::procstat::parse_cpu_times;
+use vfio_assistant::sysroot::HostRoot;
+
+fn listing(name: &str) -> String {
+    let p = format!(
+        "{}/tests/fixtures/listings/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The same text with every count of row `label` on CPU column `col` raised by `by`.
+fn bump(text: &str, label: &str, col: usize, by: i64) -> String {
+    let mut i = parse_interrupts(text);
+    for r in &mut i.rows {
+        if r.label == label {
+            r.per_cpu[col] = (r.per_cpu[col] as i64 + by) as u64;
+        }
+    }
+    let mut out = format!(
+        "{}\n",
+        i.cpus
+            .iter()
+            .map(|c| format!("CPU{c}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for r in &i.rows {
+        let counts: Vec<String> = r.per_cpu.iter().map(u64::to_string).collect();
+        out.push_str(&format!(
+            "{}: {} {}\n",
+            r.label,
+            counts.join(" "),
+            r.description
+        ));
+    }
+    out
+}
+
+fn sample(t_ns: u64, interrupts: &str, stat: &str) -> Sample {
+    Sample {
+        t_ns,
+        interrupts: Some(parse_interrupts(interrupts)),
+        cpu_times: parse_cpu_times(stat),
+        ..Sample::default()
+    }
+}
+
+#[test]
+fn interrupt_rates_per_cpu_and_source_on_a_real_n100() {
+    let text = listing("intel-n100-minipc-proc-interrupts.txt");
+    let later = bump(&bump(&text, "LOC", 2, 500), "26", 1, 100);
+    let stat_a = "cpu0 100 0 50 1000 0 0 0 0 0 0\ncpu1 100 0 50 1000 0 5 5 0 0 0\n";
+    let stat_b = "cpu0 150 0 50 1050 0 0 0 0 0 0\ncpu1 100 0 50 1100 0 5 5 0 0 0\n";
+    let vm = VmThreads {
+        pins: BTreeMap::from([(0, vec![1]), (1, vec![3])]),
+        ..VmThreads::default()
+    };
+    let r = rates(
+        &sample(1_000_000_000, &text, stat_a),
+        &sample(1_500_000_000, &later, stat_b),
+        Some(&vm),
+    );
+    assert!((r.dt_s - 0.5).abs() < 1e-9);
+    assert_eq!(
+        r.irq_per_cpu,
+        vec![(0, 0.0), (1, 200.0), (2, 1000.0), (3, 0.0)]
+    );
+    assert_eq!(r.sources[0].label, "LOC");
+    assert_eq!(r.sources[0].per_s, 1000.0);
+    assert!(r.sources[0].on_vm_cpus.is_empty(), "CPU 2 is not the VM's");
+    let ish = &r.sources[1];
+    assert_eq!((ish.label.as_str(), ish.per_s), ("26", 200.0));
+    assert_eq!(ish.on_vm_cpus, vec![1], "CPU 1 runs vCPU 0");
+    assert!(ish.description.contains("intel_ish_ipc"));
+    assert_eq!(r.cpu_use[0].cpu, 0);
+    assert!((r.cpu_use[0].busy - 0.5).abs() < 1e-9, "{:?}", r.cpu_use[0]);
+    assert!(r.cpu_use[1].busy.abs() < 1e-9);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+}
+
+#[test]
+fn vfio_rows_on_128_cpus_and_counter_resets() {
+    let text = listing("x86-128cpu-server-vfio-msix-interrupts-excerpt.txt");
+    let i = parse_interrupts(&text);
+    let vfio_label = i
+        .rows
+        .iter()
+        .find(|r| r.description.contains("vfio-msix"))
+        .unwrap()
+        .label
+        .clone();
+    let later = bump(&text, &vfio_label, 100, 30);
+    let r = rates(
+        &sample(0, &text, ""),
+        &sample(1_000_000_000, &later, ""),
+        None,
+    );
+    assert_eq!(r.irq_per_cpu.len(), 128);
+    assert_eq!(r.irq_per_cpu[100], (100, 30.0));
+    assert_eq!(r.sources.len(), 1);
+    assert_eq!(r.sources[0].vfio, Some(VfioIrqMode::Msix));
+    // A counter that went backwards: zero, and said so.
+    let earlier = bump(&text, &vfio_label, 100, 10);
+    let back = rates(
+        &sample(0, &later, ""),
+        &sample(1_000_000_000, &earlier, ""),
+        None,
+    );
+    assert!(back.sources.is_empty());
+    assert!(
+        back.problems.iter().any(|p| p.contains("went backwards")),
+        "{:?}",
+        back.problems
+    );
+    // Same instant: no rates, no division by zero.
+    let same = rates(&sample(5, &text, ""), &sample(5, &later, ""), None);
+    assert!(same.sources.is_empty() && !same.problems.is_empty());
+    // Sources that cannot be read leave a reason, not a stop.
+    let empty = tempfile::tempdir().unwrap();
+    let s = read_host(&HostRoot::at(empty.path()));
+    assert!(
+        s.interrupts.is_none() && s.problems.len() == 2,
+        "{:?}",
+        s.problems
+    );
+}
+
+#[test]
+fn series_are_bounded_and_pins_come_from_the_domain() {
+    let mut s = Series::new(3);
+    for i in 0..10 {
+        s.push(f64::from(i), f64::from(i * 2));
+    }
+    assert_eq!(s.len(), 3);
+    assert_eq!(s.last(), Some(18.0));
+    let pins = pins_of(
+        "<domain><cputune><vcpupin vcpu='0' cpuset='2,8'/><vcpupin vcpu='1' cpuset='3-4'/><emulatorpin cpuset='0'/></cputune></domain>",
+    );
+    assert_eq!(pins, BTreeMap::from([(0, vec![2, 8]), (1, vec![3, 4])]));
+    assert!(pins_of("not xml").is_empty());
+}
+
+struct Cleanup<'a>(&'a Libvirt, String);
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.destroy(&self.1);
+        let _ = self.0.undefine(&self.1);
+    }
+}
+
+#[test]
+fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
+    let hv = match Libvirt::open("qemu:///system") {
+        Ok(hv) => hv,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run libvirtd: {e}"
+            );
+            eprintln!("skipped: no qemu:///system: {e}");
+            return;
+        }
+    };
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        eprintln!("skipped: /dev/kvm is not usable here, so no guest can start");
+        return;
+    }
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if online < 2 {
+        eprintln!("skipped: this test pins 2 vCPUs to CPUs 0 and 1");
+        return;
+    }
+    let name = format!("vfio-assistant-test-{}-mon", std::process::id());
+    let xml = support::vm::bootable_domain(&name, 2, &[0, 1]);
+    let _c = Cleanup(&hv, name.clone());
+    hv.define(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    hv.start(&name).unwrap();
+
+    let root = HostRoot::live();
+    let vm = find_vm(&hv, &root, &name).unwrap();
+    assert_eq!(vm.vcpus.len(), 2, "{vm:?}");
+    assert_eq!(vm.pins, BTreeMap::from([(0, vec![0]), (1, vec![1])]));
+    let first = kvm_counters(&hv, &vm).unwrap();
+    let exits0: u64 = first
+        .iter()
+        .filter(|(v, n, _)| *v == 0 && n == "exits")
+        .map(|(_, _, x)| *x)
+        .sum();
+    assert!(exits0 > 0, "vCPU 0 has KVM exits: {first:?}");
+
+    // The monitor thread, following the domain.
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = spawn(
+        MonitorConfig {
+            root,
+            uri: Some("qemu:///system".into()),
+            domain: Some(name.clone()),
+            interval: Duration::from_millis(200),
+        },
+        stop.clone(),
+        || {},
+    )
+    .unwrap();
+    let mut seen_vcpus = 0;
+    let mut exits_rate = 0.0;
+    for _ in 0..6 {
+        let u = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let Some(vm) = &u.vm else { continue };
+        assert_eq!(vm.name, name);
+        seen_vcpus = u.rates.vcpus.len();
+        for v in &u.rates.vcpus {
+            assert_eq!(
+                v.on_pin,
+                Some(true),
+                "vCPU {} ran on CPU {} but is pinned to {:?}",
+                v.vcpu,
+                v.cpu,
+                v.pinned
+            );
+        }
+        exits_rate += u
+            .rates
+            .kvm
+            .iter()
+            .find(|k| k.name == "exits")
+            .map_or(0.0, |k| k.per_s);
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(seen_vcpus, 2);
+    assert!(exits_rate > 0.0, "KVM exits move while the guest runs");
+}

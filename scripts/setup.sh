@@ -37,11 +37,11 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "Rust is not installed. Install it with rustup (https://rustup.rs), then run this again." >&2
     exit 1
 fi
-# edition 2024 needs Rust 1.85 or newer (Debian's packaged cargo is older).
+# egui_plot 0.38 needs Rust 1.95 or newer (Debian's packaged cargo is older).
 ver=$(cargo --version | awk '{print $2}')
 major=$(echo "$ver" | cut -d. -f1)
 minor=$(echo "$ver" | cut -d. -f2)
-if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
-    echo "cargo $ver is too old: VFIO Assistant needs Rust 1.85 or newer (rustup update)." >&2
+if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 95 ]; }; then
+    echo "cargo $ver is too old: VFIO Assistant needs Rust 1.95 or newer (rustup update)." >&2
     exit 1
 fi

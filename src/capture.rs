@@ -186,12 +186,12 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
     let base = root.base().to_path_buf();
     let mut entries: BTreeMap<PathBuf, Entry> = BTreeMap::new();
     for rel in rec.recorded() {
-        if let Some(physical) = walk(&base, &rel, &mut entries) {
-            if let Ok(meta) = fs::symlink_metadata(base.join(&physical)) {
-                if !meta.is_dir() && !meta.file_type().is_symlink() {
-                    entries.insert(physical, Entry::File);
-                }
-            }
+        if let Some(physical) = walk(&base, &rel, &mut entries)
+            && let Ok(meta) = fs::symlink_metadata(base.join(&physical))
+            && !meta.is_dir()
+            && !meta.file_type().is_symlink()
+        {
+            entries.insert(physical, Entry::File);
         }
     }
     // The parents of everything, so the tree extracts cleanly.

@@ -365,10 +365,10 @@ impl HostRoot {
             Err(e) => return Err(e),
         };
         let mut parts: Vec<std::ffi::OsString> = Vec::new();
-        if target.is_relative() {
-            if let Some(parent) = path.0.parent() {
-                parts.extend(parent.components().map(|c| c.as_os_str().to_owned()));
-            }
+        if target.is_relative()
+            && let Some(parent) = path.0.parent()
+        {
+            parts.extend(parent.components().map(|c| c.as_os_str().to_owned()));
         }
         for comp in target.components() {
             match comp {

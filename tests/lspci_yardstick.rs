@@ -107,15 +107,15 @@ fn compare(root: &HostRoot, lspci_out: &str, what: &str) {
             "{what} {}: ids",
             d.address
         );
-        if let (Some(sv), Some(sd)) = (d.subsystem_vendor_id, d.subsystem_device_id) {
-            if sv.0 != 0 {
-                assert_eq!(
-                    l.subsystem.as_deref(),
-                    Some(format!("{sv}:{sd}").as_str()),
-                    "{what} {}: subsystem",
-                    d.address
-                );
-            }
+        if let (Some(sv), Some(sd)) = (d.subsystem_vendor_id, d.subsystem_device_id)
+            && sv.0 != 0
+        {
+            assert_eq!(
+                l.subsystem.as_deref(),
+                Some(format!("{sv}:{sd}").as_str()),
+                "{what} {}: subsystem",
+                d.address
+            );
         }
         // lspci follows the `driver` link; a capture that lacks the driver
         // directory (upstream trimmed it) leaves the link dangling for lspci.
@@ -127,16 +127,16 @@ fn compare(root: &HostRoot, lspci_out: &str, what: &str) {
         if link.exists() {
             assert_eq!(l.driver, d.driver, "{what} {}: driver", d.address);
         }
-        if let Some(cfg) = &d.config {
-            if cfg.bytes >= 256 {
-                assert_eq!(
-                    l.capabilities,
-                    cfg.capabilities.len(),
-                    "{what} {}: capabilities {:?}",
-                    d.address,
-                    cfg.capabilities
-                );
-            }
+        if let Some(cfg) = &d.config
+            && cfg.bytes >= 256
+        {
+            assert_eq!(
+                l.capabilities,
+                cfg.capabilities.len(),
+                "{what} {}: capabilities {:?}",
+                d.address,
+                cfg.capabilities
+            );
         }
     }
 }

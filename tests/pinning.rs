@@ -151,16 +151,16 @@ fn plans_keep_the_invariants_on_every_topology_and_size() {
                 );
             }
             // Hybrid: the fastest kind first.
-            if let Some(best) = best_kind {
-                if n <= fast_threads {
-                    assert!(
-                        cpus.iter().all(|c| t.cores[core_of(&t, *c)]
-                            .kind
-                            .map(|k| t.core_kinds[k].efficiency)
-                            == Some(best)),
-                        "{ctx}: E-core used although P-cores suffice"
-                    );
-                }
+            if let Some(best) = best_kind
+                && n <= fast_threads
+            {
+                assert!(
+                    cpus.iter().all(|c| t.cores[core_of(&t, *c)]
+                        .kind
+                        .map(|k| t.core_kinds[k].efficiency)
+                        == Some(best)),
+                    "{ctx}: E-core used although P-cores suffice"
+                );
             }
             // The kernel line names exactly the VM cores.
             let vm_core_cpus: BTreeSet<u32> = vm_cores

@@ -65,10 +65,11 @@ fn parse_lstopo_console(text: &str) -> Upstream {
     for line in text.lines() {
         let indent = line.len() - line.trim_start().len();
         let t = line.trim_start();
-        if let Some((ci, _, _)) = &current {
-            if indent <= *ci && !t.starts_with("PU L#") {
-                flush(&mut current, &mut up);
-            }
+        if let Some((ci, _, _)) = &current
+            && indent <= *ci
+            && !t.starts_with("PU L#")
+        {
+            flush(&mut current, &mut up);
         }
         if t.starts_with("Package L#") {
             up.packages += 1;
@@ -118,10 +119,10 @@ fn parse_lstopo_xml(text: &str) -> Upstream {
                 "Core" => core_pus.push(Vec::new()),
                 "PU" => {
                     up.cpus_online += 1;
-                    if stack.iter().any(|s| s == "Core") {
-                        if let (Some(pus), Some(i)) = (core_pus.last_mut(), os_index) {
-                            pus.push(i);
-                        }
+                    if stack.iter().any(|s| s == "Core")
+                        && let (Some(pus), Some(i)) = (core_pus.last_mut(), os_index)
+                    {
+                        pus.push(i);
                     }
                 }
                 _ => {}

@@ -31,22 +31,22 @@ pub fn targets<'a>(s: &'a HostSnapshot, device: Option<&str>) -> Vec<&'a PciEntr
 }
 
 pub fn check(s: &HostSnapshot, device: Option<&str>, out: &mut Vec<Finding>) {
-    if let Some(addr) = device {
-        if targets(s, Some(addr)).is_empty() {
-            out.push(
-                Finding::new(
-                    "device.exists",
-                    format!("No PCI device {addr}"),
-                    Status::Fail,
-                )
-                .evidence(
-                    HostPath::sys("bus/pci/devices").to_string(),
-                    format!("{} devices, none at {addr}", s.pci_devices.len()),
-                )
-                .why("The device to check must exist on this host.")
-                .fix("Give the address as lspci prints it, e.g. 01:00.0 or 0000:01:00.0."),
-            );
-        }
+    if let Some(addr) = device
+        && targets(s, Some(addr)).is_empty()
+    {
+        out.push(
+            Finding::new(
+                "device.exists",
+                format!("No PCI device {addr}"),
+                Status::Fail,
+            )
+            .evidence(
+                HostPath::sys("bus/pci/devices").to_string(),
+                format!("{} devices, none at {addr}", s.pci_devices.len()),
+            )
+            .why("The device to check must exist on this host.")
+            .fix("Give the address as lspci prints it, e.g. 01:00.0 or 0000:01:00.0."),
+        );
     }
     for e in targets(s, device) {
         check_one(s, e, out);
@@ -80,12 +80,11 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
     // Binding of every member.
     let mut held_by_host = Vec::new();
     for m in &v.set {
-        if let Some(me) = s.device(m) {
-            if let Some(drv) = &me.device.driver {
-                if !me.device.bound_for_vm() {
-                    held_by_host.push((m.clone(), drv.clone()));
-                }
-            }
+        if let Some(me) = s.device(m)
+            && let Some(drv) = &me.device.driver
+            && !me.device.bound_for_vm()
+        {
+            held_by_host.push((m.clone(), drv.clone()));
         }
     }
     let mut bound = Finding::new("device.bound", format!("{name}: every function is free for vfio-pci"), Status::Pass)
@@ -125,9 +124,10 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
         .modprobe
         .iter()
         .find(|l| l.line.contains("vfio") && l.line.contains(&id));
-    if let (Some(line), Some(drv)) = (configured, &d.driver) {
-        if !d.bound_for_vm() {
-            out.push(
+    if let (Some(line), Some(drv)) = (configured, &d.driver)
+        && !d.bound_for_vm()
+    {
+        out.push(
                 Finding::new("device.host_driver_first", format!("{name}: {drv} took the card before vfio-pci"), Status::Fail)
                     .device(a)
                     .evidence(line.file.clone(), line.line.clone())
@@ -135,7 +135,6 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
                     .why("vfio-pci.ids only works if vfio-pci loads before the GPU driver; otherwise the host driver binds first and keeps the card.")
                     .fix(format!("Add `softdep {drv} pre: vfio-pci` to /etc/modprobe.d/vfio.conf, make sure vfio-pci is in the initramfs (update-initramfs -u / dracut -f / mkinitcpio -P) and reboot.")),
             );
-        }
     }
 
     // Boot VGA and the firmware framebuffer.

@@ -247,15 +247,15 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
                 .fix("Prefer a slot whose root port isolates the card (a CPU-attached x16 slot); use the override only knowing the guest could reach host devices."),
         );
     }
-    if let Some(line) = s.system.kernel_log.find("RMRR") {
-        if line.contains("ineligible") {
-            out.push(
+    if let Some(line) = s.system.kernel_log.find("RMRR")
+        && line.contains("ineligible")
+    {
+        out.push(
                 Finding::new("iommu.rmrr", "A device is locked to the firmware by an RMRR", Status::Fail)
                     .evidence(HostPath::dev("kmsg").to_string(), line)
                     .why("Intel RMRR regions reserve memory for the firmware's use of a device (often on HP/Dell servers); the kernel refuses to give such a device to a VM.")
                     .fix("Move the card to another slot, disable the firmware feature using it (e.g. HP \"Shared Memory\"), or use a kernel with the RMRR relaxation patch."),
             );
-        }
     }
     let vfio_loaded = s.kernel.has_module("vfio_pci");
     out.push(match (vfio_loaded, s.system.dev_vfio) {

@@ -186,23 +186,23 @@ fn isolation(s: &HostSnapshot, out: &mut Vec<Finding>) {
         .evidence(&cmdline, format!("isolcpus={} nohz_full={} rcu_nocbs={}", show(&isolcpus), show(&nohz), show(&rcu)))
         .why("The three parameters should name the same CPUs: nohz_full without isolcpus still lets the scheduler place host tasks there, and CPUs missing from rcu_nocbs keep RCU callbacks (latency spikes).");
     let mut problems = Vec::new();
-    if let (Some(n), Some(i)) = (&nohz, &isolcpus) {
-        if n != i {
-            problems.push("nohz_full and isolcpus name different CPUs".to_string());
-        }
+    if let (Some(n), Some(i)) = (&nohz, &isolcpus)
+        && n != i
+    {
+        problems.push("nohz_full and isolcpus name different CPUs".to_string());
     }
-    if let (Some(n), Some(r)) = (&nohz, &rcu) {
-        if !n.is_subset(r) {
-            problems.push("some nohz_full CPUs are missing from rcu_nocbs".to_string());
-        }
+    if let (Some(n), Some(r)) = (&nohz, &rcu)
+        && !n.is_subset(r)
+    {
+        problems.push("some nohz_full CPUs are missing from rcu_nocbs".to_string());
     }
     if nohz.is_some() && isolcpus.is_none() {
         problems.push("nohz_full without isolcpus".to_string());
     }
-    if let Some(i) = &isolcpus {
-        if i.contains(&0) {
-            problems.push("CPU 0 is isolated; the host needs it for housekeeping".to_string());
-        }
+    if let Some(i) = &isolcpus
+        && i.contains(&0)
+    {
+        problems.push("CPU 0 is isolated; the host needs it for housekeeping".to_string());
     }
     if !problems.is_empty() {
         f.status = Status::Warn;

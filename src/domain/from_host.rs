@@ -148,12 +148,11 @@ pub fn prepare(
     if disk_bus == DiskBus::Virtio && c.virtio_iso.is_none() && c.disk.is_some() {
         notes.push("A virtio disk without the virtio-win ISO: Windows setup will not see the disk unless the image already has the drivers.".into());
     }
-    if let Some(caps) = &caps {
-        if let Some(max) = caps.max_vcpus {
-            if c.vcpus > max as usize {
-                return Err(format!("{} vCPUs, but this QEMU allows {max}", c.vcpus));
-            }
-        }
+    if let Some(caps) = &caps
+        && let Some(max) = caps.max_vcpus
+        && c.vcpus > max as usize
+    {
+        return Err(format!("{} vCPUs, but this QEMU allows {max}", c.vcpus));
     }
     Ok(Prepared {
         spec: WindowsSpec {

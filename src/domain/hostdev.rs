@@ -88,12 +88,12 @@ pub fn card_hostdevs(card: &[PciAddr], bus: u8, rom: Option<&str>) -> Vec<Elemen
             host.set_on(&mut src_addr);
             source.append_child(src_addr);
             hd.append_child(source);
-            if i == 0 {
-                if let Some(file) = rom {
-                    let mut r = Element::new("rom");
-                    r.set_attr("file", file);
-                    hd.append_child(r);
-                }
+            if i == 0
+                && let Some(file) = rom
+            {
+                let mut r = Element::new("rom");
+                r.set_attr("file", file);
+                hd.append_child(r);
             }
             let guest_fn = if card[0].function == 0 {
                 host.function

@@ -83,10 +83,10 @@ pub fn caps_problems(doc: &Document, caps: &DomainCaps) -> Vec<String> {
     let vcpus = root
         .child("vcpu")
         .and_then(|v| v.text().trim().parse::<u32>().ok());
-    if let (Some(n), Some(max)) = (vcpus, caps.max_vcpus) {
-        if n > max {
-            out.push(format!("{n} vCPUs, but this machine type allows {max}."));
-        }
+    if let (Some(n), Some(max)) = (vcpus, caps.max_vcpus)
+        && n > max
+    {
+        out.push(format!("{n} vCPUs, but this machine type allows {max}."));
     }
     let os = root.child("os");
     let wants_efi =
@@ -106,12 +106,12 @@ pub fn caps_problems(doc: &Document, caps: &DomainCaps) -> Vec<String> {
         .flat_map(|d| d.elements())
         .filter(|e| e.name == "tpm")
     {
-        if let Some(model) = tpm.attr("model") {
-            if !caps.tpm_models.iter().any(|m| m == model) {
-                out.push(format!(
-                    "TPM model '{model}' is not supported by this QEMU."
-                ));
-            }
+        if let Some(model) = tpm.attr("model")
+            && !caps.tpm_models.iter().any(|m| m == model)
+        {
+            out.push(format!(
+                "TPM model '{model}' is not supported by this QEMU."
+            ));
         }
         let backend = tpm.child("backend").and_then(|b| b.attr("type"));
         if backend == Some("emulator") && !caps.tpm_backends.iter().any(|b| b == "emulator") {

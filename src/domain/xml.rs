@@ -410,10 +410,10 @@ impl Element {
             Some(Node::Text { text, .. }) if text.trim().is_empty() => self.children.pop(),
             _ => None,
         };
-        if let Some(step) = step {
-            if closing.is_some() || self.elements().next().is_some() {
-                self.children.push(ws(step));
-            }
+        if let Some(step) = step
+            && (closing.is_some() || self.elements().next().is_some())
+        {
+            self.children.push(ws(step));
         }
         self.children.push(Node::Element(child));
         if let Some(c) = closing {

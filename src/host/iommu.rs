@@ -170,15 +170,15 @@ pub fn passthrough_verdict(
             continue;
         }
         let group = devices.get(&a).and_then(|d| d.iommu_group);
-        if let Some(g) = group {
-            if seen_groups.insert(g) {
-                for m in groups.get(&g).map(|g| g.devices.as_slice()).unwrap_or(&[]) {
-                    match devices.get(m) {
-                        Some(md) if md.is_host_bridge() || md.is_pci_bridge() => {
-                            bridges.insert(m.clone());
-                        }
-                        _ => todo.push(m.clone()),
+        if let Some(g) = group
+            && seen_groups.insert(g)
+        {
+            for m in groups.get(&g).map(|g| g.devices.as_slice()).unwrap_or(&[]) {
+                match devices.get(m) {
+                    Some(md) if md.is_host_bridge() || md.is_pci_bridge() => {
+                        bridges.insert(m.clone());
                     }
+                    _ => todo.push(m.clone()),
                 }
             }
         }
@@ -236,18 +236,19 @@ pub fn passthrough_verdict(
                 "{a} is the boot GPU: the firmware and the host console start on it, so the host framebuffer may hold it."
             ));
         }
-        if a != address && slot_of(a) != slot_of(address) {
-            if let Some(what) = host_side_kind(d) {
-                notes.push(format!(
+        if a != address
+            && slot_of(a) != slot_of(address)
+            && let Some(what) = host_side_kind(d)
+        {
+            notes.push(format!(
                     "{} is a {what} that would leave the host with the VM: make sure the host does not need it.",
                     short(a)
                 ));
-            }
         }
-        if let Some(drv) = &d.driver {
-            if !d.bound_for_vm() {
-                notes.push(format!("{a} is bound to the host driver {drv}; it must be handed to vfio-pci before the VM starts."));
-            }
+        if let Some(drv) = &d.driver
+            && !d.bound_for_vm()
+        {
+            notes.push(format!("{a} is bound to the host driver {drv}; it must be handed to vfio-pci before the VM starts."));
         }
     }
     let bridges_left_to_host: Vec<String> = bridges.into_iter().collect();

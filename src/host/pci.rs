@@ -163,10 +163,10 @@ impl PciDevice {
 
 /// "Advanced Micro Devices, Inc. [AMD/ATI]" -> "AMD/ATI"; "NVIDIA Corporation" -> "NVIDIA".
 pub fn short_vendor(name: &str) -> String {
-    if let (Some(a), Some(b)) = (name.rfind('['), name.rfind(']')) {
-        if a < b {
-            return name[a + 1..b].to_string();
-        }
+    if let (Some(a), Some(b)) = (name.rfind('['), name.rfind(']'))
+        && a < b
+    {
+        return name[a + 1..b].to_string();
     }
     for suffix in [
         " Corporation",
@@ -394,10 +394,9 @@ fn read_sriov(root: &HostRoot, dir: &HostPath, warnings: &mut Warnings) -> Optio
             if let Some(idx) = name
                 .strip_prefix("virtfn")
                 .and_then(|n| n.parse::<u32>().ok())
+                && let Some(addr) = warnings.take(root.link_name(&dir.join(&name))).flatten()
             {
-                if let Some(addr) = warnings.take(root.link_name(&dir.join(&name))).flatten() {
-                    vfs.push((idx, addr));
-                }
+                vfs.push((idx, addr));
             }
         }
     }

@@ -266,13 +266,13 @@ pub fn grub_cmdline(text: &str) -> Option<String> {
 fn read_boot_cmdlines(root: &HostRoot, warnings: &mut Warnings) -> Vec<BootCmdline> {
     let mut out = Vec::new();
     let grub = HostPath::etc("default/grub");
-    if let Some(text) = warnings.take_opt(root.read_text(&grub).map(Some).or_else(absent)) {
-        if let Some(line) = grub_cmdline(&text) {
-            out.push(BootCmdline {
-                source: grub.to_string(),
-                cmdline: parse_cmdline(&line),
-            });
-        }
+    if let Some(text) = warnings.take_opt(root.read_text(&grub).map(Some).or_else(absent))
+        && let Some(line) = grub_cmdline(&text)
+    {
+        out.push(BootCmdline {
+            source: grub.to_string(),
+            cmdline: parse_cmdline(&line),
+        });
     }
     let kernel_cmdline = HostPath::etc("kernel/cmdline");
     if let Some(text) = warnings.take_opt(root.read_text(&kernel_cmdline).map(Some).or_else(absent))

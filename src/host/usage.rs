@@ -138,14 +138,13 @@ pub fn parse_mounts(text: &str) -> BTreeMap<String, Vec<String>> {
     let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();
-        if let (Some(dev), Some(mnt)) = (f.next(), f.next()) {
-            if let Some(name) = dev.rsplit('/').next() {
-                if dev.starts_with('/') {
-                    map.entry(name.to_string())
-                        .or_default()
-                        .push(mnt.replace("\\040", " "));
-                }
-            }
+        if let (Some(dev), Some(mnt)) = (f.next(), f.next())
+            && let Some(name) = dev.rsplit('/').next()
+            && dev.starts_with('/')
+        {
+            map.entry(name.to_string())
+                .or_default()
+                .push(mnt.replace("\\040", " "));
         }
     }
     map
@@ -270,21 +269,19 @@ fn read_drm(root: &HostRoot, map: &mut BTreeMap<String, HostUsage>, warnings: &m
     let mut cards: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for (name, real) in &entries {
         let is_card = name.starts_with("card") && name[4..].chars().all(|c| c.is_ascii_digit());
-        if is_card {
-            if let Some(addr) = owning_function(real) {
-                cards
-                    .entry(name.clone())
-                    .or_insert_with(|| (addr, Vec::new()));
-            }
+        if is_card && let Some(addr) = owning_function(real) {
+            cards
+                .entry(name.clone())
+                .or_insert_with(|| (addr, Vec::new()));
         }
     }
     for (name, _) in &entries {
-        if let Some((card, _connector)) = name.split_once('-') {
-            if let Some((_, connected)) = cards.get_mut(card) {
-                let status = warnings.take_opt(root.read_attr_opt(&dir.join(name).join("status")));
-                if status.as_deref() == Some("connected") {
-                    connected.push(name.clone());
-                }
+        if let Some((card, _connector)) = name.split_once('-')
+            && let Some((_, connected)) = cards.get_mut(card)
+        {
+            let status = warnings.take_opt(root.read_attr_opt(&dir.join(name).join("status")));
+            if status.as_deref() == Some("connected") {
+                connected.push(name.clone());
             }
         }
     }

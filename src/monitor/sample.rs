@@ -87,10 +87,10 @@ pub fn read_host(root: &HostRoot) -> Sample {
             "devices/system/cpu/cpu{}/cpufreq/scaling_cur_freq",
             c.cpu
         ));
-        if let Ok(t) = root.read_text(&p) {
-            if let Ok(khz) = t.trim().parse::<u64>() {
-                s.freq_khz.push((c.cpu, khz));
-            }
+        if let Ok(t) = root.read_text(&p)
+            && let Ok(khz) = t.trim().parse::<u64>()
+        {
+            s.freq_khz.push((c.cpu, khz));
         }
     }
     s

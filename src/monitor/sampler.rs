@@ -86,7 +86,7 @@ impl Monitor {
 
     /// One sample; rates once there are two.
     fn step(&mut self) -> Option<Update> {
-        if self.vm.is_none() && self.since_lookup % 8 == 0 {
+        if self.vm.is_none() && self.since_lookup.is_multiple_of(8) {
             self.look_up_vm();
         }
         self.since_lookup = self.since_lookup.wrapping_add(1);

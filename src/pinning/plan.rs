@@ -178,7 +178,7 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
     // Mixed cores (P-cores with SMT next to E-cores without) cannot be shown as
     // one uniform guest topology either.
     let uniform_pool = pool.iter().all(|c| c.cpus.len() == tpc);
-    let awkward = tpc > 1 && (req.vcpus % tpc != 0 || !uniform_pool);
+    let awkward = tpc > 1 && (!req.vcpus.is_multiple_of(tpc) || !uniform_pool);
     let per_core = if awkward && single_ok {
         warnings.push(format!(
             "{} vCPUs on a host with {tpc} threads per core (or on cores of different kinds): each vCPU gets a core of its own (its sibling stays idle, not with the host) so the guest topology stays honest. Ask for a multiple of {tpc} on cores of one kind to use every thread.",
@@ -263,7 +263,7 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
         }
     }
     let uniform = chosen.iter().all(|c| c.cpus.len() == tpc);
-    let guest_threads = if per_core > 1 && uniform && req.vcpus % tpc == 0 {
+    let guest_threads = if per_core > 1 && uniform && req.vcpus.is_multiple_of(tpc) {
         tpc
     } else {
         1

@@ -63,10 +63,10 @@ pub fn validate(t: &Topology, p: &Pinning) -> Vec<PinProblem> {
     // The same host CPU for two vCPUs.
     let mut by_cpu: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for (v, set) in &p.vcpus {
-        if set.len() == 1 {
-            if let Some(c) = set.first() {
-                by_cpu.entry(*c).or_default().push(*v);
-            }
+        if set.len() == 1
+            && let Some(c) = set.first()
+        {
+            by_cpu.entry(*c).or_default().push(*v);
         }
     }
     for (c, vs) in &by_cpu {

@@ -3,15 +3,19 @@
 
 use super::jobs::{Job, JobResult, spawn_job};
 use super::state::{Page, State};
+use super::views::monitor::MonitorView;
 use super::views::wizard::WizardRuntime;
 use super::worker::{ScanResult, spawn_scan};
 use super::{Source, views};
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::host::HostSnapshot;
+use crate::monitor::sampler::{MonitorConfig, Update, spawn};
 use crate::sysroot::HostRoot;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
 /// Something a view asks the app to do after drawing.
 #[must_use]
@@ -28,6 +32,8 @@ pub enum Command {
         xml: String,
         path: String,
     },
+    /// (Re)start the monitor's sampler.
+    StartMonitor,
 }
 
 pub struct App {
@@ -48,6 +54,9 @@ pub struct App {
     job: Option<Receiver<JobResult>>,
     /// The URI whose domain capabilities were asked for.
     caps_asked: Option<String>,
+    /// The Monitor page's data and its sampler (running only while the page shows).
+    pub monitor: MonitorView,
+    sampler: Option<(Receiver<Update>, Arc<AtomicBool>)>,
     commands: Vec<Command>,
 }
 
@@ -106,6 +115,8 @@ impl App {
             },
             job: None,
             caps_asked: None,
+            monitor: MonitorView::new(),
+            sampler: None,
             commands: Vec::new(),
         }
     }
@@ -136,6 +147,8 @@ impl App {
             },
             job: None,
             caps_asked: None,
+            monitor: MonitorView::new(),
+            sampler: None,
             commands: Vec::new(),
         }
     }
@@ -169,6 +182,45 @@ impl App {
         }
     }
 
+    /// Take the monitor's new samples.
+    pub fn poll_monitor(&mut self) {
+        let Some((rx, _)) = &self.sampler else { return };
+        while let Ok(u) = rx.try_recv() {
+            self.monitor.push(u);
+        }
+    }
+
+    /// Whether the monitor's sampler runs.
+    pub fn is_monitoring(&self) -> bool {
+        self.sampler.is_some()
+    }
+
+    fn stop_monitor(&mut self) {
+        if let Some((_, stop)) = self.sampler.take() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn start_monitor(&mut self, ctx: &egui::Context) {
+        self.stop_monitor();
+        let Some(root) = self.root.clone() else {
+            return;
+        };
+        self.monitor = MonitorView::new();
+        let domain = self.state.monitor_domain.trim();
+        let config = MonitorConfig {
+            root,
+            uri: Some(self.wizard_uri()),
+            domain: (!domain.is_empty()).then(|| domain.to_string()),
+            interval: Duration::from_secs(1),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = ctx.clone();
+        if let Ok(rx) = spawn(config, stop.clone(), move || ctx.request_repaint()) {
+            self.sampler = Some((rx, stop));
+        }
+    }
+
     /// Whether a libvirt job is running.
     pub fn is_busy(&self) -> bool {
         self.job.is_some()
@@ -187,6 +239,7 @@ impl App {
     /// Take a finished scan, if any (no drawing).
     pub fn poll_scan(&mut self) {
         self.poll_job();
+        self.poll_monitor();
         let Some(rx) = &self.scanning else { return };
         match rx.try_recv() {
             Ok(Ok((snap, findings))) => {
@@ -265,6 +318,18 @@ impl App {
                 Page::Troubleshoot => {
                     views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
                 }
+                Page::Monitor => {
+                    if self.sampler.is_none() && self.root.is_some() {
+                        out.push(Command::StartMonitor);
+                    }
+                    views::monitor::monitor_ui(
+                        ui,
+                        &self.monitor,
+                        &mut self.state,
+                        self.sampler.is_some(),
+                        &mut out,
+                    )
+                }
                 Page::NewVm => {
                     let uri = self.wizard_uri();
                     if self.caps_asked.as_deref() != Some(uri.as_str()) && self.job.is_none() {
@@ -294,7 +359,14 @@ impl App {
                 let ctx = ctx.clone();
                 self.start_scan(move || ctx.request_repaint());
             }
-            Command::ShowPage(p) => self.state.page = p,
+            Command::ShowPage(p) => {
+                if p != Page::Monitor {
+                    // Nothing samples while nobody looks.
+                    self.stop_monitor();
+                }
+                self.state.page = p;
+            }
+            Command::StartMonitor => self.start_monitor(ctx),
             Command::ShowDevice(a) => {
                 self.state.page = Page::Devices;
                 self.focus_device = Some(a);

@@ -11,14 +11,16 @@ pub enum Page {
     Cpu,
     Troubleshoot,
     NewVm,
+    Monitor,
 }
 
 impl Page {
-    pub const ALL: [Page; 5] = [
+    pub const ALL: [Page; 6] = [
         Page::Overview,
         Page::Devices,
         Page::Cpu,
         Page::NewVm,
+        Page::Monitor,
         Page::Troubleshoot,
     ];
     pub fn title(self) -> &'static str {
@@ -28,6 +30,7 @@ impl Page {
             Page::Cpu => "CPU",
             Page::Troubleshoot => "Troubleshoot",
             Page::NewVm => "New VM",
+            Page::Monitor => "Monitor",
         }
     }
 }
@@ -44,6 +47,8 @@ pub struct State {
     pub plan_vcpus: usize,
     /// The Troubleshoot page's chosen symptom.
     pub symptom: Option<String>,
+    /// The libvirt domain the Monitor page follows (empty: host only).
+    pub monitor_domain: String,
     /// The New VM wizard's choices.
     pub wizard: WizardState,
 }

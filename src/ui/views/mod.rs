@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod devices;
 pub mod findings;
+pub mod monitor;
 pub mod overview;
 pub mod troubleshoot;
 pub mod wizard;

@@ -1,0 +1,213 @@
+//! Monitor: live interrupts per CPU as a heat strip (the VM's CPUs outlined),
+//! the busiest interrupt sources, where each vCPU ran against its pinning,
+//! KVM exit rates by kind with what they mean, and the last minutes as plots.
+//! The sampler thread wakes the window only when a sample arrives.
+
+use crate::monitor::rates::Rates;
+use crate::monitor::sampler::{Series, Update};
+use crate::ui::app::Command;
+use crate::ui::state::State;
+use egui::{Color32, RichText, Sense, Stroke, vec2};
+use egui_plot::{Legend, Line, Plot, PlotPoints};
+use std::collections::BTreeSet;
+
+/// What the page shows between samples (not persisted).
+#[derive(Debug, Default)]
+pub struct MonitorView {
+    pub last: Option<Update>,
+    pub irq_total: Series,
+    pub exits: Series,
+    pub busy_avg: Series,
+}
+
+impl MonitorView {
+    pub fn new() -> Self {
+        MonitorView {
+            last: None,
+            irq_total: Series::new(600),
+            exits: Series::new(600),
+            busy_avg: Series::new(600),
+        }
+    }
+    pub fn push(&mut self, u: Update) {
+        let r = &u.rates;
+        self.irq_total
+            .push(u.t_s, r.irq_per_cpu.iter().map(|(_, v)| v).sum());
+        if let Some(k) = r.kvm.iter().find(|k| k.name == "exits") {
+            self.exits.push(u.t_s, k.per_s);
+        }
+        if !r.cpu_use.is_empty() {
+            let avg = r.cpu_use.iter().map(|c| c.busy).sum::<f64>() / r.cpu_use.len() as f64;
+            self.busy_avg.push(u.t_s, avg * 100.0);
+        }
+        self.last = Some(u);
+    }
+}
+
+const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+
+fn heat(v: f64, max: f64) -> Color32 {
+    let x = if max > 0.0 {
+        ((v + 1.0).ln() / (max + 1.0).ln()).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let lerp = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * x) as u8;
+    Color32::from_rgb(lerp(40, 230), lerp(50, 90), lerp(70, 40))
+}
+
+fn heat_strip(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
+    let max = r.irq_per_cpu.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    ui.horizontal_wrapped(|ui| {
+        for (cpu, v) in &r.irq_per_cpu {
+            let (rect, resp) = ui.allocate_exact_size(vec2(34.0, 30.0), Sense::hover());
+            let painter = ui.painter();
+            painter.rect_filled(rect, 3.0, heat(*v, max));
+            if vm_cpus.contains(cpu) {
+                painter.rect_stroke(
+                    rect,
+                    3.0,
+                    Stroke::new(2.0, Color32::from_rgb(60, 180, 90)),
+                    egui::StrokeKind::Inside,
+                );
+            }
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                cpu.to_string(),
+                egui::FontId::proportional(11.0),
+                Color32::WHITE,
+            );
+            let busy = r.cpu_use.iter().find(|c| c.cpu == *cpu);
+            let text = format!(
+                "CPU {cpu}: {v:.0} interrupts/s{}{}",
+                busy.map(|b| format!(
+                    ", {:.0}% busy ({:.0}% in IRQ/softirq)",
+                    b.busy * 100.0,
+                    (b.irq + b.softirq) * 100.0
+                ))
+                .unwrap_or_default(),
+                if vm_cpus.contains(cpu) {
+                    " — a VM CPU"
+                } else {
+                    ""
+                }
+            );
+            resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &text));
+            resp.on_hover_text(text);
+        }
+    });
+}
+
+fn plot(ui: &mut egui::Ui, v: &MonitorView) {
+    let line = |s: &Series, name: &str| Line::new(name, PlotPoints::from_iter(s.points().copied()));
+    Plot::new("monitor_plot")
+        .height(160.0)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .show(ui, |p| {
+            p.line(line(&v.irq_total, "interrupts/s (all CPUs)"));
+            if !v.exits.is_empty() {
+                p.line(line(&v.exits, "KVM exits/s (VM)"));
+            }
+        });
+}
+
+pub fn monitor_ui(
+    ui: &mut egui::Ui,
+    v: &MonitorView,
+    state: &mut State,
+    running: bool,
+    out: &mut Vec<Command>,
+) {
+    ui.horizontal(|ui| {
+        let l = ui.label("Follow VM");
+        ui.add(
+            egui::TextEdit::singleline(&mut state.monitor_domain)
+                .hint_text("libvirt domain name")
+                .desired_width(200.0),
+        )
+        .labelled_by(l.id);
+        if ui
+            .button(if running { "Restart" } else { "Start" })
+            .clicked()
+        {
+            out.push(Command::StartMonitor);
+        }
+        if running {
+            // No spinner: it would repaint every frame; the sampler wakes us.
+            ui.weak("sampling every second");
+        }
+    });
+    let Some(u) = &v.last else {
+        ui.label("Waiting for the first two samples…");
+        return;
+    };
+    let r = &u.rates;
+    let vm_cpus: BTreeSet<u32> =
+        u.vm.iter()
+            .flat_map(|vm| vm.pins.values().flatten().copied())
+            .collect();
+    match (&u.vm, &u.vm_problem) {
+        (Some(vm), _) => {
+            ui.label(format!(
+                "Following {} (QEMU pid {}), {} vCPUs; its CPUs are outlined.",
+                vm.name,
+                vm.pid,
+                vm.vcpus.len()
+            ));
+        }
+        (None, Some(p)) => {
+            ui.colored_label(WARN, format!("VM not followed: {p}"));
+        }
+        (None, None) => {
+            ui.weak("Host only: name a running VM to see its vCPUs and KVM exits.");
+        }
+    }
+    ui.label(RichText::new("Interrupts per CPU").strong());
+    heat_strip(ui, r, &vm_cpus);
+    plot(ui, v);
+    ui.columns(2, |cols| {
+        let ui = &mut cols[0];
+        ui.label(RichText::new("Busiest interrupt sources").strong());
+        for s in r.sources.iter().take(8) {
+            let mut line = format!("{:>7.0}/s  {}  {}", s.per_s, s.label, s.description);
+            if let Some(m) = s.vfio {
+                line.push_str(&format!("  [passed-through, {m:?}]"));
+            }
+            if s.on_vm_cpus.is_empty() {
+                ui.label(RichText::new(line).monospace());
+            } else {
+                ui.colored_label(WARN, RichText::new(format!("{line}  — on VM CPUs {:?}", s.on_vm_cpus)).monospace())
+                    .on_hover_text("An interrupt handled on a vCPU's host CPU interrupts the guest: steer it away with irqaffinity= or /proc/irq/N/smp_affinity.");
+            }
+        }
+        let ui = &mut cols[1];
+        if !r.vcpus.is_empty() {
+            ui.label(RichText::new("vCPU placement").strong());
+            for c in &r.vcpus {
+                let text = format!(
+                    "vCPU {} on CPU {} (pinned {:?}), ran {:.0}%, waited {:.1} ms/s",
+                    c.vcpu, c.cpu, c.pinned, c.running * 100.0, c.wait_ms_per_s
+                );
+                if c.on_pin == Some(false) {
+                    ui.colored_label(WARN, format!("{text} — not on its pinned CPU"));
+                } else {
+                    ui.label(text);
+                }
+            }
+        }
+        if !r.kvm.is_empty() {
+            ui.label(RichText::new("KVM exits by kind").strong());
+            for k in r.kvm.iter().take(8) {
+                ui.label(format!("{:>8.0}/s  {}", k.per_s, k.name)).on_hover_text(k.meaning);
+                if !k.meaning.is_empty() {
+                    ui.weak(k.meaning);
+                }
+            }
+        }
+    });
+    for p in &r.problems {
+        ui.weak(format!("note: {p}"));
+    }
+}

@@ -1,0 +1,112 @@
+//! The Monitor page on this machine through the accessibility tree: the heat
+//! strip names each CPU's interrupt rate, the busiest sources are listed, and
+//! with a real guest (2 vCPUs pinned to CPUs 0 and 1; skipped where there is no
+//! KVM, required in CI) the page follows it and shows each vCPU on its pin.
+//! Leaving the page stops the sampler.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+mod support;
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use std::time::{Duration, Instant};
+use vfio_assistant::libvirt::{Hypervisor, Libvirt};
+use vfio_assistant::ui::Source;
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::state::{Page, State};
+
+fn live_monitor(domain: &str) -> Harness<'static, App> {
+    let state = State {
+        page: Page::Monitor,
+        monitor_domain: domain.into(),
+        ..State::default()
+    };
+    let app = App::with_source(Source::Live, state, || {});
+    Harness::builder()
+        .with_size([1200.0, 900.0])
+        .build_ui_state(
+            |ui, app: &mut App| {
+                app.poll_scan();
+                app.ui_content(ui);
+            },
+            app,
+        )
+}
+
+/// Step the UI (the sampler is on its own thread) until `done` or the deadline.
+fn wait_for(h: &mut Harness<'static, App>, secs: u64, done: impl Fn(&App) -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end && !done(h.state()) {
+        h.step();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.step();
+}
+
+#[test]
+fn host_interrupts_per_cpu_and_sources() {
+    let mut h = live_monitor("");
+    wait_for(&mut h, 20, |a| a.monitor.irq_total.len() >= 2);
+    assert!(h.state().is_monitoring());
+    h.get_by_label_contains("CPU 0: ");
+    h.get_by_label("Busiest interrupt sources");
+    h.get_by_label_contains("Host only: name a running VM");
+    // Leaving the page stops the sampler.
+    h.get_by_label("Overview").click();
+    h.step();
+    assert!(!h.state().is_monitoring());
+}
+
+struct Cleanup<'a>(&'a Libvirt, String);
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.destroy(&self.1);
+        let _ = self.0.undefine(&self.1);
+    }
+}
+
+#[test]
+fn follows_a_real_guest_and_shows_its_vcpus_on_their_pins() {
+    let hv = match Libvirt::open("qemu:///system") {
+        Ok(hv) => hv,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run libvirtd: {e}"
+            );
+            eprintln!("skipped: no qemu:///system: {e}");
+            return;
+        }
+    };
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm");
+    if kvm.is_err()
+        || std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            < 2
+    {
+        eprintln!("skipped: needs a usable /dev/kvm and 2 CPUs");
+        return;
+    }
+    let name = format!("vfio-assistant-test-{}-gui", std::process::id());
+    let xml = support::vm::bootable_domain(&name, 2, &[0, 1]);
+    let _c = Cleanup(&hv, name.clone());
+    hv.define(&xml).unwrap();
+    hv.start(&name).unwrap();
+    let mut h = live_monitor(&name);
+    wait_for(&mut h, 30, |a| {
+        a.monitor
+            .last
+            .as_ref()
+            .is_some_and(|u| u.vm.is_some() && u.rates.vcpus.len() == 2)
+    });
+    h.get_by_label_contains(&format!("Following {name}"));
+    h.get_by_label_contains("vCPU 0 on CPU 0 (pinned [0])");
+    h.get_by_label_contains("vCPU 1 on CPU 1 (pinned [1])");
+    h.get_by_label("KVM exits by kind");
+    assert!(h.query_by_label_contains("not on its pinned CPU").is_none());
+}

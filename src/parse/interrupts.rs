@@ -28,6 +28,39 @@ pub struct Interrupts {
     pub rows: Vec<InterruptRow>,
 }
 
+/// The counts after `label:` on one line, and where the description starts.
+/// Byte-level: a 256-CPU host has ~400k numbers per sample, so this avoids
+/// `str::parse` per token. A token that is not all digits (or overflows) ends
+/// the counts, as does reaching `columns`.
+fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize) {
+    let mut per_cpu = Vec::with_capacity(columns.unwrap_or(8));
+    loop {
+        while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
+            i += 1;
+        }
+        if i >= line.len() || columns.is_some_and(|n| per_cpu.len() >= n) {
+            break;
+        }
+        let start = i;
+        let mut v: u64 = 0;
+        for &b in &line[i..] {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            // Up to 19 digits cannot overflow; longer tokens are refused below.
+            v = v.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
+            i += 1;
+        }
+        let ends_token = i >= line.len() || line[i] == b' ' || line[i] == b'\t';
+        if i == start || i - start > 19 || !ends_token {
+            i = start;
+            break;
+        }
+        per_cpu.push(v);
+    }
+    (per_cpu, i)
+}
+
 pub fn parse_interrupts(text: &str) -> Interrupts {
     let mut out = Interrupts::default();
     let mut columns: Option<usize> = None;
@@ -44,27 +77,20 @@ pub fn parse_interrupts(text: &str) -> Interrupts {
             columns = Some(out.cpus.len());
             continue;
         }
-        let Some((label, rest)) = t.split_once(':') else {
+        let Some(colon) = t.find(':') else {
             continue;
         };
+        let label = &t[..colon];
         if label.contains(char::is_whitespace) {
             continue;
         }
-        let mut per_cpu = Vec::new();
-        let mut tokens = rest.split_whitespace().peekable();
-        while let Some(tok) = tokens.peek() {
-            if columns.is_some_and(|n| per_cpu.len() >= n) {
-                break;
-            }
-            match tok.parse::<u64>() {
-                Ok(v) => {
-                    per_cpu.push(v);
-                    tokens.next();
-                }
-                Err(_) => break,
-            }
-        }
-        let description = tokens.collect::<Vec<_>>().join(" ");
+        let (per_cpu, desc_at) = counts(t.as_bytes(), colon + 1, columns);
+        let rest = t.get(desc_at..).unwrap_or("");
+        let description = if rest.contains("  ") || rest.contains('\t') {
+            rest.split_whitespace().collect::<Vec<_>>().join(" ")
+        } else {
+            rest.to_string()
+        };
         out.rows.push(InterruptRow {
             label: label.to_string(),
             per_cpu,
@@ -193,5 +219,14 @@ mod tests {
                 .len()
                 <= 1
         );
+        // Odd tokens end the counts; overflow is not a count.
+        let odd = parse_interrupts(
+            "CPU0 CPU1 CPU2\n 9: 12 34x 5 IO-APIC\n10: 99999999999999999999 1 acpi\nERR: 7\n",
+        );
+        assert_eq!(odd.rows[0].per_cpu, vec![12]);
+        assert_eq!(odd.rows[0].description, "34x 5 IO-APIC");
+        assert!(odd.rows[1].per_cpu.is_empty());
+        assert_eq!(odd.rows[2].per_cpu, vec![7]);
+        assert!(odd.rows[2].description.is_empty());
     }
 }

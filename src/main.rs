@@ -37,7 +37,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Doctor(args)) => {
             let root = demo_or(root, cli.demo)?;
-            vfio_assistant::cli::doctor::run(&root.0, args)
+            vfio_assistant::cli::doctor::run(&root.0, args, cli.demo)
         }
         Some(Command::Pin(args)) => {
             let root = demo_or(root, cli.demo)?;

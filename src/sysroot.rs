@@ -52,6 +52,19 @@ impl HostPath {
     pub fn run(rel: &str) -> Self {
         Self::under("run", rel)
     }
+    /// An absolute host path a user gave (a ROM file in a domain), kept inside
+    /// the root: `..` and `.` components are dropped. `None` for a relative path.
+    pub fn from_absolute(abs: &str) -> Option<Self> {
+        let p = Path::new(abs);
+        if !p.is_absolute() {
+            return None;
+        }
+        let clean: PathBuf = p
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        (!clean.as_os_str().is_empty()).then_some(HostPath(clean))
+    }
     /// A child of this path.
     pub fn join(&self, rel: impl AsRef<Path>) -> Self {
         HostPath(self.0.join(rel))

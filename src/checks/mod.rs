@@ -6,6 +6,7 @@ pub mod devices;
 pub mod model;
 pub mod platform;
 pub mod runtime;
+pub mod vm;
 
 use crate::host::HostSnapshot;
 use model::{Finding, Status};

@@ -1,8 +1,10 @@
 //! `vfio-assistant doctor [SYMPTOM] [--device ADDR] [--json] [--list]`.
 //! Exit 0 when no cause was found, 1 when one was, 2 when the flow could not run.
 
+use super::domain_virt::ConnectArgs;
 use crate::checks::model::Status;
 use crate::checks::run_checks;
+use crate::checks::vm::{probe_vm, vm_findings};
 use crate::doctor::{Diagnosis, Outcome, SYMPTOMS, diagnose, find_symptom};
 use crate::host::scan;
 use crate::sysroot::HostRoot;
@@ -22,6 +24,12 @@ pub struct DoctorArgs {
     /// Print the diagnosis as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also read this libvirt domain: its state and QEMU's, pinning, Hyper-V,
+    /// Code 43 workarounds, and one second of live data while it runs.
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 }
 
 pub fn list() -> String {
@@ -71,7 +79,7 @@ pub fn render(d: &Diagnosis) -> String {
     o
 }
 
-pub fn run(root: &HostRoot, args: &DoctorArgs) -> anyhow::Result<i32> {
+pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32> {
     if args.list {
         print!("{}", list());
         return Ok(0);
@@ -86,7 +94,12 @@ pub fn run(root: &HostRoot, args: &DoctorArgs) -> anyhow::Result<i32> {
         None => SYMPTOMS.iter().collect(),
     };
     let snap = scan(root)?;
-    let findings = run_checks(&snap, args.device.as_deref());
+    let mut findings = run_checks(&snap, args.device.as_deref());
+    if let Some(name) = &args.domain {
+        let hv = args.connect.open(demo)?;
+        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
+        findings.extend(vm_findings(&snap, root, &live));
+    }
     let diagnoses: Vec<Diagnosis> = symptoms.iter().map(|s| diagnose(s, &findings)).collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diagnoses)?);

@@ -24,7 +24,13 @@ pub const SYMPTOMS: &[Symptom] = &[
         id: "paused-at-start",
         title: "The VM sits \"paused\" for minutes when it starts",
         says: "virt-manager shows the VM paused, the CPU spins, nothing on screen for minutes",
-        checks: &["mem.thp", "mem.hugepages", "mem.fragmentation", "mem.ksm"],
+        checks: &[
+            "mem.thp",
+            "mem.hugepages",
+            "mem.fragmentation",
+            "mem.ksm",
+            "vm.state",
+        ],
         device_scoped: false,
         cannot_see: "A VM with a passed-through device pins all its memory before it runs; a slow start is the kernel finding and compacting that memory.",
         next_steps: &[
@@ -38,6 +44,10 @@ pub const SYMPTOMS: &[Symptom] = &[
         title: "Stutter, audio crackle, high DPC latency",
         says: "games hitch every few seconds, sound crackles, LatencyMon shows red",
         checks: &[
+            "vm.pinning",
+            "vm.irq_on_vm_cpus",
+            "vm.intx",
+            "vm.hyperv",
             "cpu.governor",
             "cpu.isolation",
             "cpu.irq_affinity",
@@ -51,7 +61,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         device_scoped: false,
         cannot_see: "Much of it lives in the guest and in the VM's pinning, which the host scan does not read yet.",
         next_steps: &[
-            "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (the CPU page shows the groups; the pinning planner comes next).",
+            "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (`vfio-assistant pin --vcpus N` or the CPU page plans it; `doctor stutter --domain NAME` checks the pinning a domain has).",
             "In Windows: put the GPU and its HDMI audio in MSI mode (MSI utility v3 or the MSISupported registry value).",
             "In Windows: turn off Virtual Machine Platform, Hyper-V and Core Isolation / Memory Integrity; they add a nested hypervisor.",
             "Run LatencyMon in the guest: the driver with the highest DPC time names the culprit.",
@@ -61,9 +71,15 @@ pub const SYMPTOMS: &[Symptom] = &[
         id: "high-cpu-exits",
         title: "High host CPU use / many VM exits",
         says: "an idle Windows VM burns a whole core on the host, kvm_stat shows huge exit counts",
-        checks: &["kvm.device", "kvm.ignore_msrs", "cpu.split_lock"],
+        checks: &[
+            "vm.exits",
+            "vm.hyperv",
+            "kvm.device",
+            "kvm.ignore_msrs",
+            "cpu.split_lock",
+        ],
         device_scoped: false,
-        cannot_see: "Exit rates need a running VM (the monitor comes in a later release).",
+        cannot_see: "Exit rates need a running VM: name it with --domain NAME (and --connect URI), or watch them live with `vfio-assistant monitor --domain NAME`.",
         next_steps: &[
             "Look at the exits by kind: `sudo perf kvm stat live` or `virsh domstats --vcpu NAME`; heavy MMIO/IO exits mean emulated devices: install the virtio drivers in the guest and switch disks and network to virtio.",
             "Enable the Hyper-V enlightenments in the domain (relaxed, vapic, spinlocks, vpindex, synic, stimer, frequencies): without them Windows polls timers and spins.",
@@ -86,9 +102,9 @@ pub const SYMPTOMS: &[Symptom] = &[
         id: "wont-stop-start",
         title: "A VM that will not stop or start / \"cannot acquire state change lock\"",
         says: "virsh shutdown does nothing, start fails with a lock error",
-        checks: &["libvirt.running", "libvirt.hooks"],
+        checks: &["vm.state", "libvirt.running", "libvirt.hooks"],
         device_scoped: false,
-        cannot_see: "The domain's state and its QEMU process need libvirt (coming with the domain engine).",
+        cannot_see: "The domain's state and QEMU's own run state need its name: --domain NAME.",
         next_steps: &[
             "`virsh domstate --reason NAME` says what libvirt thinks; `ps -ef | grep qemu` whether QEMU still runs.",
             "`virsh destroy NAME` is a hard power-off: safe for the host, like pulling the VM's plug.",
@@ -100,6 +116,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         title: "Code 43 or a black screen in the guest",
         says: "Device Manager shows error 43 on the GPU, or the monitor stays black",
         checks: &[
+            "vm.code43",
             "device.boot_vga",
             "device.rebar",
             "device.laptop_gpu",
@@ -107,7 +124,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "device.viable",
         ],
         device_scoped: true,
-        cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM), and the domain engine that reads it comes next.",
+        cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM, the card's functions at one slot): name the domain with --domain NAME to have it read.",
         next_steps: &[
             "NVIDIA drivers before 465 refuse to run in a VM: set <hyperv><vendor_id state='on' value='randomid'/></hyperv> and <kvm><hidden state='on'/></kvm> — before installing the driver.",
             "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads; dump the ROM from the card or use a matching one (<rom file='...'/>).",

@@ -6,6 +6,7 @@
 
 pub mod from_host;
 pub mod hostdev;
+pub mod inspect;
 pub mod template;
 pub mod tune;
 pub mod validate;

@@ -3,7 +3,8 @@
 //! and the host's domain capabilities (Hyper-V features, vCPU limit, TPM,
 //! UEFI).
 
-use super::xml::{Document, Element};
+use super::inspect::hyperv_on;
+use super::xml::Document;
 use crate::libvirt::caps::DomainCaps;
 use std::io::Write;
 use std::process::Command;
@@ -53,24 +54,11 @@ pub fn schema_check(xml: &str) -> SchemaResult {
     }
 }
 
-fn hyperv_in_use(root: &Element) -> Vec<String> {
-    root.child("features")
-        .and_then(|f| f.child("hyperv"))
-        .filter(|h| h.attr("mode") != Some("passthrough"))
-        .map(|h| {
-            h.elements()
-                .filter(|e| e.attr("state") == Some("on"))
-                .map(|e| e.name.clone())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// What in the domain this host cannot give, in plain sentences.
 pub fn caps_problems(doc: &Document, caps: &DomainCaps) -> Vec<String> {
     let root = &doc.root;
     let mut out = Vec::new();
-    let missing: Vec<String> = hyperv_in_use(root)
+    let missing: Vec<String> = hyperv_on(doc)
         .into_iter()
         .filter(|f| !caps.hyperv_supports(f))
         .collect();

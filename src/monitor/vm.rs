@@ -3,9 +3,9 @@
 //! the domain's `<cputune>`; and KVM's per-vCPU counters from QMP `query-stats`.
 
 use super::sample::VmThreads;
+use crate::domain::inspect::pinning_of;
 use crate::domain::xml::Document;
 use crate::libvirt::Hypervisor;
-use crate::parse::cpulist::parse_cpulist;
 use crate::parse::qmp::{parse_cpus_fast, parse_vcpu_stats};
 use crate::sysroot::{HostPath, HostRoot};
 use std::collections::BTreeMap;
@@ -15,16 +15,10 @@ pub fn pins_of(domain_xml: &str) -> BTreeMap<u32, Vec<u32>> {
     let Ok(doc) = Document::parse(domain_xml) else {
         return BTreeMap::new();
     };
-    doc.root
-        .child("cputune")
+    pinning_of(&doc)
+        .vcpus
         .into_iter()
-        .flat_map(|c| c.elements())
-        .filter(|e| e.name == "vcpupin")
-        .filter_map(|e| {
-            let v = e.attr("vcpu")?.parse().ok()?;
-            let set = parse_cpulist(e.attr("cpuset")?).ok()?;
-            Some((v, set.into_iter().collect()))
-        })
+        .map(|(v, set)| (v, set.into_iter().collect()))
         .collect()
 }
 

@@ -1,0 +1,435 @@
+//! Checks on one libvirt domain, for `doctor --domain NAME` and `check --domain`:
+//! its state and QEMU's run state (QMP `query-status`), its pinning against the
+//! topology, Hyper-V enlightenments, Code 43 workarounds and hostdev layout, and
+//! — while it runs — one second of live data: interrupts landing on its CPUs,
+//! INTx on its passed-through devices, and KVM exit rates by kind.
+
+use super::model::{Finding, Status};
+use crate::domain::inspect::{
+    code43_workarounds, hyperv_on, hyperv_passthrough, pci_hostdevs, pinning_of,
+};
+use crate::domain::xml::Document;
+use crate::host::HostSnapshot;
+use crate::libvirt::{DomainState, Hypervisor};
+use crate::monitor::rates::{Rates, rates};
+use crate::monitor::sample::{read_host, read_threads};
+use crate::monitor::vm::{find_vm, kvm_counters};
+use crate::parse::interrupts::{VfioIrqMode, parse_interrupts, vfio_irqs};
+use crate::parse::qmp::parse_status;
+use crate::pinning::validate::{Severity, validate};
+use crate::sysroot::{HostPath, HostRoot};
+use std::time::Duration;
+
+/// What we could learn about the domain.
+#[derive(Debug, Clone)]
+pub struct VmLive {
+    pub name: String,
+    pub uri: String,
+    pub state: Result<DomainState, String>,
+    /// QEMU's own run state, when it runs.
+    pub qmp_status: Option<Result<String, String>>,
+    pub xml: Option<Document>,
+    /// One window of live rates (interrupts, vCPUs, KVM), when it runs.
+    pub rates: Option<Rates>,
+    /// Why there are no live rates.
+    pub rates_problem: Option<String>,
+    /// /proc/interrupts now (for the VFIO modes).
+    pub interrupts: Option<String>,
+}
+
+/// Ask libvirt and the host about `name`; sample live data for `window`.
+pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Duration) -> VmLive {
+    let state = hv.state(name).map_err(|e| e.to_string());
+    let xml = hv
+        .domain_xml(name)
+        .ok()
+        .and_then(|x| Document::parse(&x).ok());
+    let active = matches!(state, Ok(s) if s.is_active());
+    let qmp_status = active.then(|| {
+        hv.qmp(name, r#"{"execute":"query-status"}"#)
+            .map_err(|e| e.to_string())
+            .and_then(|r| parse_status(&r).map_err(|e| e.to_string()))
+    });
+    let (rates, rates_problem) = if active {
+        match find_vm(hv, root, name) {
+            Ok(vm) => {
+                let sample = |root: &HostRoot| {
+                    let mut s = read_host(root);
+                    read_threads(root, &vm, &mut s);
+                    if let Ok(k) = kvm_counters(hv, &vm) {
+                        s.kvm = k;
+                    }
+                    s
+                };
+                let a = sample(root);
+                std::thread::sleep(window);
+                let b = sample(root);
+                (Some(rates(&a, &b, Some(&vm))), None)
+            }
+            Err(e) => (None, Some(e)),
+        }
+    } else {
+        (None, Some("the VM is not running".into()))
+    };
+    VmLive {
+        name: name.to_string(),
+        uri: hv.uri().to_string(),
+        state,
+        qmp_status,
+        xml,
+        rates,
+        rates_problem,
+        interrupts: root.read_text(&HostPath::proc("interrupts")).ok(),
+    }
+}
+
+fn state_finding(v: &VmLive) -> Finding {
+    let f = |status, title: String| Finding::new("vm.state", title, status);
+    let qmp = match &v.qmp_status {
+        Some(Ok(s)) => s.clone(),
+        Some(Err(e)) => format!("(QMP: {e})"),
+        None => "-".into(),
+    };
+    let base = match &v.state {
+        Err(e) => f(Status::Unknown, format!("Could not ask libvirt about '{}'", v.name)).evidence(&v.uri, e.clone()),
+        Ok(DomainState::Paused) => f(Status::Warn, format!("'{}' is paused (QEMU: {qmp})", v.name))
+            .fix("If it just started: QEMU pins all guest memory for VFIO before the guest runs; with transparent hugepages 'always' and fragmented memory that takes minutes. Reserve hugepages for the VM, or set THP to madvise. If it stays paused with QEMU 'paused', an I/O error or a full disk paused it: `virsh domstate --reason NAME` says which."),
+        Ok(DomainState::Crashed) => f(Status::Fail, format!("'{}' crashed", v.name))
+            .fix("See /var/log/libvirt/qemu/NAME.log for QEMU's last words."),
+        Ok(DomainState::Running) => f(Status::Pass, format!("'{}' is running (QEMU: {qmp})", v.name)),
+        Ok(s) => f(Status::Info, format!("'{}' is {}", v.name, s.label())),
+    };
+    let state = v
+        .state
+        .as_ref()
+        .map(|s| s.label().to_string())
+        .unwrap_or_default();
+    base.evidence(format!("libvirt {}", v.uri), format!("state {state}"))
+        .evidence("QMP query-status", qmp)
+        .why("libvirt shows 'paused' both while QEMU is still setting the VM up and when something stopped it; QEMU's own run state tells which.")
+}
+
+fn pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
+    let p = pinning_of(doc);
+    let why = "A vCPU that wanders between host threads loses its cache and competes with the host; SMT pairs, L3 and NUMA kept together keep the guest's view true.";
+    if p.vcpus.is_empty() {
+        return Finding::new("vm.pinning", "The vCPUs are not pinned", Status::Warn)
+            .evidence("domain <cputune>", "no vcpupin")
+            .why(why)
+            .fix("`vfio-assistant domain tune FILE --vcpus N` adds a pinning plan for this host.");
+    }
+    let problems = validate(&snap.topology, &p);
+    let status = if problems.iter().any(|x| x.severity == Severity::Error) {
+        Status::Fail
+    } else if problems.is_empty() {
+        Status::Pass
+    } else {
+        Status::Warn
+    };
+    let title = if problems.is_empty() {
+        format!("{} vCPUs pinned along the topology", p.vcpus.len())
+    } else {
+        format!("The pinning has {} problem(s)", problems.len())
+    };
+    let mut f = Finding::new("vm.pinning", title, status).why(why);
+    for (v, set) in &p.vcpus {
+        f = f.evidence(
+            format!("vcpupin vcpu={v}"),
+            crate::parse::cpulist::format_cpulist(&set.iter().copied().collect::<Vec<_>>()),
+        );
+    }
+    let reasons: Vec<&str> = problems.iter().map(|x| x.reason.as_str()).collect();
+    f.fix_if(
+        !problems.is_empty(),
+        format!(
+            "{} `vfio-assistant pin --vcpus N` proposes one that avoids this.",
+            reasons.join(" ")
+        ),
+    )
+}
+
+/// Per-CPU interrupts every CPU takes (timer, IPIs): not a device to move.
+fn per_cpu_kind(label: &str) -> bool {
+    label.parse::<u32>().is_err()
+}
+
+fn irq_finding(v: &VmLive) -> Finding {
+    let why = "Every device interrupt handled on a CPU that runs a vCPU stops the guest for the handler's time: audio crackle and frame-time spikes.";
+    let Some(r) = &v.rates else {
+        return Finding::new(
+            "vm.irq_on_vm_cpus",
+            "Interrupts on the VM's CPUs: not measured",
+            Status::Unknown,
+        )
+        .evidence("live sample", v.rates_problem.clone().unwrap_or_default())
+        .why(why);
+    };
+    let hits: Vec<_> = r
+        .sources
+        .iter()
+        .filter(|s| {
+            !s.on_vm_cpus.is_empty()
+                && !per_cpu_kind(&s.label)
+                && s.per_s >= 10.0
+                && s.vfio.is_none()
+        })
+        .collect();
+    let mut f = Finding::new(
+        "vm.irq_on_vm_cpus",
+        if hits.is_empty() {
+            "No busy device interrupts land on the VM's CPUs".to_string()
+        } else {
+            format!(
+                "{} device interrupt source(s) land on the VM's CPUs",
+                hits.len()
+            )
+        },
+        if hits.is_empty() {
+            Status::Pass
+        } else {
+            Status::Warn
+        },
+    )
+    .why(why);
+    for s in &hits {
+        f = f.evidence(
+            format!("/proc/interrupts IRQ {}", s.label),
+            format!(
+                "{:.0}/s on CPUs {:?}: {}",
+                s.per_s, s.on_vm_cpus, s.description
+            ),
+        );
+    }
+    f.fix_if(!hits.is_empty(), "Keep device interrupts on the housekeeping CPUs: boot with irqaffinity=<housekeeping CPUs> (see `vfio-assistant pin`), or write them to /proc/irq/N/smp_affinity_list; stop irqbalance from moving them back (IRQBALANCE_BANNED_CPULIST).")
+}
+
+fn intx_finding(v: &VmLive, doc: &Document) -> Finding {
+    let why = "Legacy INTx interrupts go through an emulated, shared line with an extra exit each time; MSI goes straight to a vCPU. A GPU or sound device on INTx in the guest is a classic cause of stutter and crackle.";
+    let hostdevs: Vec<String> = pci_hostdevs(doc).into_iter().map(|h| h.host).collect();
+    let rows = v
+        .interrupts
+        .as_deref()
+        .map(|t| vfio_irqs(&parse_interrupts(t)))
+        .unwrap_or_default();
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|r| hostdevs.contains(&r.address))
+        .collect();
+    if ours.is_empty() {
+        return Finding::new(
+            "vm.intx",
+            "Interrupt mode of the passed-through devices: not seen",
+            Status::Unknown,
+        )
+        .evidence(
+            "/proc/interrupts",
+            "no vfio rows for this VM's devices (is it running?)",
+        )
+        .why(why);
+    }
+    let intx: Vec<_> = ours
+        .iter()
+        .filter(|r| r.mode == VfioIrqMode::Intx)
+        .collect();
+    let mut f = Finding::new(
+        "vm.intx",
+        if intx.is_empty() {
+            "The passed-through devices use MSI/MSI-X".to_string()
+        } else {
+            format!("{} passed-through device(s) use legacy INTx", intx.len())
+        },
+        if intx.is_empty() {
+            Status::Pass
+        } else {
+            Status::Warn
+        },
+    )
+    .why(why);
+    for r in &ours {
+        f = f.evidence(
+            format!("/proc/interrupts IRQ {}", r.irq),
+            format!("{:?} for {}", r.mode, r.address),
+        );
+    }
+    f.fix_if(!intx.is_empty(), "In Windows, switch the device to MSI: in the registry under the device's Interrupt Management, MessageSignaledInterruptProperties, MSISupported=1 (the 'MSI utility' does the same); the NVIDIA HDMI audio function is the usual one.")
+}
+
+fn exits_finding(v: &VmLive) -> Finding {
+    let why = "Each VM exit costs the vCPU microseconds. Port and MMIO exits come from emulated devices: a Windows guest without virtio drivers, or without the Hyper-V enlightenments, exits many times more than it must.";
+    let Some(r) = &v.rates else {
+        return Finding::new("vm.exits", "VM exit rates: not measured", Status::Unknown)
+            .evidence("live sample", v.rates_problem.clone().unwrap_or_default())
+            .why(why);
+    };
+    let get = |n: &str| r.kvm.iter().find(|k| k.name == n).map_or(0.0, |k| k.per_s);
+    if r.kvm.is_empty() {
+        return Finding::new(
+            "vm.exits",
+            "VM exit rates: KVM gave no counters",
+            Status::Unknown,
+        )
+        .evidence("QMP query-stats", "no vcpu stats (QEMU before 7.1?)")
+        .why(why);
+    }
+    let exits = get("exits");
+    let emulated = get("io_exits") + get("mmio_exits");
+    let heavy = exits > 5000.0 && emulated > 0.3 * exits;
+    let mut f = Finding::new(
+        "vm.exits",
+        format!("{exits:.0} VM exits/s, {emulated:.0}/s of them port/MMIO emulation"),
+        if heavy { Status::Warn } else { Status::Pass },
+    )
+    .why(why);
+    for k in r.kvm.iter().take(5) {
+        f = f.evidence(
+            format!("KVM {}", k.name),
+            format!("{:.0}/s — {}", k.per_s, k.meaning),
+        );
+    }
+    f.fix_if(heavy, "Install the virtio-win drivers in the guest and switch disk and network to virtio; turn on the Hyper-V enlightenments (`vfio-assistant domain tune`).")
+}
+
+const CORE_HV: &[&str] = &[
+    "relaxed",
+    "vapic",
+    "spinlocks",
+    "vpindex",
+    "synic",
+    "stimer",
+];
+
+fn hyperv_finding(doc: &Document) -> Finding {
+    let why = "Windows uses the Hyper-V enlightenments to talk to the hypervisor directly instead of through emulated timers and interrupt controllers: fewer exits, steadier frame times.";
+    if hyperv_passthrough(doc) {
+        return Finding::new(
+            "vm.hyperv",
+            "Hyper-V enlightenments: passthrough (all the host has)",
+            Status::Pass,
+        )
+        .evidence("<features><hyperv>", "mode='passthrough'")
+        .why(why);
+    }
+    let on = hyperv_on(doc);
+    let missing: Vec<&str> = CORE_HV
+        .iter()
+        .copied()
+        .filter(|n| !on.iter().any(|o| o == n))
+        .collect();
+    Finding::new(
+        "vm.hyperv",
+        if missing.is_empty() {
+            "The core Hyper-V enlightenments are on".to_string()
+        } else {
+            format!("Hyper-V enlightenments missing: {}", missing.join(", "))
+        },
+        if missing.is_empty() {
+            Status::Pass
+        } else {
+            Status::Warn
+        },
+    )
+    .evidence(
+        "<features><hyperv>",
+        if on.is_empty() {
+            "none".to_string()
+        } else {
+            on.join(", ")
+        },
+    )
+    .why(why)
+    .fix_if(
+        !missing.is_empty(),
+        "`vfio-assistant domain tune --domain NAME` adds the ones this host's KVM supports.",
+    )
+}
+
+fn code43_finding(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Finding {
+    let why = "NVIDIA drivers before 465 refused to run in a VM (Code 43) unless the hypervisor was hidden; split functions and a bad ROM also leave the card dark.";
+    let hds = pci_hostdevs(doc);
+    let nvidia = hds.iter().any(|h| {
+        snap.device(&h.host)
+            .is_some_and(|d| d.device.vendor_id.0 == 0x10de && d.device.is_gpu())
+    });
+    let (hidden, vendor) = code43_workarounds(doc);
+    let mut problems = Vec::new();
+    let mut status = Status::Pass;
+    // Functions of one host card on different guest slots.
+    let mut slots: std::collections::BTreeMap<&str, std::collections::BTreeSet<(u32, u32)>> =
+        Default::default();
+    for h in &hds {
+        if let Some((b, s, _)) = h.guest {
+            slots
+                .entry(h.host.get(..10).unwrap_or(&h.host))
+                .or_default()
+                .insert((b, s));
+        }
+    }
+    if slots.values().any(|s| s.len() > 1) {
+        status = Status::Warn;
+        problems.push("the functions of one card sit at different guest slots: give them one slot, function 0 with multifunction='on' (`vfio-assistant domain new` does)".to_string());
+    }
+    for h in &hds {
+        if let Some(rom) = &h.rom_file {
+            let missing = HostPath::from_absolute(rom).is_none_or(|p| !root.exists(&p));
+            if missing {
+                status = Status::Fail;
+                problems.push(format!(
+                    "the ROM file {rom} for {} does not exist: QEMU will not start",
+                    h.host
+                ));
+            }
+        }
+    }
+    if nvidia && !hidden && vendor.is_none() && status == Status::Pass {
+        status = Status::Info;
+        problems.push("an NVIDIA GPU without <kvm><hidden state='on'/> or a Hyper-V vendor_id: only drivers before 465 need them; add both if an old driver shows Code 43".to_string());
+    }
+    Finding::new(
+        "vm.code43",
+        if problems.is_empty() {
+            "Nothing in the VM definition points to Code 43".to_string()
+        } else {
+            format!("The VM definition: {} thing(s) to look at", problems.len())
+        },
+        status,
+    )
+    .evidence("<features><kvm><hidden>", if hidden { "on" } else { "off" })
+    .evidence(
+        "<hyperv><vendor_id>",
+        vendor.unwrap_or_else(|| "not set".into()),
+    )
+    .evidence(
+        "PCI hostdevs",
+        hds.iter()
+            .map(|h| h.host.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+    .why(why)
+    .fix_if(!problems.is_empty(), problems.join("; "))
+}
+
+/// The findings about one domain.
+pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Finding> {
+    let mut out = vec![state_finding(v)];
+    if let Some(doc) = &v.xml {
+        out.push(pinning_finding(snap, doc));
+        out.push(hyperv_finding(doc));
+        out.push(code43_finding(snap, root, doc));
+        out.push(intx_finding(v, doc));
+    }
+    out.push(irq_finding(v));
+    out.push(exits_finding(v));
+    out
+}
+
+/// The ids `vm_findings` can produce (for the symptom tables).
+pub const VM_CHECK_IDS: &[&str] = &[
+    "vm.state",
+    "vm.pinning",
+    "vm.hyperv",
+    "vm.code43",
+    "vm.intx",
+    "vm.irq_on_vm_cpus",
+    "vm.exits",
+];

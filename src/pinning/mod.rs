@@ -2,6 +2,7 @@
 //! emulatorpin, iothreadpin, guest topology, numatune and the kernel command
 //! line) and the validator (any pinning -> problems with reasons).
 
+pub mod board;
 pub mod model;
 pub mod plan;
 pub mod validate;

@@ -179,6 +179,7 @@ impl App {
             JobResult::Caps(c) => self.wizard.caps = c.ok(),
             JobResult::Validated { ok, lines } => self.wizard.validation = Some((ok, lines)),
             JobResult::Defined(r) => self.wizard.defined = Some(r),
+            JobResult::Applied(r) => self.wizard.applied = Some(r),
         }
     }
 
@@ -314,7 +315,7 @@ impl App {
                     self.focus_device.take(),
                     &mut out,
                 ),
-                Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &mut out),
+                Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &self.wizard, &mut out),
                 Page::Troubleshoot => {
                     views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
                 }
@@ -371,7 +372,13 @@ impl App {
                 self.state.page = Page::Devices;
                 self.focus_device = Some(a);
             }
-            Command::Job(job) => {
+            Command::Job(mut job) => {
+                if let Job::ApplyPinning { uri, .. } = &mut job {
+                    if uri.is_empty() {
+                        *uri = self.wizard_uri();
+                    }
+                    self.wizard.applied = None;
+                }
                 if self.job.is_none() {
                     if matches!(job, Job::Validate { .. }) {
                         self.wizard.validation = None;

@@ -3,10 +3,12 @@
 //! drains the result in `logic`.
 
 use crate::cli::domain_virt::caps_of;
+use crate::domain::tune::{TuneOptions, tune};
 use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{Hypervisor, Libvirt};
+use crate::pinning::PinPlan;
 use std::sync::mpsc::{Receiver, channel};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,13 @@ pub enum Job {
         xml: String,
         uri: String,
     },
+    /// Tune a libvirt domain's pinning (and the CPU topology that goes with it).
+    ApplyPinning {
+        domain: String,
+        /// Empty: the app's default.
+        uri: String,
+        plan: Box<PinPlan>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +42,7 @@ pub enum JobResult {
         lines: Vec<String>,
     },
     Defined(Result<String, String>),
+    Applied(Result<String, String>),
 }
 
 fn validate(xml: &str, uri: &str) -> JobResult {
@@ -73,12 +83,37 @@ fn validate(xml: &str, uri: &str) -> JobResult {
     JobResult::Validated { ok, lines }
 }
 
+/// Read the domain, tune only its pinning and CPU topology, define it again.
+fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, String> {
+    let hv = Libvirt::open(uri).map_err(|e| e.to_string())?;
+    let xml = hv.domain_xml(domain).map_err(|e| e.to_string())?;
+    let mut doc = Document::parse(&xml).map_err(|e| e.to_string())?;
+    let opts = TuneOptions {
+        plan: Some(plan),
+        memballoon_off: false,
+        cpu_host_passthrough: true,
+        hyperv: false,
+        hyperv_supported: None,
+        timers: false,
+    };
+    let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;
+    hv.define(&doc.serialize()).map_err(|e| e.to_string())?;
+    let what: Vec<String> = edits.iter().map(|e| e.what.clone()).collect();
+    Ok(format!(
+        "Applied to '{domain}' on {uri}: {}. It takes effect at the next start.",
+        what.join("; ")
+    ))
+}
+
 fn run(job: Job) -> JobResult {
     match job {
         Job::Caps(uri) => JobResult::Caps(Libvirt::open(&uri).map_err(|e| e.to_string()).and_then(
             |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
         )),
         Job::Validate { xml, uri } => validate(&xml, &uri),
+        Job::ApplyPinning { domain, uri, plan } => {
+            JobResult::Applied(apply_pinning(&domain, &uri, *plan))
+        }
         Job::Define { xml, uri } => JobResult::Defined(
             Libvirt::open(&uri)
                 .and_then(|hv| {

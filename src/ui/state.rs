@@ -1,6 +1,7 @@
 //! What the app remembers between runs: data only, `#[serde(default)]`.
 
 use super::wizard_state::WizardState;
+use crate::pinning::board::Board;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -49,6 +50,10 @@ pub struct State {
     pub symptom: Option<String>,
     /// The libvirt domain the Monitor page follows (empty: host only).
     pub monitor_domain: String,
+    /// The CPU page's drag-to-pin board.
+    pub board: Board,
+    /// The domain the board's pinning is applied to.
+    pub pin_domain: String,
     /// The New VM wizard's choices.
     pub wizard: WizardState,
 }

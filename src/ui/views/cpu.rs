@@ -6,7 +6,9 @@ use crate::parse::cpulist::format_cpulist;
 use crate::pinning::{PinRequest, plan, validate};
 use crate::ui::app::Command;
 use crate::ui::state::State;
-use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui};
+use crate::ui::views::pin_board::{board_ui, on_cpu};
+use crate::ui::views::wizard::WizardRuntime;
+use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui_with};
 use egui::RichText;
 
 /// The planner's answer for the chosen vCPU count, drawn onto the topology.
@@ -87,7 +89,13 @@ fn plan_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State) -> CpuMarks {
     marks
 }
 
-pub fn cpu_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State, _out: &mut Vec<Command>) {
+pub fn cpu_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    state: &mut State,
+    rt: &WizardRuntime,
+    out: &mut Vec<Command>,
+) {
     let t = &s.topology;
     let sm = &t.summary;
     ui.label(RichText::new(s.cpu.model_name.clone().unwrap_or_else(|| "CPU".into())).heading());
@@ -119,11 +127,22 @@ pub fn cpu_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State, _out: &mut
     ));
     ui.label(RichText::new("Threads in one box are SMT siblings of one core: pin them to the VM together. Cores in one L3 group share cache: keep a VM inside one group when it fits.").weak());
     ui.separator();
-    let marks = plan_ui(ui, s, state);
+    let plan_marks = plan_ui(ui, s, state);
     ui.separator();
+    let board_marks = board_ui(ui, s, state, rt, out);
+    // The board, once it holds chips; the planner's preview otherwise.
+    let marks = if board_marks.is_empty() {
+        plan_marks
+    } else {
+        board_marks
+    };
+    ui.separator();
+    let board = &mut state.board;
     egui::ScrollArea::vertical()
         .auto_shrink(false)
         .show(ui, |ui| {
-            topology_ui(ui, t, &marks);
+            topology_ui_with(ui, t, &marks, &mut |ui, cpu, resp| {
+                on_cpu(board, ui, cpu, resp)
+            });
         });
 }

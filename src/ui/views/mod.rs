@@ -6,5 +6,6 @@ pub mod devices;
 pub mod findings;
 pub mod monitor;
 pub mod overview;
+pub mod pin_board;
 pub mod troubleshoot;
 pub mod wizard;

@@ -21,6 +21,8 @@ pub struct WizardRuntime {
     pub validation: Option<(bool, Vec<String>)>,
     pub defined: Option<Result<String, String>>,
     pub saved: Option<Result<String, String>>,
+    /// The CPU page's "apply pinning to domain".
+    pub applied: Option<Result<String, String>>,
     pub busy: bool,
     /// The URI used when the user leaves it empty.
     pub default_uri: String,

@@ -26,13 +26,18 @@ fn boxed<R>(ui: &mut egui::Ui, fill: Color32, add: impl FnOnce(&mut egui::Ui) ->
 pub enum CpuMark {
     Vcpu(u32),
     Emulator,
+    /// Chips placed by hand on the board, e.g. `v0 emu`.
+    Chips(String),
 }
 
 pub type CpuMarks = std::collections::BTreeMap<u32, CpuMark>;
 
 const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
 
-fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks) {
+/// Called for each host CPU's cell after it is drawn (drop targets, drag sources).
+pub type OnCpu<'a> = dyn FnMut(&mut egui::Ui, u32, &egui::Response) + 'a;
+
+fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks, on_cpu: &mut OnCpu<'_>) {
     let kind = core.kind.and_then(|k| t.core_kinds.get(k));
     let color = match kind {
         Some(k) if k.efficiency == 0 => E_CORE,
@@ -55,6 +60,7 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks) {
                     let (label, mark_color) = match marks.get(cpu_id) {
                         Some(CpuMark::Vcpu(v)) => (format!("CPU {cpu_id} v{v}"), Some(VCPU)),
                         Some(CpuMark::Emulator) => (format!("CPU {cpu_id} emu"), Some(ISOLATED)),
+                        Some(CpuMark::Chips(c)) => (format!("CPU {cpu_id} {c}"), Some(VCPU)),
                         None => (format!("CPU {cpu_id}"), None),
                     };
                     let text = RichText::new(label).monospace().small();
@@ -63,7 +69,8 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks) {
                         (None, true) => text.color(ISOLATED).strong(),
                         (None, false) => text,
                     };
-                    let resp = ui.label(text);
+                    let resp = ui.add(egui::Label::new(text).sense(egui::Sense::hover()));
+                    on_cpu(ui, *cpu_id, &resp);
                     resp.on_hover_ui(|ui| {
                         ui.label(format!(
                             "CPU {cpu_id}, core {} of package {}",
@@ -111,6 +118,11 @@ fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
 }
 
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
+    topology_ui_with(ui, t, marks, &mut |_, _, _| {});
+}
+
+/// The drawing with a hook on every CPU cell (the pinning board's drops).
+pub fn topology_ui_with(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks, on_cpu: &mut OnCpu<'_>) {
     let pkg_fill = ui.visuals().faint_bg_color;
     for pkg in t.layout() {
         boxed(ui, pkg_fill, |ui| {
@@ -149,7 +161,7 @@ pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
                                     // A known size lets the row wrap before the box
                                     // instead of squeezing it (256 CPUs stay readable).
                                     ui.allocate_ui(core_box_size(t, core), |ui| {
-                                        core_ui(ui, t, core, marks)
+                                        core_ui(ui, t, core, marks, on_cpu)
                                     });
                                 }
                             });

@@ -1,0 +1,285 @@
+//! Drag-to-pin on the CPU page: vCPU, emulator and iothread chips in a tray,
+//! dragged onto host threads in the topology drawing (and back to the tray to
+//! unpin). Every drag has an accessible twin: a selector per vCPU and CPU lists
+//! for the emulator and iothread. The validator's problems show next to the
+//! vCPU they concern, live; the result is the XML fragment, the kernel line,
+//! and "apply to a libvirt domain".
+
+use crate::host::HostSnapshot;
+use crate::parse::cpulist::{format_cpulist, parse_cpulist};
+use crate::pinning::board::{Board, Chip};
+use crate::pinning::{PinPlan, PinRequest, plan, validate};
+use crate::ui::app::Command;
+use crate::ui::jobs::Job;
+use crate::ui::state::State;
+use crate::ui::views::wizard::WizardRuntime;
+use crate::ui::widgets::topology::{CpuMark, CpuMarks};
+use egui::{Color32, RichText};
+
+const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+
+/// What is being dragged, and from which CPU (None: from the tray).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DragChip {
+    pub chip: Chip,
+    pub from: Option<u32>,
+}
+
+fn amd(s: &HostSnapshot) -> bool {
+    s.cpu.vendor.as_deref() == Some("AuthenticAMD")
+}
+
+/// The marks the drawing shows for the board.
+pub fn board_marks(b: &Board) -> CpuMarks {
+    let mut m = CpuMarks::new();
+    let cpus: std::collections::BTreeSet<u32> = b
+        .pins
+        .values()
+        .chain(b.emulator.iter())
+        .chain(b.iothread.iter())
+        .copied()
+        .collect();
+    for c in cpus {
+        let text: Vec<String> = b
+            .chips_on(c)
+            .iter()
+            .map(|ch| match ch {
+                Chip::Vcpu(v) => format!("v{v}"),
+                Chip::Emulator => "emu".into(),
+                Chip::Iothread => "io".into(),
+            })
+            .collect();
+        m.insert(c, CpuMark::Chips(text.join(" ")));
+    }
+    m
+}
+
+/// The drop/drag hook for one CPU cell of the drawing.
+pub fn on_cpu(board: &mut Board, ui: &mut egui::Ui, cpu: u32, resp: &egui::Response) {
+    if resp.drag_started()
+        && let Some(chip) = board.chips_on(cpu).first()
+    {
+        egui::DragAndDrop::set_payload(
+            ui.ctx(),
+            DragChip {
+                chip: *chip,
+                from: Some(cpu),
+            },
+        );
+    }
+    if let Some(p) = resp.dnd_release_payload::<DragChip>() {
+        if let (Some(from), Chip::Emulator | Chip::Iothread) = (p.from, p.chip) {
+            board.unplace(p.chip, Some(from));
+        }
+        board.place(p.chip, cpu);
+    }
+}
+
+fn chip_ui(ui: &mut egui::Ui, chip: Chip, problem: bool) {
+    let id = ui.scope_id().with(("tray_chip", chip));
+    ui.dnd_drag_source(id, DragChip { chip, from: None }, |ui| {
+        let text = RichText::new(chip.label()).monospace();
+        let text = if problem { text.color(WARN) } else { text };
+        egui::Frame::new()
+            .stroke(ui.visuals().widgets.inactive.bg_stroke)
+            .corner_radius(8.0)
+            .inner_margin(egui::Margin::symmetric(6, 2))
+            .show(ui, |ui| ui.label(text));
+    });
+}
+
+fn cpu_choice(s: &HostSnapshot, c: u32) -> String {
+    let cpu = s.topology.cpu(c);
+    let core = s
+        .topology
+        .cores
+        .iter()
+        .find(|k| k.cpus.contains(&c))
+        .and_then(|k| k.core_id)
+        .map(|id| format!(", core {id}"))
+        .unwrap_or_default();
+    let l3 = cpu
+        .and_then(|x| x.l3_group)
+        .map(|g| format!(", L3 #{g}"))
+        .unwrap_or_default();
+    format!("CPU {c}{core}{l3}")
+}
+
+fn cpulist_row(
+    ui: &mut egui::Ui,
+    label: &str,
+    set: &mut std::collections::BTreeSet<u32>,
+    hint: &str,
+) {
+    ui.horizontal(|ui| {
+        let l = ui.label(label);
+        let mut text = format_cpulist(&set.iter().copied().collect::<Vec<_>>());
+        let r = ui
+            .add(
+                egui::TextEdit::singleline(&mut text)
+                    .hint_text(hint)
+                    .desired_width(140.0),
+            )
+            .labelled_by(l.id);
+        if r.changed() {
+            if text.trim().is_empty() {
+                set.clear();
+            } else if let Ok(list) = parse_cpulist(&text) {
+                *set = list.into_iter().collect();
+            }
+        }
+    });
+}
+
+/// The board panel; returns the marks for the drawing.
+pub fn board_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    state: &mut State,
+    rt: &WizardRuntime,
+    out: &mut Vec<Command>,
+) -> CpuMarks {
+    let t = &s.topology;
+    let online: Vec<u32> = t.online_cpus().map(|c| c.id).collect();
+    let b = &mut state.board;
+    ui.horizontal(|ui| {
+        let l = ui.label("Pin by hand: vCPUs");
+        let mut n = b.vcpus;
+        ui.add(egui::DragValue::new(&mut n).range(0..=online.len() as u32))
+            .labelled_by(l.id);
+        if n != b.vcpus {
+            b.set_vcpus(n);
+        }
+        let fill = ui.add_enabled(
+            b.vcpus > 0,
+            egui::Button::new("Fill the board from the planner"),
+        );
+        if fill.clicked() {
+            let req = PinRequest {
+                vcpus: b.vcpus as usize,
+                amd: amd(s),
+                ..PinRequest::default()
+            };
+            if let Ok(p) = plan(t, &req) {
+                *b = Board::from_plan(&p);
+            }
+        }
+        if ui.button("Clear board").clicked() {
+            *b = Board {
+                vcpus: b.vcpus,
+                ..Board::default()
+            };
+        }
+    });
+    if b.vcpus == 0 {
+        ui.weak("Choose how many vCPUs, then drag each chip onto a host thread (or use the selectors), or let the planner fill the board.");
+        return CpuMarks::new();
+    }
+    let problems = validate(t, &b.pinning(t));
+    // The tray: drop here to unpin.
+    let tray = egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.horizontal_wrapped(|ui| {
+            ui.label("Tray (drag onto a CPU; drop here to unpin):");
+            for v in b.unpinned() {
+                chip_ui(ui, Chip::Vcpu(v), false);
+            }
+            chip_ui(ui, Chip::Emulator, false);
+            chip_ui(ui, Chip::Iothread, false);
+        });
+    });
+    if let Some(p) = tray.response.dnd_release_payload::<DragChip>() {
+        b.unplace(p.chip, p.from);
+    }
+    egui::CollapsingHeader::new("Each vCPU (keyboard and screen readers)")
+        .id_salt("pin_selectors")
+        .default_open(true)
+        .show(ui, |ui| {
+            for v in 0..b.vcpus {
+                ui.horizontal(|ui| {
+                    let l = ui.label(format!("vCPU {v}"));
+                    let current = b.pins.get(&v).copied();
+                    let shown = current.map_or("unpinned".to_string(), |c| cpu_choice(s, c));
+                    let mut chosen = current;
+                    egui::ComboBox::from_id_salt(("vcpu_pin", v))
+                        .selected_text(shown)
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(&mut chosen, None, "unpinned");
+                            for c in &online {
+                                ui.selectable_value(&mut chosen, Some(*c), cpu_choice(s, *c));
+                            }
+                        })
+                        .response
+                        .labelled_by(l.id);
+                    if chosen != current {
+                        match chosen {
+                            Some(c) => b.place(Chip::Vcpu(v), c),
+                            None => b.unplace(Chip::Vcpu(v), None),
+                        }
+                    }
+                    for p in problems.iter().filter(|p| p.vcpus.contains(&v)) {
+                        ui.colored_label(WARN, RichText::new(format!("! {}", p.reason)).small());
+                    }
+                });
+            }
+            cpulist_row(
+                ui,
+                "Emulator CPUs",
+                &mut b.emulator,
+                "default: the host's CPUs",
+            );
+            cpulist_row(
+                ui,
+                "I/O thread CPUs",
+                &mut b.iothread,
+                "default: the emulator's",
+            );
+        });
+    for p in problems.iter().filter(|p| p.vcpus.is_empty()) {
+        ui.colored_label(WARN, format!("! {}", p.reason));
+    }
+    let p: PinPlan = b.to_plan(t, amd(s));
+    egui::CollapsingHeader::new("The board as XML, kernel line, and apply to a domain")
+        .id_salt("board_out")
+        .show(ui, |ui| {
+            let xml = p.to_xml();
+            ui.horizontal(|ui| {
+                if ui.small_button("Copy board XML").clicked() {
+                    ui.ctx().copy_text(xml.clone());
+                }
+                if ui.small_button("Copy board kernel line").clicked() {
+                    ui.ctx().copy_text(p.kernel.cmdline());
+                }
+            });
+            ui.label(RichText::new(&xml).monospace().small());
+            ui.label(RichText::new(p.kernel.cmdline()).monospace().small());
+            ui.horizontal(|ui| {
+                let l = ui.label("libvirt domain");
+                ui.add(egui::TextEdit::singleline(&mut state.pin_domain).desired_width(160.0))
+                    .labelled_by(l.id);
+                let ok = !state.pin_domain.trim().is_empty();
+                if ui
+                    .add_enabled(ok, egui::Button::new("Apply pinning to domain"))
+                    .clicked()
+                {
+                    out.push(Command::Job(Job::ApplyPinning {
+                        domain: state.pin_domain.trim().to_string(),
+                        uri: state.wizard.uri.trim().to_string(),
+                        plan: Box::new(p.clone()),
+                    }));
+                }
+                if rt.busy {
+                    ui.weak("working…");
+                }
+            });
+            match &rt.applied {
+                Some(Ok(m)) => {
+                    ui.label(m);
+                }
+                Some(Err(e)) => {
+                    ui.colored_label(ui.visuals().error_fg_color, format!("Apply failed: {e}"));
+                }
+                None => {}
+            }
+        });
+    board_marks(&state.board)
+}

@@ -12,10 +12,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::Command;
 use vfio_assistant::checks::model::{Finding, Status};
-use vfio_assistant::checks::vm::{VmLive, vm_findings};
+use vfio_assistant::checks::vm::{VM_CHECK_IDS, VmLive, vm_findings};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
-use vfio_assistant::libvirt::{DomainState, Hypervisor, Libvirt};
+use vfio_assistant::libvirt::DomainState;
 use vfio_assistant::monitor::rates::rates;
 use vfio_assistant::monitor::sample::{Sample, VmThreads};
 use vfio_assistant::parse::interrupts::parse_interrupts;
@@ -27,6 +27,35 @@ fn domain(name: &str) -> Document {
         env!("CARGO_MANIFEST_DIR")
     );
     Document::parse(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// `doctor SYMPTOM --json --domain NAME` on qemu:///system: the finding `id`.
+fn doctor_finding(symptom: &str, domain: &str, id: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args([
+            "doctor",
+            symptom,
+            "--json",
+            "--connect",
+            "qemu:///system",
+            "--domain",
+            domain,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("{id}: {v:#}"))
+        .clone()
 }
 
 fn find<'a>(f: &'a [Finding], id: &str) -> &'a Finding {
@@ -173,116 +202,25 @@ fn pinning_onto_cpus_this_host_lacks_is_an_error() {
 
 #[test]
 fn doctor_reads_a_real_running_guest() {
-    let hv = match Libvirt::open("qemu:///system") {
-        Ok(hv) => hv,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run libvirtd: {e}"
-            );
-            eprintln!("skipped: no qemu:///system: {e}");
-            return;
-        }
+    let Some(hv) = support::vm::system() else {
+        return;
     };
-    let kvm = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm");
-    if kvm.is_err()
-        || std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            < 2
-    {
-        eprintln!("skipped: needs a usable /dev/kvm and 2 CPUs");
+    if !support::vm::kvm_guest_possible(2) {
         return;
     }
-    let name = format!("vfio-assistant-test-{}-doc", std::process::id());
-    let xml = support::vm::bootable_domain(&name, 2, &[0, 1]);
-    struct Cleanup<'a>(&'a Libvirt, String);
-    impl Drop for Cleanup<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.destroy(&self.1);
-            let _ = self.0.undefine(&self.1);
-        }
-    }
-    let _c = Cleanup(&hv, name.clone());
-    hv.define(&xml).unwrap();
-    hv.start(&name).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
-        .args([
-            "doctor",
-            "stutter",
-            "--json",
-            "--connect",
-            "qemu:///system",
-            "--domain",
-            &name,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.code().is_some_and(|c| c <= 1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings = v[0]["findings"].as_array().unwrap();
-    let by_id = |id: &str| {
-        findings
-            .iter()
-            .find(|f| f["id"] == id)
-            .unwrap_or_else(|| panic!("{id}: {v:#}"))
-    };
+    let guest = support::vm::running_guest(&hv, "doc", &[0, 1]);
+    let name = guest.1.clone();
     // vCPU 0 on CPU 0: the planner's first rule.
-    let pin = by_id("vm.pinning");
+    let pin = doctor_finding("stutter", &name, "vm.pinning");
     assert_eq!(pin["status"], "warn");
     assert!(pin["fix"].as_str().unwrap().contains("CPU 0"), "{pin}");
-    let out = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
-        .args([
-            "doctor",
-            "high-cpu-exits",
-            "--json",
-            "--connect",
-            "qemu:///system",
-            "--domain",
-            &name,
-        ])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let exits = v[0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "vm.exits")
-        .unwrap()
-        .clone();
+    let exits = doctor_finding("high-cpu-exits", &name, "vm.exits");
     assert_eq!(exits["status"], "pass", "{exits}");
     assert!(
         exits["title"].as_str().unwrap().contains("VM exits/s"),
         "{exits}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
-        .args([
-            "doctor",
-            "paused-at-start",
-            "--json",
-            "--connect",
-            "qemu:///system",
-            "--domain",
-            &name,
-        ])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let state = v[0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "vm.state")
-        .unwrap()
-        .clone();
+    let state = doctor_finding("paused-at-start", &name, "vm.state");
     assert_eq!(state["status"], "pass", "{state}");
     assert!(
         state["title"].as_str().unwrap().contains("QEMU: running"),

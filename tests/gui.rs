@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod support;
+
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use std::path::Path;
@@ -25,15 +27,7 @@ fn harness_for(source: Source, page: Page) -> Harness<'static, App> {
         ..State::default()
     };
     let app = App::with_source(source, state, || {});
-    let mut h = Harness::builder()
-        .with_size([1200.0, 900.0])
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll_scan();
-                app.ui_content(ui);
-            },
-            app,
-        );
+    let mut h = support::gui::harness(app, [1200.0, 900.0]);
     for _ in 0..500 {
         h.step();
         if h.state().snapshot.is_some() || h.state().error.is_some() {

@@ -11,7 +11,6 @@ mod support;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use std::time::{Duration, Instant};
-use vfio_assistant::libvirt::{Hypervisor, Libvirt};
 use vfio_assistant::ui::Source;
 use vfio_assistant::ui::app::App;
 use vfio_assistant::ui::state::{Page, State};
@@ -23,15 +22,7 @@ fn live_monitor(domain: &str) -> Harness<'static, App> {
         ..State::default()
     };
     let app = App::with_source(Source::Live, state, || {});
-    Harness::builder()
-        .with_size([1200.0, 900.0])
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll_scan();
-                app.ui_content(ui);
-            },
-            app,
-        )
+    support::gui::harness(app, [1200.0, 900.0])
 }
 
 /// Step the UI (the sampler is on its own thread) until `done` or the deadline.
@@ -58,45 +49,16 @@ fn host_interrupts_per_cpu_and_sources() {
     assert!(!h.state().is_monitoring());
 }
 
-struct Cleanup<'a>(&'a Libvirt, String);
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.destroy(&self.1);
-        let _ = self.0.undefine(&self.1);
-    }
-}
-
 #[test]
 fn follows_a_real_guest_and_shows_its_vcpus_on_their_pins() {
-    let hv = match Libvirt::open("qemu:///system") {
-        Ok(hv) => hv,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run libvirtd: {e}"
-            );
-            eprintln!("skipped: no qemu:///system: {e}");
-            return;
-        }
+    let Some(hv) = support::vm::system() else {
+        return;
     };
-    let kvm = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm");
-    if kvm.is_err()
-        || std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            < 2
-    {
-        eprintln!("skipped: needs a usable /dev/kvm and 2 CPUs");
+    if !support::vm::kvm_guest_possible(2) {
         return;
     }
-    let name = format!("vfio-assistant-test-{}-gui", std::process::id());
-    let xml = support::vm::bootable_domain(&name, 2, &[0, 1]);
-    let _c = Cleanup(&hv, name.clone());
-    hv.define(&xml).unwrap();
-    hv.start(&name).unwrap();
+    let guest = support::vm::running_guest(&hv, "gui", &[0, 1]);
+    let name = guest.1.clone();
     let mut h = live_monitor(&name);
     wait_for(&mut h, 30, |a| {
         a.monitor

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod support;
+
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use std::path::Path;
@@ -28,15 +30,7 @@ fn board_harness(board: Board) -> Harness<'static, App> {
         ..State::default()
     };
     let app = App::with_snapshot(snap, state);
-    let mut h = Harness::builder()
-        .with_size([1400.0, 1400.0])
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll_scan();
-                app.ui_content(ui);
-            },
-            app,
-        );
+    let mut h = support::gui::harness(app, [1400.0, 1400.0]);
     h.run();
     h
 }

@@ -23,15 +23,7 @@ fn wizard_harness(dir: &std::path::Path, wizard: WizardState) -> Harness<'static
         ..State::default()
     };
     let app = App::with_snapshot(snap, state);
-    let mut h = Harness::builder()
-        .with_size([1200.0, 900.0])
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll_scan();
-                app.ui_content(ui);
-            },
-            app,
-        );
+    let mut h = support::gui::harness(app, [1200.0, 900.0]);
     h.run();
     h
 }

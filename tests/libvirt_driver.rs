@@ -25,7 +25,7 @@ fn test_driver() -> Libvirt {
 }
 
 fn name(tag: &str) -> String {
-    format!("vfio-assistant-test-{}-{tag}", std::process::id())
+    support::vm::test_name(tag)
 }
 
 /// A generated Windows domain for the X570 host's GTX 1080 Ti.
@@ -109,29 +109,7 @@ fn libvirt_errors_carry_the_message_and_what_to_try() {
     assert!(e.to_string().contains("libvirtd"), "{e}");
 }
 
-/// qemu:///system, or a skip (an error in CI, where it must be there).
-fn system() -> Option<Libvirt> {
-    match Libvirt::open("qemu:///system") {
-        Ok(hv) => Some(hv),
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run libvirtd (scripts/libvirt-up.sh): {e}"
-            );
-            eprintln!("skipped: no qemu:///system here: {e}");
-            None
-        }
-    }
-}
-
-/// Undefine (and stop) a test domain even when an assertion fails.
-struct Cleanup<'a>(&'a Libvirt, String);
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.destroy(&self.1);
-        let _ = self.0.undefine(&self.1);
-    }
-}
+use support::vm::{Cleanup, kvm_guest_possible, system};
 
 #[test]
 fn system_libvirt_accepts_the_generated_windows_domains() {
@@ -160,26 +138,14 @@ fn system_libvirt_accepts_the_generated_windows_domains() {
     }
 }
 
-fn kvm_usable() -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
-}
-
 #[test]
 fn a_domain_we_built_starts_under_kvm_answers_qmp_and_is_destroyed() {
     let Some(hv) = system() else { return };
-    if !kvm_usable() {
-        eprintln!("skipped: /dev/kvm is not usable here, so no guest can start");
+    if !kvm_guest_possible(1) {
         return;
     }
-    let n = name("boot");
-    let xml = support::vm::bootable_domain(&n, 1, &[]);
-    let _c = Cleanup(&hv, n.clone());
-    hv.define(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
-    hv.start(&n).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let guest = support::vm::running_guest(&hv, "boot", &[]);
+    let n = guest.1.clone();
     assert_eq!(hv.state(&n).unwrap(), DomainState::Running);
     let reply = hv.qmp(&n, r#"{"execute":"query-status"}"#).unwrap();
     let v: serde_json::Value = serde_json::from_str(&reply).unwrap();

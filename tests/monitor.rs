@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use vfio_assistant::libvirt::{Hypervisor, Libvirt};
 use vfio_assistant::monitor::rates::rates;
 use vfio_assistant::monitor::sample::{Sample, VmThreads, read_host};
 use vfio_assistant::monitor::sampler::{MonitorConfig, Series, spawn};
@@ -168,48 +167,16 @@ fn series_are_bounded_and_pins_come_from_the_domain() {
     assert!(pins_of("not xml").is_empty());
 }
 
-struct Cleanup<'a>(&'a Libvirt, String);
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.destroy(&self.1);
-        let _ = self.0.undefine(&self.1);
-    }
-}
-
 #[test]
 fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
-    let hv = match Libvirt::open("qemu:///system") {
-        Ok(hv) => hv,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run libvirtd: {e}"
-            );
-            eprintln!("skipped: no qemu:///system: {e}");
-            return;
-        }
+    let Some(hv) = support::vm::system() else {
+        return;
     };
-    if std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_err()
-    {
-        eprintln!("skipped: /dev/kvm is not usable here, so no guest can start");
+    if !support::vm::kvm_guest_possible(2) {
         return;
     }
-    let online = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    if online < 2 {
-        eprintln!("skipped: this test pins 2 vCPUs to CPUs 0 and 1");
-        return;
-    }
-    let name = format!("vfio-assistant-test-{}-mon", std::process::id());
-    let xml = support::vm::bootable_domain(&name, 2, &[0, 1]);
-    let _c = Cleanup(&hv, name.clone());
-    hv.define(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
-    hv.start(&name).unwrap();
+    let guest = support::vm::running_guest(&hv, "mon", &[0, 1]);
+    let name = guest.1.clone();
 
     let root = HostRoot::live();
     let vm = find_vm(&hv, &root, &name).unwrap();

@@ -187,12 +187,7 @@ impl Board {
             vcpusched_fifo: false,
             vm_cpus: vm,
             housekeeping_cpus: housekeeping,
-            kernel: KernelArgs {
-                isolcpus: format!("managed_irq,domain,{vm_list}"),
-                nohz_full: vm_list.clone(),
-                rcu_nocbs: vm_list,
-                irqaffinity: hk_list.clone(),
-            },
+            kernel: KernelArgs::for_cpus(&vm_list, &hk_list),
             allowed_cpus_host: hk_list,
             reasons: vec![format!(
                 "Pinned by hand: {} of {} vCPUs placed; the guest claims {} thread(s) per core because {}.",

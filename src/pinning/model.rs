@@ -35,6 +35,17 @@ pub struct KernelArgs {
 }
 
 impl KernelArgs {
+    /// The kernel parameters that keep the host off `vm` and its interrupts
+    /// on `housekeeping` (both CPU lists, e.g. `2-5,8-11`).
+    pub fn for_cpus(vm: &str, housekeeping: &str) -> Self {
+        KernelArgs {
+            isolcpus: format!("managed_irq,domain,{vm}"),
+            nohz_full: vm.to_string(),
+            rcu_nocbs: vm.to_string(),
+            irqaffinity: housekeeping.to_string(),
+        }
+    }
+
     pub fn cmdline(&self) -> String {
         format!(
             "isolcpus={} nohz_full={} rcu_nocbs={} irqaffinity={}",

@@ -317,12 +317,7 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
         vcpusched_fifo: req.vcpusched_fifo,
         vm_cpus: vm_cpus.into_iter().collect(),
         housekeeping_cpus: housekeeping,
-        kernel: KernelArgs {
-            isolcpus: format!("managed_irq,domain,{vm_list}"),
-            nohz_full: vm_list.clone(),
-            rcu_nocbs: vm_list,
-            irqaffinity: hk_list.clone(),
-        },
+        kernel: KernelArgs::for_cpus(&vm_list, &hk_list),
         allowed_cpus_host: hk_list,
         reasons,
         warnings,

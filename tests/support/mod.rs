@@ -1,4 +1,5 @@
 #![allow(dead_code)]
+pub mod gui;
 pub mod hosts;
 pub mod listing;
 pub mod schema;

@@ -156,6 +156,9 @@ fn a_real_users_domain_split_audio_intx_and_a_paused_start() {
         f.iter().all(|x| !x.why.is_empty()),
         "every finding says why"
     );
+    let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+    assert_eq!(ids.len(), VM_CHECK_IDS.len());
+    assert!(ids.iter().all(|i| VM_CHECK_IDS.contains(i)), "{ids:?}");
 }
 
 #[test]

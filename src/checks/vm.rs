@@ -193,7 +193,7 @@ fn irq_finding(v: &VmLive) -> Finding {
     .why(why);
     for s in &hits {
         f = f.evidence(
-            format!("/proc/interrupts IRQ {}", s.label),
+            format!("{} IRQ {}", HostPath::proc("interrupts"), s.label),
             format!(
                 "{:.0}/s on CPUs {:?}: {}",
                 s.per_s, s.on_vm_cpus, s.description
@@ -222,7 +222,7 @@ fn intx_finding(v: &VmLive, doc: &Document) -> Finding {
             Status::Unknown,
         )
         .evidence(
-            "/proc/interrupts",
+            HostPath::proc("interrupts").to_string(),
             "no vfio rows for this VM's devices (is it running?)",
         )
         .why(why);
@@ -247,7 +247,7 @@ fn intx_finding(v: &VmLive, doc: &Document) -> Finding {
     .why(why);
     for r in &ours {
         f = f.evidence(
-            format!("/proc/interrupts IRQ {}", r.irq),
+            format!("{} IRQ {}", HostPath::proc("interrupts"), r.irq),
             format!("{:?} for {}", r.mode, r.address),
         );
     }

@@ -72,3 +72,20 @@ fn follows_a_real_guest_and_shows_its_vcpus_on_their_pins() {
     h.get_by_label("KVM exits by kind");
     assert!(h.query_by_label_contains("not on its pinned CPU").is_none());
 }
+
+#[test]
+fn the_latency_probe_runs_from_the_page() {
+    let mut h = live_monitor("");
+    wait_for(&mut h, 20, |a| a.monitor.irq_total.len() >= 2);
+    h.state_mut().state.latency_cpus = "0".into();
+    h.step();
+    h.get_by_label("Run the probe (5 s)").click();
+    wait_for(&mut h, 30, |a| a.monitor.latency.is_some());
+    let stats = h.state().monitor.latency.clone().unwrap().unwrap();
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0].cpu, 0);
+    assert!(stats[0].samples > 1000, "{:?}", stats[0]);
+    h.get_by_label_contains("CPU 0: min ");
+    // A new sampler keeps the probe's answer.
+    assert!(h.state().is_monitoring());
+}

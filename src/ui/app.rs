@@ -180,6 +180,7 @@ impl App {
             JobResult::Validated { ok, lines } => self.wizard.validation = Some((ok, lines)),
             JobResult::Defined(r) => self.wizard.defined = Some(r),
             JobResult::Applied(r) => self.wizard.applied = Some(r),
+            JobResult::Latency(r) => self.monitor.latency = Some(r),
         }
     }
 
@@ -207,7 +208,7 @@ impl App {
         let Some(root) = self.root.clone() else {
             return;
         };
-        self.monitor = MonitorView::new();
+        self.monitor.restart();
         let domain = self.state.monitor_domain.trim();
         let config = MonitorConfig {
             root,
@@ -328,6 +329,7 @@ impl App {
                         &self.monitor,
                         &mut self.state,
                         self.sampler.is_some(),
+                        self.job.is_some(),
                         &mut out,
                     )
                 }

@@ -8,8 +8,10 @@ use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{Hypervisor, Libvirt};
+use crate::monitor::latency::{LatencyStats, probe};
 use crate::pinning::PinPlan;
 use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Job {
@@ -23,6 +25,11 @@ pub enum Job {
     Define {
         xml: String,
         uri: String,
+    },
+    /// The timer latency probe on these CPUs for this long.
+    Latency {
+        cpus: Vec<u32>,
+        seconds: u64,
     },
     /// Tune a libvirt domain's pinning (and the CPU topology that goes with it).
     ApplyPinning {
@@ -43,6 +50,7 @@ pub enum JobResult {
     },
     Defined(Result<String, String>),
     Applied(Result<String, String>),
+    Latency(Result<Vec<LatencyStats>, String>),
 }
 
 fn validate(xml: &str, uri: &str) -> JobResult {
@@ -111,6 +119,15 @@ fn run(job: Job) -> JobResult {
             |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
         )),
         Job::Validate { xml, uri } => validate(&xml, &uri),
+        Job::Latency { cpus, seconds } => JobResult::Latency(
+            probe(
+                &cpus,
+                Duration::from_micros(1000),
+                Duration::from_secs(seconds.clamp(1, 60)),
+                80,
+            )
+            .map_err(|e| e.to_string()),
+        ),
         Job::ApplyPinning { domain, uri, plan } => {
             JobResult::Applied(apply_pinning(&domain, &uri, *plan))
         }

@@ -50,6 +50,8 @@ pub struct State {
     pub symptom: Option<String>,
     /// The libvirt domain the Monitor page follows (empty: host only).
     pub monitor_domain: String,
+    /// The Monitor page's latency probe CPUs (empty: the VM's, if followed).
+    pub latency_cpus: String,
     /// The CPU page's drag-to-pin board.
     pub board: Board,
     /// The domain the board's pinning is applied to.

@@ -3,12 +3,15 @@
 //! KVM exit rates by kind with what they mean, and the last minutes as plots.
 //! The sampler thread wakes the window only when a sample arrives.
 
+use crate::monitor::latency::LatencyStats;
 use crate::monitor::rates::Rates;
 use crate::monitor::sampler::{Series, Update};
+use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::ui::app::Command;
+use crate::ui::jobs::Job;
 use crate::ui::state::State;
 use egui::{Color32, RichText, Sense, Stroke, vec2};
-use egui_plot::{Legend, Line, Plot, PlotPoints};
+use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 use std::collections::BTreeSet;
 
 /// What the page shows between samples (not persisted).
@@ -18,6 +21,8 @@ pub struct MonitorView {
     pub irq_total: Series,
     pub exits: Series,
     pub busy_avg: Series,
+    /// The last latency probe's answer.
+    pub latency: Option<Result<Vec<LatencyStats>, String>>,
 }
 
 impl MonitorView {
@@ -27,7 +32,14 @@ impl MonitorView {
             irq_total: Series::new(600),
             exits: Series::new(600),
             busy_avg: Series::new(600),
+            latency: None,
         }
+    }
+    /// A new sampler starts from scratch; the last probe result stays.
+    pub fn restart(&mut self) {
+        let latency = self.latency.take();
+        *self = MonitorView::new();
+        self.latency = latency;
     }
     pub fn push(&mut self, u: Update) {
         let r = &u.rates;
@@ -113,11 +125,104 @@ fn plot(ui: &mut egui::Ui, v: &MonitorView) {
         });
 }
 
+fn latency_ui(
+    ui: &mut egui::Ui,
+    v: &MonitorView,
+    state: &mut State,
+    vm_cpus: &BTreeSet<u32>,
+    busy: bool,
+    out: &mut Vec<Command>,
+) {
+    ui.label(RichText::new("Timer latency (cyclictest-style)").strong());
+    let hint = if vm_cpus.is_empty() {
+        "e.g. 2-5".to_string()
+    } else {
+        format_cpulist(&vm_cpus.iter().copied().collect::<Vec<_>>())
+    };
+    ui.horizontal(|ui| {
+        let l = ui.label("Probe CPUs");
+        ui.add(
+            egui::TextEdit::singleline(&mut state.latency_cpus)
+                .hint_text(hint.clone())
+                .desired_width(100.0),
+        )
+        .labelled_by(l.id);
+        let text = if state.latency_cpus.trim().is_empty() {
+            hint.clone()
+        } else {
+            state.latency_cpus.clone()
+        };
+        let cpus = parse_cpulist(&text).ok().filter(|c| !c.is_empty());
+        let run = ui
+            .add_enabled(cpus.is_some() && !busy, egui::Button::new("Run the probe (5 s)"))
+            .on_hover_text("Wakes a real-time thread on each CPU every millisecond and records how late it woke: the delay a vCPU pinned there would see from the host. Run it before starting the VM on the CPUs you will pin, or while it runs on the housekeeping CPUs.");
+        if run.clicked()
+            && let Some(cpus) = cpus {
+                out.push(Command::Job(Job::Latency {
+                    cpus: cpus.into_iter().collect(),
+                    seconds: 5,
+                }));
+            }
+        if busy {
+            ui.weak("measuring…");
+        }
+    });
+    match &v.latency {
+        Some(Ok(stats)) => {
+            for s in stats {
+                let note = if s.realtime {
+                    ""
+                } else {
+                    " (not real-time: run as root for SCHED_FIFO)"
+                };
+                ui.label(
+                    RichText::new(format!(
+                        "CPU {}: min {} µs, avg {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
+                        s.cpu, s.min_us, s.avg_us, s.p99_us, s.max_us, s.samples
+                    ))
+                    .monospace(),
+                );
+            }
+            let mut buckets: Vec<u64> = Vec::new();
+            for s in stats {
+                for (i, n) in s.histogram_log2_us.iter().enumerate() {
+                    if buckets.len() <= i {
+                        buckets.resize(i + 1, 0);
+                    }
+                    buckets[i] += n;
+                }
+            }
+            let bars: Vec<Bar> = buckets
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    Bar::new(i as f64, (*n as f64 + 1.0).log10())
+                        .name(format!("below {} µs: {n}", 1u64 << (i + 1).min(63)))
+                })
+                .collect();
+            Plot::new("latency_hist")
+                .height(120.0)
+                .allow_scroll(false)
+                .x_axis_label("wake-up delay (log2 µs bucket)")
+                .y_axis_label("log10 count")
+                .show(ui, |p| p.bar_chart(BarChart::new("wake-ups", bars)));
+        }
+        Some(Err(e)) => {
+            ui.colored_label(
+                ui.visuals().error_fg_color,
+                format!("The probe failed: {e}"),
+            );
+        }
+        None => {}
+    }
+}
+
 pub fn monitor_ui(
     ui: &mut egui::Ui,
     v: &MonitorView,
     state: &mut State,
     running: bool,
+    busy: bool,
     out: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
@@ -210,4 +315,6 @@ pub fn monitor_ui(
     for p in &r.problems {
         ui.weak(format!("note: {p}"));
     }
+    ui.separator();
+    latency_ui(ui, v, state, &vm_cpus, busy, out);
 }

@@ -159,3 +159,37 @@ fn the_board_is_applied_to_a_libvirt_domain() {
     // (CPUs 2 and 8 are one core's two threads on this Ryzen).
     assert!(msg.contains("2 vCPUs pinned to CPUs 2,8"), "{msg}");
 }
+
+#[test]
+fn hover_names_the_irqs_and_the_board_saves_its_xml() {
+    let dir = tempfile::tempdir().unwrap();
+    support::hosts::copy_tree(&ryzen(), dir.path());
+    support::hosts::put(dir.path(), "proc/irq/30/smp_affinity_list", "0-11\n");
+    support::hosts::put(dir.path(), "proc/irq/31/smp_affinity_list", "3\n");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    let out = dir.path().join("pinning.xml");
+    let mut board = Board {
+        vcpus: 2,
+        ..Board::default()
+    };
+    board.place(Chip::Vcpu(0), 3);
+    board.place(Chip::Vcpu(1), 9);
+    let state = State {
+        page: Page::Cpu,
+        board,
+        pin_save_path: out.display().to_string(),
+        ..State::default()
+    };
+    let mut h = support::gui::harness(App::with_snapshot(snap, state), [1400.0, 1400.0]);
+    h.run();
+    h.get_by_label("CPU 3 v0").hover();
+    h.run();
+    h.get_by_label("2 of 2 IRQs may land here (smp_affinity_list), 1 only here");
+    h.get_by_label("The board as XML, kernel line, and apply to a domain").click();
+    h.run();
+    h.get_by_label("Save board XML").click();
+    h.run();
+    let xml = std::fs::read_to_string(&out).unwrap();
+    assert!(xml.contains("<vcpupin vcpu='0' cpuset='3'/>"), "{xml}");
+    assert!(xml.contains("threads='2'"), "CPUs 3 and 9 are one core's threads: {xml}");
+}

@@ -56,6 +56,8 @@ pub struct State {
     pub board: Board,
     /// The domain the board's pinning is applied to.
     pub pin_domain: String,
+    /// Where "Save board XML" writes the fragment.
+    pub pin_save_path: String,
     /// The New VM wizard's choices.
     pub wizard: WizardState,
 }

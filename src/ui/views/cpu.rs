@@ -8,7 +8,7 @@ use crate::ui::app::Command;
 use crate::ui::state::State;
 use crate::ui::views::pin_board::{board_ui, on_cpu};
 use crate::ui::views::wizard::WizardRuntime;
-use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui_with};
+use crate::ui::widgets::topology::{CpuMark, CpuMarks, CpuNotes, topology_ui_with};
 use egui::RichText;
 
 /// The planner's answer for the chosen vCPU count, drawn onto the topology.
@@ -89,6 +89,27 @@ fn plan_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State) -> CpuMarks {
     marks
 }
 
+/// Hover lines per CPU: the device interrupts allowed to land there.
+fn cpu_notes(s: &HostSnapshot) -> CpuNotes {
+    let irqs = &s.system.irq_affinity;
+    let mut notes = CpuNotes::new();
+    if irqs.is_empty() {
+        return notes;
+    }
+    for c in s.topology.online_cpus() {
+        let here = irqs.iter().filter(|a| a.cpus.contains(&c.id)).count();
+        let only = irqs.iter().filter(|a| a.cpus == [c.id]).count();
+        notes.insert(
+            c.id,
+            vec![format!(
+                "{here} of {} IRQs may land here (smp_affinity_list), {only} only here",
+                irqs.len()
+            )],
+        );
+    }
+    notes
+}
+
 pub fn cpu_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
@@ -137,11 +158,12 @@ pub fn cpu_ui(
         board_marks
     };
     ui.separator();
+    let notes = cpu_notes(s);
     let board = &mut state.board;
     egui::ScrollArea::vertical()
         .auto_shrink(false)
         .show(ui, |ui| {
-            topology_ui_with(ui, t, &marks, &mut |ui, cpu, resp| {
+            topology_ui_with(ui, t, &marks, &notes, &mut |ui, cpu, resp| {
                 on_cpu(board, ui, cpu, resp)
             });
         });

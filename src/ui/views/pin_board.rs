@@ -250,6 +250,31 @@ pub fn board_ui(
                     ui.ctx().copy_text(p.kernel.cmdline());
                 }
             });
+            ui.horizontal(|ui| {
+                let l = ui.label("Save the fragment to");
+                ui.add(
+                    egui::TextEdit::singleline(&mut state.pin_save_path)
+                        .hint_text("pinning.xml")
+                        .desired_width(200.0),
+                )
+                .labelled_by(l.id);
+                let ok = !state.pin_save_path.trim().is_empty();
+                if ui
+                    .add_enabled(ok, egui::Button::new("Save board XML"))
+                    .clicked()
+                {
+                    out.push(Command::SaveXml {
+                        xml: xml.clone(),
+                        path: state.pin_save_path.trim().to_string(),
+                    });
+                }
+            });
+            if let Some(r) = &rt.saved {
+                match r {
+                    Ok(m) => ui.label(m),
+                    Err(e) => ui.colored_label(ui.visuals().error_fg_color, e),
+                };
+            }
             ui.label(RichText::new(&xml).monospace().small());
             ui.label(RichText::new(p.kernel.cmdline()).monospace().small());
             ui.horizontal(|ui| {

@@ -32,12 +32,23 @@ pub enum CpuMark {
 
 pub type CpuMarks = std::collections::BTreeMap<u32, CpuMark>;
 
+/// Extra lines for a CPU's hover (what else runs there: IRQs, the board's chips).
+pub type CpuNotes = std::collections::BTreeMap<u32, Vec<String>>;
+
 const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
 
 /// Called for each host CPU's cell after it is drawn (drop targets, drag sources).
 pub type OnCpu<'a> = dyn FnMut(&mut egui::Ui, u32, &egui::Response) + 'a;
 
-fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks, on_cpu: &mut OnCpu<'_>) {
+/// What a core box is drawn with.
+struct Draw<'a, 'b> {
+    marks: &'a CpuMarks,
+    notes: &'a CpuNotes,
+    on_cpu: &'a mut OnCpu<'b>,
+}
+
+fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
+    let marks = d.marks;
     let kind = core.kind.and_then(|k| t.core_kinds.get(k));
     let color = match kind {
         Some(k) if k.efficiency == 0 => E_CORE,
@@ -70,7 +81,8 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks, on_cp
                         (None, false) => text,
                     };
                     let resp = ui.add(egui::Label::new(text).sense(egui::Sense::hover()));
-                    on_cpu(ui, *cpu_id, &resp);
+                    (d.on_cpu)(ui, *cpu_id, &resp);
+                    let notes = d.notes.get(cpu_id);
                     resp.on_hover_ui(|ui| {
                         ui.label(format!(
                             "CPU {cpu_id}, core {} of package {}",
@@ -98,6 +110,9 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, marks: &CpuMarks, on_cp
                                 ui.label("nohz_full: timer tick off when one task runs");
                             }
                         }
+                        for n in notes.into_iter().flatten() {
+                            ui.label(n);
+                        }
                     });
                 }
             });
@@ -118,11 +133,22 @@ fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
 }
 
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
-    topology_ui_with(ui, t, marks, &mut |_, _, _| {});
+    topology_ui_with(ui, t, marks, &CpuNotes::new(), &mut |_, _, _| {});
 }
 
 /// The drawing with a hook on every CPU cell (the pinning board's drops).
-pub fn topology_ui_with(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks, on_cpu: &mut OnCpu<'_>) {
+pub fn topology_ui_with(
+    ui: &mut egui::Ui,
+    t: &Topology,
+    marks: &CpuMarks,
+    notes: &CpuNotes,
+    on_cpu: &mut OnCpu<'_>,
+) {
+    let mut d = Draw {
+        marks,
+        notes,
+        on_cpu,
+    };
     let pkg_fill = ui.visuals().faint_bg_color;
     for pkg in t.layout() {
         boxed(ui, pkg_fill, |ui| {
@@ -161,7 +187,7 @@ pub fn topology_ui_with(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks, on_cp
                                     // A known size lets the row wrap before the box
                                     // instead of squeezing it (256 CPUs stay readable).
                                     ui.allocate_ui(core_box_size(t, core), |ui| {
-                                        core_ui(ui, t, core, marks, on_cpu)
+                                        core_ui(ui, t, core, &mut d)
                                     });
                                 }
                             });

@@ -358,3 +358,34 @@ fn domain_capabilities_parse_from_real_captures() {
     assert_eq!(old.hyperv, None);
     assert!(old.hyperv_supports("stimer"));
 }
+
+#[test]
+fn code43_workaround_and_io_uring_on_request() {
+    let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    let mut c = choices("0b:00.0", Windows::Ten);
+    let plain = new_windows(&prepare(&snap, &c, Some(nested_caps())).unwrap().spec).unwrap();
+    assert!(!plain.xml.contains("<hidden"), "off by default");
+    c.hide_kvm = true;
+    c.io_uring = true;
+    for caps in [nested_caps(), amd_caps()] {
+        let new = new_windows(&prepare(&snap, &c, Some(caps)).unwrap().spec).unwrap();
+        check_schema(&new.xml, "hide_kvm");
+        let doc = Document::parse(&new.xml).unwrap();
+        let f = doc.root.child("features").unwrap();
+        assert_eq!(
+            f.child("kvm")
+                .unwrap()
+                .child("hidden")
+                .unwrap()
+                .attr("state"),
+            Some("on")
+        );
+        let vendor = f.child("hyperv").unwrap().child("vendor_id").unwrap();
+        assert_eq!(vendor.attr("value").map(str::len), Some(12));
+        let disk = doc.root.child("devices").unwrap().child("disk").unwrap();
+        assert_eq!(disk.child("driver").unwrap().attr("io"), Some("io_uring"));
+        let e = new.edits.iter().find(|e| e.path == "features/kvm").unwrap();
+        assert!(e.why.contains("465"), "{e:?}");
+    }
+}

@@ -185,11 +185,15 @@ fn hover_names_the_irqs_and_the_board_saves_its_xml() {
     h.get_by_label("CPU 3 v0").hover();
     h.run();
     h.get_by_label("2 of 2 IRQs may land here (smp_affinity_list), 1 only here");
-    h.get_by_label("The board as XML, kernel line, and apply to a domain").click();
+    h.get_by_label("The board as XML, kernel line, and apply to a domain")
+        .click();
     h.run();
     h.get_by_label("Save board XML").click();
     h.run();
     let xml = std::fs::read_to_string(&out).unwrap();
     assert!(xml.contains("<vcpupin vcpu='0' cpuset='3'/>"), "{xml}");
-    assert!(xml.contains("threads='2'"), "CPUs 3 and 9 are one core's threads: {xml}");
+    assert!(
+        xml.contains("threads='2'"),
+        "CPUs 3 and 9 are one core's threads: {xml}"
+    );
 }

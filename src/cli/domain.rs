@@ -65,6 +65,10 @@ pub struct TuneArgs {
     /// Leave the <cpu> element as it is.
     #[arg(long)]
     pub keep_cpu: bool,
+    /// Hide KVM from the guest (kvm hidden + Hyper-V vendor_id): only NVIDIA
+    /// drivers before 465 need it (Code 43).
+    #[arg(long)]
+    pub hide_kvm: bool,
 }
 
 pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32> {
@@ -115,6 +119,7 @@ fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32>
         cpu_host_passthrough: !args.keep_cpu,
         hyperv: !args.keep_hyperv,
         hyperv_supported,
+        hide_kvm: args.hide_kvm,
         timers: !args.keep_timers,
     };
     let edits = tune(&mut doc, &opts).with_context(|| label.clone())?;

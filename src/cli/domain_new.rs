@@ -76,6 +76,13 @@ pub struct NewArgs {
     /// Leave vCPUs unpinned.
     #[arg(long)]
     pub no_pin: bool,
+    /// Hide KVM from the guest (kvm hidden + Hyper-V vendor_id): only NVIDIA
+    /// drivers before 465 need it (Code 43).
+    #[arg(long)]
+    pub hide_kvm: bool,
+    /// Disk I/O through io_uring instead of native AIO.
+    #[arg(long)]
+    pub io_uring: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -136,6 +143,8 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         network: args.network.clone(),
         spice: !args.no_spice,
         pin: !args.no_pin,
+        hide_kvm: args.hide_kvm,
+        io_uring: args.io_uring,
     };
     let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
     let built = new_windows(&prepared.spec)?;

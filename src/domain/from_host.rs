@@ -28,6 +28,8 @@ pub struct Choices {
     pub network: Network,
     pub spice: bool,
     pub pin: bool,
+    pub hide_kvm: bool,
+    pub io_uring: bool,
 }
 
 impl Default for Choices {
@@ -47,6 +49,8 @@ impl Default for Choices {
             network: Network::Nat,
             spice: true,
             pin: true,
+            hide_kvm: false,
+            io_uring: false,
         }
     }
 }
@@ -171,6 +175,8 @@ pub fn prepare(
             spice: c.spice,
             plan: pin_plan,
             caps,
+            hide_kvm: c.hide_kvm,
+            io_uring: c.io_uring,
         },
         notes,
     })

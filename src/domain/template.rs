@@ -71,6 +71,11 @@ pub struct WindowsSpec {
     pub spice: bool,
     pub plan: Option<PinPlan>,
     pub caps: Option<DomainCaps>,
+    /// Code 43 workaround for old NVIDIA drivers (see `TuneOptions::hide_kvm`).
+    pub hide_kvm: bool,
+    /// `io_uring` instead of `native` AIO for the disk (newer hosts; no
+    /// O_DIRECT alignment limits on some filesystems).
+    pub io_uring: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,9 +182,14 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
         } else {
             ("file", "file")
         };
+        let io = if spec.io_uring { "io_uring" } else { "native" };
         let (target, bus, extra) = match spec.disk_bus {
-            DiskBus::Virtio => ("vda", "virtio", " io='native' discard='unmap' iothread='1'"),
-            DiskBus::Sata => ("sda", "sata", " io='native' discard='unmap'"),
+            DiskBus::Virtio => (
+                "vda",
+                "virtio",
+                format!(" io='{io}' discard='unmap' iothread='1'"),
+            ),
+            DiskBus::Sata => ("sda", "sata", format!(" io='{io}' discard='unmap'")),
         };
         let _ = writeln!(
             x,
@@ -300,6 +310,7 @@ pub fn new_windows(spec: &WindowsSpec) -> Result<NewDomain, TemplateError> {
     let opts = TuneOptions {
         plan: spec.plan.clone(),
         hyperv_supported: spec.caps.as_ref().and_then(|c| c.hyperv.clone()),
+        hide_kvm: spec.hide_kvm,
         ..TuneOptions::default()
     };
     let tuned = tune(&mut doc, &opts).map_err(|e| TemplateError::Internal(e.to_string()))?;

@@ -36,6 +36,9 @@ pub struct TuneOptions {
     /// capabilities); `None` when unknown: then the usual set is used.
     pub hyperv_supported: Option<Vec<String>>,
     pub timers: bool,
+    /// Hide the hypervisor from the guest (kvm hidden + a Hyper-V vendor_id):
+    /// only NVIDIA drivers before 465 need it (Code 43). Off by default.
+    pub hide_kvm: bool,
 }
 
 impl Default for TuneOptions {
@@ -47,6 +50,7 @@ impl Default for TuneOptions {
             hyperv: true,
             hyperv_supported: None,
             timers: true,
+            hide_kvm: false,
         }
     }
 }
@@ -153,6 +157,9 @@ pub fn tune(doc: &mut Document, opts: &TuneOptions) -> Result<Vec<Edit>, TuneErr
     }
     if opts.timers {
         timers(root, &mut edits)?;
+    }
+    if opts.hide_kvm {
+        hide_kvm(root, opts.hyperv_supported.as_deref(), &mut edits)?;
     }
     doc.indent_new_elements();
     Ok(edits)
@@ -363,6 +370,42 @@ fn pin(root: &mut Element, plan: &PinPlan, edits: &mut Vec<Edit>) -> Result<(), 
             .first()
             .cloned()
             .unwrap_or_else(|| "Each vCPU keeps its own host thread and cache.".into()),
+    });
+    Ok(())
+}
+
+fn hide_kvm(
+    root: &mut Element,
+    supported: Option<&[String]>,
+    edits: &mut Vec<Edit>,
+) -> Result<(), TuneError> {
+    let features = need(root.child_or_insert("features"), "features")?;
+    let kvm = need(features.child_or_insert("kvm"), "kvm")?;
+    need(kvm.child_or_insert("hidden"), "hidden")?.set_attr("state", "on");
+    let vendor = supported.is_none_or(|s| s.iter().any(|f| f == "vendor_id"));
+    let passthrough = features
+        .child("hyperv")
+        .is_some_and(|h| h.attr("mode") == Some("passthrough"));
+    if vendor && !passthrough {
+        let hv = need(features.child_or_insert("hyperv"), "hyperv")?;
+        if hv.attr("mode").is_none() {
+            hv.set_attr("mode", "custom");
+        }
+        let v = need(hv.child_or_insert("vendor_id"), "vendor_id")?;
+        v.set_attr("state", "on");
+        // Any 12 characters other than KVM's own signature.
+        if v.attr("value").is_none() {
+            v.set_attr("value", "0123456789ab");
+        }
+    }
+    edits.push(Edit {
+        path: "features/kvm".into(),
+        what: if vendor && !passthrough {
+            "kvm hidden, Hyper-V vendor_id set".into()
+        } else {
+            "kvm hidden".into()
+        },
+        why: "NVIDIA drivers before 465 stopped with Code 43 when they saw a hypervisor; hiding KVM's signature (and Hyper-V's vendor id) lets them load. Newer drivers do not need it.".into(),
     });
     Ok(())
 }

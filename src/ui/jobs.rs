@@ -103,6 +103,7 @@ fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, Strin
         hyperv: false,
         hyperv_supported: None,
         timers: false,
+        hide_kvm: false,
     };
     let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;
     hv.define(&doc.serialize()).map_err(|e| e.to_string())?;

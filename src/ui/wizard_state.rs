@@ -91,6 +91,9 @@ pub struct WizardState {
     /// The bridge or host interface for Bridge / Macvtap.
     pub net_device: String,
     pub spice: bool,
+    /// Code 43 workaround for NVIDIA drivers before 465.
+    pub hide_kvm: bool,
+    pub io_uring: bool,
     /// Where "Define in libvirt" goes; empty = the default for the source.
     pub uri: String,
     /// Where "Save" writes.
@@ -115,6 +118,8 @@ impl Default for WizardState {
             network: NetChoice::Nat,
             net_device: String::new(),
             spice: true,
+            hide_kvm: false,
+            io_uring: false,
             uri: String::new(),
             save_path: String::new(),
         }
@@ -159,6 +164,8 @@ impl WizardState {
             },
             spice: self.spice,
             pin: self.pin,
+            hide_kvm: self.hide_kvm,
+            io_uring: self.io_uring,
         }
     }
 }

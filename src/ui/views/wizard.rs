@@ -287,6 +287,14 @@ fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDoma
         ui.text_edit_singleline(&mut w.name).labelled_by(l.id);
     });
     ui.checkbox(
+        &mut w.hide_kvm,
+        "Hide KVM from the guest (only for NVIDIA drivers before 465: Code 43)",
+    );
+    ui.checkbox(
+        &mut w.io_uring,
+        "Disk I/O through io_uring instead of native AIO",
+    );
+    ui.checkbox(
         &mut w.spice,
         "A SPICE window for the install (remove it once the GPU drives a monitor)",
     );

@@ -94,6 +94,12 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
     settle(&mut h);
     let (_, lines) = h.state().wizard.validation.clone().unwrap();
     assert!(lines.iter().any(|l| l.starts_with("Schema:")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Files: /var/lib/libvirt/images/win11.qcow2 does not exist")),
+        "{lines:?}"
+    );
     if std::env::var_os("CI").is_some() {
         h.get_by_label("Schema: valid for libvirt's domain schema.");
     }
@@ -135,4 +141,26 @@ fn wizard_says_why_it_cannot_build_and_recovers() {
     settle(&mut h);
     h.get_by_label_contains("Define failed:");
     h.get_by_label_contains("what to try");
+}
+
+#[test]
+fn browse_opens_a_file_dialog_or_says_why_not() {
+    let host = support::hosts::good_host();
+    let mut h = wizard_harness(
+        host.path(),
+        WizardState {
+            uri: "test:///default".into(),
+            step: Step::Storage,
+            ..WizardState::default()
+        },
+    );
+    settle(&mut h);
+    h.get_all_by_label("Browse…").next().unwrap().click();
+    settle(&mut h);
+    // No desktop portal here (tests run without a session bus): the field
+    // stays empty and the page says what to do instead.
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
+        assert!(h.state().state.wizard.disk.is_empty());
+        h.get_by_label_contains("this desktop has no xdg-desktop-portal");
+    }
 }

@@ -1,7 +1,7 @@
 //! The app: persisted `State` (data) next to runtime handles (the root, the scan
 //! channel). Views fill `Command`s while drawing; the app runs them afterwards.
 
-use super::jobs::{Job, JobResult, spawn_job};
+use super::jobs::{Job, JobResult, PickField, spawn_job};
 use super::state::{Page, State};
 use super::views::monitor::MonitorView;
 use super::views::wizard::WizardRuntime;
@@ -181,6 +181,7 @@ impl App {
             JobResult::Defined(r) => self.wizard.defined = Some(r),
             JobResult::Applied(r) => self.wizard.applied = Some(r),
             JobResult::Latency(r) => self.monitor.latency = Some(r),
+            JobResult::Picked(field, path) => self.picked(field, path),
         }
     }
 
@@ -220,6 +221,23 @@ impl App {
         let ctx = ctx.clone();
         if let Ok(rx) = spawn(config, stop.clone(), move || ctx.request_repaint()) {
             self.sampler = Some((rx, stop));
+        }
+    }
+
+    /// A file dialog's answer goes into its wizard field.
+    fn picked(&mut self, field: PickField, path: Option<String>) {
+        let Some(path) = path else {
+            self.wizard.pick_note = Some(
+                "No file chosen. If no dialog appeared, this desktop has no xdg-desktop-portal: type the path instead.".into(),
+            );
+            return;
+        };
+        self.wizard.pick_note = None;
+        let w = &mut self.state.wizard;
+        match field {
+            PickField::Disk => w.disk = path,
+            PickField::InstallIso => w.install_iso = path,
+            PickField::VirtioIso => w.virtio_iso = path,
         }
     }
 

@@ -26,6 +26,8 @@ pub enum Job {
         xml: String,
         uri: String,
     },
+    /// A file dialog (the desktop's, through xdg-desktop-portal) for a wizard field.
+    PickFile(PickField),
     /// The timer latency probe on these CPUs for this long.
     Latency {
         cpus: Vec<u32>,
@@ -51,11 +53,65 @@ pub enum JobResult {
     Defined(Result<String, String>),
     Applied(Result<String, String>),
     Latency(Result<Vec<LatencyStats>, String>),
+    /// The chosen path, or None when the dialog was cancelled or could not open.
+    Picked(PickField, Option<String>),
+}
+
+/// Which wizard field a file dialog fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickField {
+    Disk,
+    InstallIso,
+    VirtioIso,
+}
+
+impl PickField {
+    fn dialog(self) -> rfd::FileDialog {
+        let d = rfd::FileDialog::new();
+        match self {
+            PickField::Disk => d
+                .set_title("The VM's disk image")
+                .add_filter("Disk images", &["qcow2", "raw", "img"])
+                .set_directory("/var/lib/libvirt/images"),
+            PickField::InstallIso => d
+                .set_title("The Windows installer ISO")
+                .add_filter("ISO images", &["iso"]),
+            PickField::VirtioIso => d
+                .set_title("The virtio-win driver ISO")
+                .add_filter("ISO images", &["iso"]),
+        }
+    }
+}
+
+/// The files a domain's disks name that are not there (a local define only).
+fn missing_files(doc: &Document) -> Vec<String> {
+    doc.root
+        .child("devices")
+        .into_iter()
+        .flat_map(|d| d.elements())
+        .filter(|e| e.name == "disk")
+        .filter_map(|d| {
+            let s = d.child("source")?;
+            s.attr("file").or_else(|| s.attr("dev")).map(str::to_string)
+        })
+        .filter(|p| !std::path::Path::new(p).exists())
+        .collect()
 }
 
 fn validate(xml: &str, uri: &str) -> JobResult {
     let mut lines = Vec::new();
     let mut ok = true;
+    // Disk paths are the libvirt host's: check them only for a local URI.
+    let local = uri.contains(":///");
+    if let Ok(doc) = Document::parse(xml)
+        .map_err(|_| ())
+        .and_then(|d| if local { Ok(d) } else { Err(()) })
+    {
+        for f in missing_files(&doc) {
+            ok = false;
+            lines.push(format!("Files: {f} does not exist on this machine: the VM will not start until it does (create a disk with `qemu-img create -f qcow2 FILE 128G`)."));
+        }
+    }
     match schema_check(xml) {
         SchemaResult::Valid => lines.push("Schema: valid for libvirt's domain schema.".into()),
         SchemaResult::Invalid(m) => {
@@ -120,6 +176,10 @@ fn run(job: Job) -> JobResult {
             |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
         )),
         Job::Validate { xml, uri } => validate(&xml, &uri),
+        Job::PickFile(field) => JobResult::Picked(
+            field,
+            field.dialog().pick_file().map(|p| p.display().to_string()),
+        ),
         Job::Latency { cpus, seconds } => JobResult::Latency(
             probe(
                 &cpus,

@@ -10,7 +10,7 @@ use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::libvirt::caps::DomainCaps;
 use crate::ui::app::Command;
-use crate::ui::jobs::Job;
+use crate::ui::jobs::{Job, PickField};
 use crate::ui::wizard_state::{HugeChoice, NetChoice, Step, WizardState};
 use egui::{Color32, RichText};
 
@@ -21,6 +21,8 @@ pub struct WizardRuntime {
     pub validation: Option<(bool, Vec<String>)>,
     pub defined: Option<Result<String, String>>,
     pub saved: Option<Result<String, String>>,
+    /// Said when a file dialog gave nothing.
+    pub pick_note: Option<String>,
     /// The CPU page's "apply pinning to domain".
     pub applied: Option<Result<String, String>>,
     pub busy: bool,
@@ -74,7 +76,7 @@ pub fn wizard_ui(
             Step::Gpu => gpu_step(ui, snap, w),
             Step::Cpu => cpu_step(ui, snap, w, built.as_ref().ok()),
             Step::Memory => memory_step(ui, snap, w),
-            Step::Storage => storage_step(ui, snap, w),
+            Step::Storage => storage_step(ui, w, rt, out),
             Step::Network => network_step(ui, w),
             Step::Features => features_step(ui, w, built.as_ref().ok()),
             Step::Review => review_step(ui, w, rt, built.as_ref().ok(), out),
@@ -193,7 +195,14 @@ fn memory_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.weak("Reserved hugepages make guest memory faster (fewer TLB misses) and sure to be there at start; reserve them at boot (hugepages=N) or before starting the VM.");
 }
 
-fn path_row(ui: &mut egui::Ui, label: &str, value: &mut String, live: bool, hint: &str) {
+fn path_row(
+    ui: &mut egui::Ui,
+    label: &str,
+    value: &mut String,
+    hint: &str,
+    field: PickField,
+    out: &mut Vec<Command>,
+) {
     ui.horizontal(|ui| {
         let l = ui.label(label);
         ui.add(
@@ -202,37 +211,54 @@ fn path_row(ui: &mut egui::Ui, label: &str, value: &mut String, live: bool, hint
                 .desired_width(420.0),
         )
         .labelled_by(l.id);
-        let p = value.trim();
-        if live && !p.is_empty() && !std::path::Path::new(p).exists() {
-            ui.colored_label(WARN, "not found");
+        if ui
+            .button("Browse…")
+            .on_hover_text(format!(
+                "Choose the {} in a file dialog",
+                label.to_lowercase()
+            ))
+            .clicked()
+        {
+            out.push(Command::Job(Job::PickFile(field)));
         }
     });
 }
 
-fn storage_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
+fn storage_step(
+    ui: &mut egui::Ui,
+    w: &mut WizardState,
+    rt: &WizardRuntime,
+    out: &mut Vec<Command>,
+) {
     ui.heading("Storage");
-    let live = snap.root == "/";
     path_row(
         ui,
         "Disk image or block device",
         &mut w.disk,
-        live,
         "/var/lib/libvirt/images/win11.qcow2 or /dev/nvme1n1",
+        PickField::Disk,
+        out,
     );
     path_row(
         ui,
         "Windows installer ISO",
         &mut w.install_iso,
-        live,
         "Win11_English_x64.iso",
+        PickField::InstallIso,
+        out,
     );
     path_row(
         ui,
         "virtio-win driver ISO",
         &mut w.virtio_iso,
-        live,
         "virtio-win.iso",
+        PickField::VirtioIso,
+        out,
     );
+    if let Some(n) = &rt.pick_note {
+        ui.colored_label(WARN, n);
+    }
+    ui.weak("Validate (on the Review step) checks that the files exist.");
     ui.label("Disk bus");
     ui.horizontal(|ui| {
         ui.radio_value(

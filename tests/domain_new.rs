@@ -209,7 +209,14 @@ fn hyperv_follows_the_domain_capabilities() {
     };
     let full = names(Some(amd_caps()));
     assert!(full.contains(&"stimer".to_string()) && full.contains(&"synic".to_string()));
-    assert_eq!(full, names(None), "unknown caps: the usual set");
+    // The AMD host's caps list avic: it comes on top of the usual set, and only
+    // when listed (unknown caps give the usual set).
+    assert_eq!(full.last().map(String::as_str), Some("avic"));
+    assert_eq!(
+        full[..full.len() - 1],
+        names(None)[..],
+        "unknown caps: the usual set"
+    );
     // The real nested host offers only spinlocks (and vendor_id).
     assert_eq!(names(Some(nested_caps())), vec!["spinlocks".to_string()]);
     let spec = prepare(&snap, &c, Some(nested_caps())).unwrap().spec;
@@ -388,4 +395,68 @@ fn code43_workaround_and_io_uring_on_request() {
         let e = new.edits.iter().find(|e| e.path == "features/kvm").unwrap();
         assert!(e.why.contains("465"), "{e:?}");
     }
+}
+
+#[test]
+fn a_usb_controller_and_an_sriov_vf_join_the_domain() {
+    let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    let usb = snap
+        .pci_devices
+        .iter()
+        .find(|e| e.device.is_usb_controller() && e.passthrough.verdict != VerdictKind::NotViable)
+        .expect("the X570 has a USB controller that can go");
+    let mut c = choices("0b:00.0", Windows::Eleven);
+    c.devices = vec![usb.device.address.clone()];
+    let new = new_windows(&prepare(&snap, &c, None).unwrap().spec).unwrap();
+    check_schema(&new.xml, "usb controller");
+    let got: BTreeSet<String> = hostdevs(&Document::parse(&new.xml).unwrap())
+        .into_iter()
+        .map(|h| h.0)
+        .collect();
+    for a in usb
+        .passthrough
+        .set
+        .iter()
+        .chain(&["0000:0b:00.0".to_string()])
+    {
+        assert!(got.contains(a), "{a} missing from {got:?}");
+    }
+    // A device that cannot go is refused with the reason.
+    let blocked = snap
+        .pci_devices
+        .iter()
+        .find(|e| e.passthrough.verdict == VerdictKind::NotViable)
+        .unwrap();
+    c.devices = vec![blocked.device.address.clone()];
+    assert!(
+        prepare(&snap, &c, None)
+            .unwrap_err()
+            .contains("cannot be passed through")
+    );
+
+    // An SR-IOV VF of a real ConnectX-4 Lx as the network card.
+    let dir = base_host("mellanox-connectx4lx-vfs-share-group-c246.txt");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    // (A listing has no physfn links; the VF is named as one.)
+    let vf = snap
+        .pci_devices
+        .iter()
+        .find(|e| e.device.display_name().contains("Virtual Function"))
+        .expect("the listing has VFs");
+    let mut c = choices("0b:00.0", Windows::Ten);
+    c.gpu = None;
+    c.network = vfio_assistant::domain::template::Network::Vf(vf.device.address.clone());
+    let new = new_windows(&prepare(&snap, &c, None).unwrap().spec).unwrap();
+    check_schema(&new.xml, "sr-iov vf");
+    assert!(
+        new.xml.contains("<interface type='hostdev' managed='yes'>"),
+        "{}",
+        new.xml
+    );
+    assert!(
+        new.edits
+            .iter()
+            .any(|e| e.what.contains("SR-IOV virtual function"))
+    );
 }

@@ -42,6 +42,10 @@ pub struct NewArgs {
     /// The GPU to pass through (its whole passthrough set goes with it).
     #[arg(long, value_name = "ADDRESS")]
     pub gpu: Option<String>,
+    /// More devices to pass through (a USB controller for keyboard and mouse, a
+    /// sound card); each brings its own passthrough set. Repeat for several.
+    #[arg(long = "device", value_name = "ADDRESS")]
+    pub devices: Vec<String>,
     /// A ROM file for the GPU (only when its own ROM is unusable).
     #[arg(long, value_name = "FILE")]
     pub rom: Option<String>,
@@ -67,7 +71,8 @@ pub struct NewArgs {
     pub hugepages: Option<HugepagesArg>,
     #[arg(long, value_enum, default_value = "11")]
     pub windows: WindowsArg,
-    /// nat (libvirt's default network), bridge:BR, macvtap:DEV or none.
+    /// nat (libvirt's default network), bridge:BR, macvtap:DEV, vf:ADDRESS (an
+    /// SR-IOV virtual function) or none.
     #[arg(long, default_value = "nat", value_parser = parse_network)]
     pub network: Network,
     /// No SPICE display (once the GPU drives a monitor).
@@ -97,8 +102,11 @@ fn parse_network(s: &str) -> Result<Network, String> {
         None if s == "none" => Ok(Network::None),
         Some(("bridge", br)) if !br.is_empty() => Ok(Network::Bridge(br.into())),
         Some(("macvtap", dev)) if !dev.is_empty() => Ok(Network::Macvtap(dev.into())),
+        Some(("vf", addr)) if crate::domain::hostdev::PciAddr::parse(addr).is_some() => {
+            Ok(Network::Vf(addr.into()))
+        }
         _ => Err(format!(
-            "{s:?}: use nat, none, bridge:BRIDGE or macvtap:INTERFACE"
+            "{s:?}: use nat, none, bridge:BRIDGE, macvtap:INTERFACE or vf:PCI-ADDRESS"
         )),
     }
 }
@@ -125,6 +133,7 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
             WindowsArg::Eleven => Windows::Eleven,
         },
         gpu: args.gpu.clone(),
+        devices: args.devices.clone(),
         gpu_rom: args.rom.clone(),
         vcpus: args.vcpus,
         memory_mib: args.memory,

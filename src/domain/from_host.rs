@@ -15,6 +15,8 @@ pub struct Choices {
     pub name: String,
     pub windows: Windows,
     pub gpu: Option<String>,
+    /// More devices to pass through (USB controllers, sound cards).
+    pub devices: Vec<String>,
     pub gpu_rom: Option<String>,
     pub vcpus: usize,
     pub memory_mib: u64,
@@ -38,6 +40,7 @@ impl Default for Choices {
             name: "win11".into(),
             windows: Windows::Eleven,
             gpu: None,
+            devices: Vec::new(),
             gpu_rom: None,
             vcpus: 4,
             memory_mib: 8192,
@@ -116,7 +119,22 @@ pub fn prepare(
         gpu_set = v.set.clone();
         gpu_node = entry.device.numa_node;
     } else {
-        notes.push("No GPU given (--gpu): the domain has no passthrough device.".into());
+        notes.push("No GPU given (--gpu): the domain has no GPU passed through.".into());
+    }
+    for extra in &c.devices {
+        let addr = full_address(extra.trim());
+        let entry = snap
+            .device(&addr)
+            .ok_or_else(|| format!("{extra}: no PCI device with this address on this host"))?;
+        let v = &entry.passthrough;
+        if v.verdict == VerdictKind::NotViable {
+            return Err(format!("{addr} cannot be passed through: {}", v.reason));
+        }
+        for a in &v.set {
+            if !gpu_set.contains(a) {
+                gpu_set.push(a.clone());
+            }
+        }
     }
     let pin_plan = if c.pin {
         let req = PinRequest {

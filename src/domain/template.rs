@@ -48,6 +48,9 @@ pub enum Network {
     Bridge(String),
     /// macvtap on a host interface (the host itself cannot reach the guest).
     Macvtap(String),
+    /// An SR-IOV virtual function (PCI address) handed to the guest: the NIC's
+    /// own hardware, no host networking in the path.
+    Vf(String),
     None,
 }
 
@@ -246,9 +249,24 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
             "direct",
             format!("<source dev='{}' mode='bridge'/>", esc(dev)),
         )),
+        Network::Vf(addr) => {
+            if let Some(a) = super::hostdev::PciAddr::parse(addr) {
+                let _ = writeln!(
+                    x,
+                    "    <interface type='hostdev' managed='yes'>\n      <source>\n        <address type='pci' domain='0x{:04x}' bus='0x{:02x}' slot='0x{:02x}' function='0x{:x}'/>\n      </source>\n    </interface>",
+                    a.domain, a.bus, a.slot, a.function
+                );
+            }
+        }
         Network::None => {}
     }
-    if spec.network != Network::None {
+    if let Network::Vf(addr) = &spec.network {
+        edits.push(edit(
+            "devices/interface",
+            format!("SR-IOV virtual function {addr} as the network card"),
+            "The guest drives a slice of the real NIC: no host bridge, no vhost thread, the lowest latency; Windows needs the NIC vendor's VF driver.",
+        ));
+    } else if spec.network != Network::None {
         edits.push(edit(
             "devices/interface",
             format!("virtio network with vhost, {queues} queues"),

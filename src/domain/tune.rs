@@ -257,6 +257,11 @@ fn hyperv(
         set(el, extra);
         names.push(*name);
     }
+    // AVIC (AMD) only when the host's capabilities list it: unknown is not yes.
+    if supported.is_some_and(|s| s.iter().any(|f| f == "avic")) {
+        need(hv.child_or_insert("avic"), "avic")?.set_attr("state", "on");
+        names.push("avic");
+    }
     if names.is_empty() {
         features.remove_children("hyperv");
     }
@@ -305,7 +310,7 @@ fn timers(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
     edits.push(Edit {
         path: "clock".into(),
         what: "rtc catchup, pit delay, hpet off, hypervclock on".into(),
-        why: "Windows keeps time from the Hyper-V clock; the emulated HPET is slow and a source of DPC latency, and lost PIT/RTC ticks are replayed instead of skewing time.".into(),
+        why: "Windows keeps time from the Hyper-V clock; the emulated HPET is slow and a source of DPC latency, and lost PIT/RTC ticks are replayed instead of skewing time. (The documented alternative on a host with a stable, invariant TSC: <timer name='tsc' present='yes' mode='native'/> instead of hypervclock.)".into(),
     });
     Ok(())
 }

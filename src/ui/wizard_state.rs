@@ -68,6 +68,8 @@ pub enum NetChoice {
     Nat,
     Bridge,
     Macvtap,
+    /// An SR-IOV virtual function (`net_device` holds its PCI address).
+    Vf,
     Off,
 }
 
@@ -78,6 +80,8 @@ pub struct WizardState {
     pub name: String,
     pub windows11: bool,
     pub gpu: Option<String>,
+    /// More devices to pass through (USB controllers, sound cards).
+    pub devices: Vec<String>,
     pub vcpus: usize,
     pub pin: bool,
     pub memory_gib: u64,
@@ -107,6 +111,7 @@ impl Default for WizardState {
             name: "win11".into(),
             windows11: true,
             gpu: None,
+            devices: Vec::new(),
             vcpus: 4,
             pin: true,
             memory_gib: 16,
@@ -141,6 +146,7 @@ impl WizardState {
                 Windows::Ten
             },
             gpu: self.gpu.clone(),
+            devices: self.devices.clone(),
             gpu_rom: None,
             vcpus: self.vcpus.max(1),
             memory_mib: self.memory_gib.max(1).saturating_mul(1024),
@@ -160,6 +166,7 @@ impl WizardState {
                 NetChoice::Nat => Network::Nat,
                 NetChoice::Bridge => Network::Bridge(self.net_device.trim().to_string()),
                 NetChoice::Macvtap => Network::Macvtap(self.net_device.trim().to_string()),
+                NetChoice::Vf => Network::Vf(self.net_device.trim().to_string()),
                 NetChoice::Off => Network::None,
             },
             spice: self.spice,

@@ -116,6 +116,38 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
             }
         });
     }
+    let gpu_set: Vec<String> = w
+        .gpu
+        .as_ref()
+        .and_then(|g| snap.device(g))
+        .map(|e| e.passthrough.set.clone())
+        .unwrap_or_default();
+    let extras: Vec<_> = snap
+        .pci_devices
+        .iter()
+        .filter(|e| e.device.is_usb_controller() || e.device.class_subclass() == 0x0403)
+        .filter(|e| e.passthrough.verdict != VerdictKind::NotViable)
+        .filter(|e| !gpu_set.contains(&e.device.address))
+        .collect();
+    if !extras.is_empty() {
+        ui.label(RichText::new("Also pass through").strong()).on_hover_text(
+            "A whole USB controller gives the VM its own ports (keyboard, mouse, headset) with no USB redirection; a sound card gives it its own audio.",
+        );
+        for e in extras {
+            let addr = &e.device.address;
+            let mut on = w.devices.contains(addr);
+            if ui
+                .checkbox(&mut on, format!("{addr}  {}", e.device.display_name()))
+                .changed()
+            {
+                if on {
+                    w.devices.push(addr.clone());
+                } else {
+                    w.devices.retain(|d| d != addr);
+                }
+            }
+        }
+    }
     if ui
         .radio(
             w.gpu.is_none(),
@@ -289,13 +321,21 @@ fn network_step(ui: &mut egui::Ui, w: &mut WizardState) {
         NetChoice::Macvtap,
         "macvtap on a host interface: on the LAN without a bridge, but host and VM cannot talk",
     );
+    ui.radio_value(
+        &mut w.network,
+        NetChoice::Vf,
+        "An SR-IOV virtual function of the NIC (PCI address): the NIC's own hardware, lowest latency",
+    );
     ui.radio_value(&mut w.network, NetChoice::Off, "No network");
-    if matches!(w.network, NetChoice::Bridge | NetChoice::Macvtap) {
+    if matches!(
+        w.network,
+        NetChoice::Bridge | NetChoice::Macvtap | NetChoice::Vf
+    ) {
         ui.horizontal(|ui| {
-            let l = ui.label(if w.network == NetChoice::Bridge {
-                "Bridge"
-            } else {
-                "Interface"
+            let l = ui.label(match w.network {
+                NetChoice::Bridge => "Bridge",
+                NetChoice::Vf => "Virtual function (PCI address)",
+                _ => "Interface",
             });
             ui.text_edit_singleline(&mut w.net_device).labelled_by(l.id);
         });

@@ -460,3 +460,29 @@ fn a_usb_controller_and_an_sriov_vf_join_the_domain() {
             .any(|e| e.what.contains("SR-IOV virtual function"))
     );
 }
+
+#[test]
+fn virtio_scsi_puts_the_disk_on_a_controller_with_its_iothread() {
+    let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    let mut c = choices("0b:00.0", Windows::Eleven);
+    c.disk = Some("/dev/nvme1n1".into());
+    c.disk_bus = Some(vfio_assistant::domain::template::DiskBus::Scsi);
+    let new = new_windows(&prepare(&snap, &c, None).unwrap().spec).unwrap();
+    check_schema(&new.xml, "virtio-scsi");
+    let doc = Document::parse(&new.xml).unwrap();
+    let devs = doc.root.child("devices").unwrap();
+    let ctl = devs
+        .elements()
+        .find(|e| e.name == "controller" && e.attr("model") == Some("virtio-scsi"))
+        .unwrap();
+    assert_eq!(ctl.child("driver").unwrap().attr("iothread"), Some("1"));
+    let disk = devs.child("disk").unwrap();
+    assert_eq!(disk.attr("type"), Some("block"));
+    assert_eq!(disk.child("target").unwrap().attr("bus"), Some("scsi"));
+    assert!(
+        new.edits
+            .iter()
+            .any(|e| e.what.starts_with("virtio-scsi disk"))
+    );
+}

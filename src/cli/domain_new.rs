@@ -32,6 +32,7 @@ pub enum HugepagesArg {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BusArg {
     Virtio,
+    Scsi,
     Sata,
 }
 
@@ -57,7 +58,8 @@ pub struct NewArgs {
     /// Disk image file or block device (/dev/…).
     #[arg(long, value_name = "PATH")]
     pub disk: Option<String>,
-    /// Disk bus (default: virtio with --virtio-iso, SATA without).
+    /// Disk bus: virtio (virtio-blk), scsi (virtio-scsi) or sata (default: virtio
+    /// with --virtio-iso, SATA without).
     #[arg(long, value_enum)]
     pub disk_bus: Option<BusArg>,
     /// The Windows installer ISO.
@@ -145,6 +147,7 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         disk: args.disk.clone(),
         disk_bus: args.disk_bus.map(|b| match b {
             BusArg::Virtio => DiskBus::Virtio,
+            BusArg::Scsi => DiskBus::Scsi,
             BusArg::Sata => DiskBus::Sata,
         }),
         install_iso: args.iso.clone(),

@@ -40,6 +40,7 @@ fn bump(text: &str, label: &str, col: usize, by: i64) -> String {
     let mut i = parse_interrupts(text);
     for r in &mut i.rows {
         if r.label == label {
+            let r = std::sync::Arc::make_mut(r);
             r.per_cpu[col] = (r.per_cpu[col] as i64 + by) as u64;
         }
     }

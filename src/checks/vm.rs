@@ -12,7 +12,7 @@ use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
 use crate::libvirt::{DomainState, Hypervisor};
 use crate::monitor::rates::{Rates, rates};
-use crate::monitor::sample::{read_host, read_threads};
+use crate::monitor::sample::{read_host_after, read_threads};
 use crate::monitor::vm::{find_vm, kvm_counters};
 use crate::parse::interrupts::{VfioIrqMode, parse_interrupts, vfio_irqs};
 use crate::parse::qmp::parse_status;
@@ -53,17 +53,17 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
     let (rates, rates_problem) = if active {
         match find_vm(hv, root, name) {
             Ok(vm) => {
-                let sample = |root: &HostRoot| {
-                    let mut s = read_host(root);
+                let sample = |root: &HostRoot, prev: Option<&crate::monitor::sample::Sample>| {
+                    let mut s = read_host_after(root, prev);
                     read_threads(root, &vm, &mut s);
                     if let Ok(k) = kvm_counters(hv, &vm) {
                         s.kvm = k;
                     }
                     s
                 };
-                let a = sample(root);
+                let a = sample(root, None);
                 std::thread::sleep(window);
-                let b = sample(root);
+                let b = sample(root, Some(&a));
                 (Some(rates(&a, &b, Some(&vm))), None)
             }
             Err(e) => (None, Some(e)),

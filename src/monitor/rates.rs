@@ -3,9 +3,10 @@
 //! zero for that sample and a note, never a huge number.
 
 use super::sample::{Sample, VmThreads};
-use crate::parse::interrupts::{VfioIrqMode, vfio_irqs};
+use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_irqs};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceRate {
@@ -115,18 +116,20 @@ fn interrupts(
     let (Some(a), Some(b)) = (&prev.interrupts, &cur.interrupts) else {
         return;
     };
-    let before: HashMap<&str, &[u64]> = a
-        .rows
-        .iter()
-        .map(|row| (row.label.as_str(), row.per_cpu.as_slice()))
-        .collect();
+    let before: HashMap<&str, &Arc<InterruptRow>> =
+        a.rows.iter().map(|row| (row.label.as_str(), row)).collect();
     let vfio: HashMap<String, VfioIrqMode> =
         vfio_irqs(b).into_iter().map(|v| (v.irq, v.mode)).collect();
     let mut per_cpu = vec![0u64; b.cpus.len()];
     for row in &b.rows {
-        let Some(old) = before.get(row.label.as_str()) else {
+        let Some(old_row) = before.get(row.label.as_str()) else {
             continue;
         };
+        // The same row (its line did not change): nothing moved.
+        if Arc::ptr_eq(old_row, row) {
+            continue;
+        }
+        let old = old_row.per_cpu.as_slice();
         let mut total = 0u64;
         let mut cpus = Vec::new();
         for (i, &now) in row.per_cpu.iter().enumerate() {

@@ -3,12 +3,13 @@
 //! they ran, run and wait time, context switches) and KVM's per-vCPU counters.
 //! A source that cannot be read yields nothing and a reason in `problems`.
 
-use crate::parse::interrupts::{Interrupts, parse_interrupts};
+use crate::parse::interrupts::{Interrupts, parse_interrupts_reusing};
 use crate::parse::procstat::{CpuTimes, parse_cpu_times};
 use crate::parse::task::{parse_ctxt_switches, parse_schedstat, parse_task_stat};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A running VM's threads and pinning, found once (see `vm.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,6 +42,10 @@ pub struct Sample {
     /// CLOCK_MONOTONIC in nanoseconds when the sample was taken.
     pub t_ns: u64,
     pub interrupts: Option<Interrupts>,
+    /// The text `interrupts` came from, so the next sample can reuse the rows
+    /// whose lines did not change.
+    #[serde(skip)]
+    pub interrupts_text: Option<Arc<str>>,
     pub cpu_times: Vec<CpuTimes>,
     /// (CPU, current kHz).
     pub freq_khz: Vec<(u32, u64)>,
@@ -70,12 +75,22 @@ pub fn monotonic_ns() -> u64 {
 
 /// Interrupts, CPU times and frequencies.
 pub fn read_host(root: &HostRoot) -> Sample {
+    read_host_after(root, None)
+}
+
+/// `read_host`, reusing what did not change since `prev`.
+pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
     let mut s = Sample {
         t_ns: monotonic_ns(),
         ..Sample::default()
     };
     match root.read_text(&HostPath::proc("interrupts")) {
-        Ok(t) => s.interrupts = Some(parse_interrupts(&t)),
+        Ok(t) => {
+            let old =
+                prev.and_then(|p| Some((p.interrupts_text.as_deref()?, p.interrupts.as_ref()?)));
+            s.interrupts = Some(parse_interrupts_reusing(&t, old));
+            s.interrupts_text = Some(Arc::from(t));
+        }
         Err(e) => s.problems.push(format!("interrupts: {e}")),
     }
     match root.read_text(&HostPath::proc("stat")) {

@@ -5,7 +5,7 @@
 //! monitor goes on. It stops when told to or when nobody listens any more.
 
 use super::rates::{Rates, rates};
-use super::sample::{Sample, VmThreads, read_host, read_threads};
+use super::sample::{Sample, VmThreads, read_host_after, read_threads};
 use super::vm::{find_vm, kvm_counters};
 use crate::libvirt::{Hypervisor, Libvirt};
 use crate::sysroot::HostRoot;
@@ -90,7 +90,7 @@ impl Monitor {
             self.look_up_vm();
         }
         self.since_lookup = self.since_lookup.wrapping_add(1);
-        let mut s = read_host(&self.config.root);
+        let mut s = read_host_after(&self.config.root, self.prev.as_ref());
         if let Some(vm) = &self.vm {
             read_threads(&self.config.root, vm, &mut s);
             if s.threads.is_empty() {

@@ -4,6 +4,7 @@
 //! `vfio-intx(0000:06:00.0)`, `vfio-msi[0](…)`, `vfio-msix[3](…)`.
 
 use serde::Serialize;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InterruptRow {
@@ -25,7 +26,9 @@ impl InterruptRow {
 pub struct Interrupts {
     /// CPU numbers of the columns (from the header; 0..n when there is none).
     pub cpus: Vec<u32>,
-    pub rows: Vec<InterruptRow>,
+    /// Shared, so that a row whose line did not change between two samples is
+    /// the same row (see `parse_interrupts_reusing`).
+    pub rows: Vec<Arc<InterruptRow>>,
 }
 
 /// The counts after `label:` on one line, and where the description starts.
@@ -62,14 +65,29 @@ fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize
 }
 
 pub fn parse_interrupts(text: &str) -> Interrupts {
+    parse_interrupts_reusing(text, None)
+}
+
+/// `parse_interrupts`, reusing the rows of `prev` (parsed from `prev_text`)
+/// whose line is byte-for-byte the same: between two samples most of a big
+/// host's lines do not change, and comparing bytes is much cheaper than
+/// parsing 256 numbers. A changed header (CPU hot-plug) disables the reuse.
+pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -> Interrupts {
     let mut out = Interrupts::default();
     let mut columns: Option<usize> = None;
+    let mut prev = prev;
+    let mut prev_lines = prev.map(|(t, _)| t.lines());
     for line in text.lines() {
+        let old_line = prev_lines.as_mut().and_then(|l| l.next());
+        let same = old_line == Some(line);
         let t = line.trim();
         if t.is_empty() {
             continue;
         }
         if columns.is_none() && t.starts_with("CPU") {
+            if !same {
+                prev = None;
+            }
             out.cpus = t
                 .split_whitespace()
                 .filter_map(|c| c.strip_prefix("CPU").and_then(|n| n.parse().ok()))
@@ -84,6 +102,14 @@ pub fn parse_interrupts(text: &str) -> Interrupts {
         if label.contains(char::is_whitespace) {
             continue;
         }
+        if same
+            && let Some(row) = prev
+                .and_then(|(_, p)| p.rows.get(out.rows.len()))
+                .filter(|r| r.label == label)
+        {
+            out.rows.push(Arc::clone(row));
+            continue;
+        }
         let (per_cpu, desc_at) = counts(t.as_bytes(), colon + 1, columns);
         let rest = t.get(desc_at..).unwrap_or("");
         let description = if rest.contains("  ") || rest.contains('\t') {
@@ -91,11 +117,11 @@ pub fn parse_interrupts(text: &str) -> Interrupts {
         } else {
             rest.to_string()
         };
-        out.rows.push(InterruptRow {
+        out.rows.push(Arc::new(InterruptRow {
             label: label.to_string(),
             per_cpu,
             description,
-        });
+        }));
     }
     if out.cpus.is_empty() {
         let widest = out.rows.iter().map(|r| r.per_cpu.len()).max().unwrap_or(0);
@@ -162,6 +188,38 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    #[test]
+    fn unchanged_lines_reuse_their_rows() {
+        let a = listing("intel-n100-minipc-proc-interrupts.txt");
+        let pa = parse_interrupts(&a);
+        // One line changes.
+        let b = a.replace("Local timer interrupts", "Local timer interrupts!");
+        assert_ne!(a, b);
+        let pb = parse_interrupts_reusing(&b, Some((&a, &pa)));
+        assert_eq!(pb, parse_interrupts(&b), "same result as a full parse");
+        let shared = pa
+            .rows
+            .iter()
+            .zip(&pb.rows)
+            .filter(|(x, y)| Arc::ptr_eq(x, y))
+            .count();
+        assert_eq!(
+            shared,
+            pa.rows.len() - 1,
+            "all rows but the changed one are reused"
+        );
+        // A different header (CPU hot-plug) parses everything again.
+        let c = a.replacen("CPU3", "CPU4", 1);
+        let pc = parse_interrupts_reusing(&c, Some((&a, &pa)));
+        assert!(
+            pc.rows
+                .iter()
+                .zip(&pa.rows)
+                .all(|(x, y)| !Arc::ptr_eq(x, y))
+        );
+        assert_eq!(pc, parse_interrupts(&c));
     }
 
     #[test]

@@ -45,16 +45,23 @@ pub struct Sample {
     /// The text `interrupts` came from, so the next sample can reuse the rows
     /// whose lines did not change.
     #[serde(skip)]
-    pub interrupts_text: Option<Arc<str>>,
+    pub interrupts_text: Option<Arc<String>>,
     pub cpu_times: Vec<CpuTimes>,
     /// (CPU, current kHz).
     pub freq_khz: Vec<(u32, u64)>,
+    /// When `freq_khz` was read (it is carried over between samples: one sysfs
+    /// file per CPU is the dearest part of a sample on a big host).
+    #[serde(skip)]
+    pub freq_t_ns: u64,
     pub threads: Vec<ThreadSample>,
     /// (vCPU index, counter name, value): KVM's own counters.
     pub kvm: Vec<(u32, String, u64)>,
     /// "source: why" for each source that gave nothing.
     pub problems: Vec<String>,
 }
+
+/// How often the per-CPU frequencies are read again.
+const FREQ_EVERY_NS: u64 = 1_000_000_000;
 
 /// CLOCK_MONOTONIC now, in nanoseconds.
 pub fn monotonic_ns() -> u64 {
@@ -86,10 +93,10 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
     };
     match root.read_text(&HostPath::proc("interrupts")) {
         Ok(t) => {
-            let old =
-                prev.and_then(|p| Some((p.interrupts_text.as_deref()?, p.interrupts.as_ref()?)));
+            let old = prev
+                .and_then(|p| Some((p.interrupts_text.as_ref()?.as_str(), p.interrupts.as_ref()?)));
             s.interrupts = Some(parse_interrupts_reusing(&t, old));
-            s.interrupts_text = Some(Arc::from(t));
+            s.interrupts_text = Some(Arc::new(t));
         }
         Err(e) => s.problems.push(format!("interrupts: {e}")),
     }
@@ -97,6 +104,13 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
         Ok(t) => s.cpu_times = parse_cpu_times(&t),
         Err(e) => s.problems.push(format!("CPU time: {e}")),
     }
+    // Frequencies move slowly next to interrupts: read them once a second.
+    if let Some(p) = prev.filter(|p| s.t_ns.saturating_sub(p.freq_t_ns) < FREQ_EVERY_NS) {
+        s.freq_khz = p.freq_khz.clone();
+        s.freq_t_ns = p.freq_t_ns;
+        return s;
+    }
+    s.freq_t_ns = s.t_ns;
     for c in &s.cpu_times {
         let p = HostPath::sys(&format!(
             "devices/system/cpu/cpu{}/cpufreq/scaling_cur_freq",

@@ -164,3 +164,24 @@ fn browse_opens_a_file_dialog_or_says_why_not() {
         h.get_by_label_contains("this desktop has no xdg-desktop-portal");
     }
 }
+
+#[test]
+fn the_disk_bus_choice_reaches_the_xml() {
+    let host = support::hosts::good_host();
+    let mut h = wizard_harness(
+        host.path(),
+        WizardState {
+            uri: "test:///default".into(),
+            step: Step::Storage,
+            disk: "/dev/nvme1n1".into(),
+            ..WizardState::default()
+        },
+    );
+    settle(&mut h);
+    h.get_by_label("virtio-scsi").click();
+    h.run();
+    h.state_mut().state.wizard.step = Step::Review;
+    settle(&mut h);
+    h.get_by_label_contains("<controller type='scsi' index='0' model='virtio-scsi'>");
+    h.get_by_label_contains("<target dev='sda' bus='scsi'/>");
+}

@@ -35,7 +35,7 @@ impl Hugepages {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DiskBus {
     Virtio,
     /// virtio-scsi: TRIM/UNMAP passed through, many disks on one controller.

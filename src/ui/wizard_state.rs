@@ -88,7 +88,7 @@ pub struct WizardState {
     pub hugepages: HugeChoice,
     pub disk: String,
     /// `None`: virtio with the virtio-win ISO, SATA without.
-    pub disk_virtio: Option<bool>,
+    pub disk_bus: Option<DiskBus>,
     pub install_iso: String,
     pub virtio_iso: String,
     pub network: NetChoice,
@@ -117,7 +117,7 @@ impl Default for WizardState {
             memory_gib: 16,
             hugepages: HugeChoice::Auto,
             disk: String::new(),
-            disk_virtio: None,
+            disk_bus: None,
             install_iso: String::new(),
             virtio_iso: String::new(),
             network: NetChoice::Nat,
@@ -157,9 +157,7 @@ impl WizardState {
                 HugeChoice::Off => Some(Hugepages::None),
             },
             disk: non_empty(&self.disk),
-            disk_bus: self
-                .disk_virtio
-                .map(|v| if v { DiskBus::Virtio } else { DiskBus::Sata }),
+            disk_bus: self.disk_bus,
             install_iso: non_empty(&self.install_iso),
             virtio_iso: non_empty(&self.virtio_iso),
             network: match self.network {

@@ -5,7 +5,7 @@
 //! defines it or saves it to a file.
 
 use crate::domain::from_host::prepare;
-use crate::domain::template::{NewDomain, new_windows};
+use crate::domain::template::{DiskBus, NewDomain, new_windows};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::libvirt::caps::DomainCaps;
@@ -294,14 +294,15 @@ fn storage_step(
     ui.label("Disk bus");
     ui.horizontal(|ui| {
         ui.radio_value(
-            &mut w.disk_virtio,
+            &mut w.disk_bus,
             None,
             "Automatic (virtio with the driver ISO, else SATA)",
         );
-        ui.radio_value(&mut w.disk_virtio, Some(true), "virtio");
-        ui.radio_value(&mut w.disk_virtio, Some(false), "SATA");
+        ui.radio_value(&mut w.disk_bus, Some(DiskBus::Virtio), "virtio");
+        ui.radio_value(&mut w.disk_bus, Some(DiskBus::Scsi), "virtio-scsi");
+        ui.radio_value(&mut w.disk_bus, Some(DiskBus::Sata), "SATA");
     });
-    ui.weak("virtio is the fast one, but Windows setup only sees a virtio disk with the viostor driver from the virtio-win ISO.");
+    ui.weak("virtio is the fast one; virtio-scsi also passes TRIM through and carries many disks. Windows setup sees either only with its driver (viostor / vioscsi) from the virtio-win ISO.");
 }
 
 fn network_step(ui: &mut egui::Ui, w: &mut WizardState) {

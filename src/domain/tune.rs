@@ -57,7 +57,16 @@ impl Default for TuneOptions {
 
 /// The Hyper-V enlightenments Windows uses, with what each spares the VM.
 /// (Without the host's domain capabilities, this is the set libvirt and QEMU
-/// have supported for years; evmcs/avic depend on the host and are left out.)
+/// have supported for years.) With capabilities, anything the host does not
+/// list is left out (and whatever needs it: synic/stimer/tlbflush/ipi need
+/// vpindex), and `avic` is added when listed (AMD). Deliberately not set:
+/// `evmcs` (only for a hypervisor nested inside the guest — WSL2, VBS — and it
+/// needs VMX exposed), `reenlightenment` (for live migration, which a VM with a
+/// passed-through GPU cannot do), `vendor_id` (only with `hide_kvm`). Other
+/// choices written down here: `<memoryBacking><locked/>` is not set, because
+/// VFIO pins all guest memory anyway and `locked` needs a memtune hard_limit;
+/// the CPUID hypervisor bit is not cleared, because Windows then stops using
+/// these enlightenments; invtsc comes with `migratable='off'` host-passthrough.
 /// (element, extra attributes, what it spares the VM).
 pub type Enlightenment = (
     &'static str,

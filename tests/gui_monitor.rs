@@ -89,3 +89,34 @@ fn the_latency_probe_runs_from_the_page() {
     // A new sampler keeps the probe's answer.
     assert!(h.state().is_monitoring());
 }
+
+#[test]
+fn troubleshoot_reads_a_real_guest() {
+    let Some(hv) = support::vm::system() else {
+        return;
+    };
+    if !support::vm::kvm_guest_possible(2) {
+        return;
+    }
+    let guest = support::vm::running_guest(&hv, "tsh", &[0, 1]);
+    let state = State {
+        page: Page::Troubleshoot,
+        symptom: Some("stutter".into()),
+        doctor_domain: guest.1.clone(),
+        ..State::default()
+    };
+    let app = App::with_source(Source::Live, state, || {});
+    let mut h = support::gui::harness(app, [1200.0, 1400.0]);
+    wait_for(&mut h, 30, |a| a.snapshot.is_some());
+    h.get_by_label("Read the VM").click();
+    wait_for(&mut h, 30, |a| a.vm_findings.is_some() && !a.is_busy());
+    let found = h.state().vm_findings.clone().unwrap().unwrap();
+    assert!(found.iter().any(|f| f.id == "vm.pinning"), "{found:#?}");
+    h.get_by_label_contains("findings about the VM included");
+    // vCPU 0 on CPU 0: a likely cause, shown with the host's findings.
+    assert!(
+        h.get_all_by_label_contains("The pinning has 1 problem(s)")
+            .next()
+            .is_some()
+    );
+}

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// Something a view asks the app to do after drawing.
 #[must_use]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Command {
     Rescan,
     ShowPage(Page),
@@ -34,6 +34,8 @@ pub enum Command {
     },
     /// (Re)start the monitor's sampler.
     StartMonitor,
+    /// Read this libvirt domain for the Troubleshoot page.
+    ProbeVm(String),
 }
 
 pub struct App {
@@ -54,6 +56,8 @@ pub struct App {
     job: Option<Receiver<JobResult>>,
     /// The URI whose domain capabilities were asked for.
     caps_asked: Option<String>,
+    /// The Troubleshoot page's domain findings (or why there are none).
+    pub vm_findings: Option<Result<Vec<Finding>, String>>,
     /// The Monitor page's data and its sampler (running only while the page shows).
     pub monitor: MonitorView,
     sampler: Option<(Receiver<Update>, Arc<AtomicBool>)>,
@@ -117,6 +121,7 @@ impl App {
             caps_asked: None,
             monitor: MonitorView::new(),
             sampler: None,
+            vm_findings: None,
             commands: Vec::new(),
         }
     }
@@ -149,6 +154,7 @@ impl App {
             caps_asked: None,
             monitor: MonitorView::new(),
             sampler: None,
+            vm_findings: None,
             commands: Vec::new(),
         }
     }
@@ -182,6 +188,7 @@ impl App {
             JobResult::Applied(r) => self.wizard.applied = Some(r),
             JobResult::Latency(r) => self.monitor.latency = Some(r),
             JobResult::Picked(field, path) => self.picked(field, path),
+            JobResult::VmFindings(r) => self.vm_findings = Some(r),
         }
     }
 
@@ -335,9 +342,14 @@ impl App {
                     &mut out,
                 ),
                 Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &self.wizard, &mut out),
-                Page::Troubleshoot => {
-                    views::troubleshoot::troubleshoot_ui(ui, &self.findings, &mut self.state)
-                }
+                Page::Troubleshoot => views::troubleshoot::troubleshoot_ui(
+                    ui,
+                    &self.findings,
+                    self.vm_findings.as_ref(),
+                    self.job.is_some(),
+                    &mut self.state,
+                    &mut out,
+                ),
                 Page::Monitor => {
                     if self.sampler.is_none() && self.root.is_some() {
                         out.push(Command::StartMonitor);
@@ -388,6 +400,19 @@ impl App {
                 self.state.page = p;
             }
             Command::StartMonitor => self.start_monitor(ctx),
+            Command::ProbeVm(domain) => {
+                let root = self.root.clone().unwrap_or_else(HostRoot::live);
+                if let Some(snapshot) = self.snapshot.clone() {
+                    self.vm_findings = None;
+                    let job = Job::ProbeVm {
+                        domain,
+                        uri: self.wizard_uri(),
+                        root,
+                        snapshot,
+                    };
+                    self.run(Command::Job(job), ctx);
+                }
+            }
             Command::ShowDevice(a) => {
                 self.state.page = Page::Devices;
                 self.focus_device = Some(a);

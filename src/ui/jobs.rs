@@ -2,18 +2,23 @@
 //! define, fetch domain capabilities. One short-lived thread per job; the app
 //! drains the result in `logic`.
 
+use crate::checks::model::Finding;
+use crate::checks::vm::{probe_vm, vm_findings};
 use crate::cli::domain_virt::caps_of;
 use crate::domain::tune::{TuneOptions, tune};
 use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
+use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{Hypervisor, Libvirt};
 use crate::monitor::latency::{LatencyStats, probe};
 use crate::pinning::PinPlan;
+use crate::sysroot::HostRoot;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Job {
     /// Domain capabilities of a URI (for the Hyper-V set).
     Caps(String),
@@ -25,6 +30,13 @@ pub enum Job {
     Define {
         xml: String,
         uri: String,
+    },
+    /// The doctor's domain checks: libvirt, QMP and one second of live data.
+    ProbeVm {
+        domain: String,
+        uri: String,
+        root: HostRoot,
+        snapshot: Arc<HostSnapshot>,
     },
     /// A file dialog (the desktop's, through xdg-desktop-portal) for a wizard field.
     PickFile(PickField),
@@ -53,6 +65,7 @@ pub enum JobResult {
     Defined(Result<String, String>),
     Applied(Result<String, String>),
     Latency(Result<Vec<LatencyStats>, String>),
+    VmFindings(Result<Vec<Finding>, String>),
     /// The chosen path, or None when the dialog was cancelled or could not open.
     Picked(PickField, Option<String>),
 }
@@ -176,6 +189,15 @@ fn run(job: Job) -> JobResult {
             |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
         )),
         Job::Validate { xml, uri } => validate(&xml, &uri),
+        Job::ProbeVm {
+            domain,
+            uri,
+            root,
+            snapshot,
+        } => JobResult::VmFindings(Libvirt::open(&uri).map_err(|e| e.to_string()).map(|hv| {
+            let live = probe_vm(&hv, &root, &domain, Duration::from_secs(1));
+            vm_findings(&snapshot, &root, &live)
+        })),
         Job::PickFile(field) => JobResult::Picked(
             field,
             field.dialog().pick_file().map(|p| p.display().to_string()),

@@ -48,6 +48,8 @@ pub struct State {
     pub plan_vcpus: usize,
     /// The Troubleshoot page's chosen symptom.
     pub symptom: Option<String>,
+    /// The libvirt domain the Troubleshoot page reads too (empty: host only).
+    pub doctor_domain: String,
     /// The libvirt domain the Monitor page follows (empty: host only).
     pub monitor_domain: String,
     /// The Monitor page's latency probe CPUs (empty: the VM's, if followed).

@@ -4,11 +4,54 @@
 use super::findings::finding_list_ui;
 use crate::checks::model::Finding;
 use crate::doctor::{Outcome, SYMPTOMS, diagnose, find_symptom};
+use crate::ui::app::Command;
 use crate::ui::state::State;
 use crate::ui::widgets::badges::badge_ui;
 use egui::{Color32, RichText};
 
-pub fn troubleshoot_ui(ui: &mut egui::Ui, findings: &[Finding], state: &mut State) {
+pub fn troubleshoot_ui(
+    ui: &mut egui::Ui,
+    host_findings: &[Finding],
+    vm: Option<&Result<Vec<Finding>, String>>,
+    busy: bool,
+    state: &mut State,
+    out: &mut Vec<Command>,
+) {
+    // The domain, when one is named: its findings join the host's.
+    ui.horizontal(|ui| {
+        let l = ui.label("VM (optional)");
+        ui.add(
+            egui::TextEdit::singleline(&mut state.doctor_domain)
+                .hint_text("libvirt domain name")
+                .desired_width(180.0),
+        )
+        .labelled_by(l.id);
+        let ok = !state.doctor_domain.trim().is_empty() && !busy;
+        if ui
+            .add_enabled(ok, egui::Button::new("Read the VM"))
+            .on_hover_text("Its state and QEMU's, pinning, Hyper-V, Code 43 suspects, and one second of live data while it runs.")
+            .clicked()
+        {
+            out.push(Command::ProbeVm(state.doctor_domain.trim().to_string()));
+        }
+        match vm {
+            _ if busy => {
+                ui.weak("reading…");
+            }
+            Some(Ok(f)) => {
+                ui.weak(format!("{} findings about the VM included", f.len()));
+            }
+            Some(Err(e)) => {
+                ui.colored_label(ui.visuals().error_fg_color, e);
+            }
+            None => {}
+        }
+    });
+    let mut all: Vec<Finding> = host_findings.to_vec();
+    if let Some(Ok(f)) = vm {
+        all.extend(f.iter().cloned());
+    }
+    let findings = all.as_slice();
     ui.label(RichText::new("1. What happens?").heading());
     ui.horizontal_wrapped(|ui| {
         for s in SYMPTOMS {

@@ -33,7 +33,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Check(args)) => {
             let root = demo_or(root, cli.demo)?;
-            vfio_assistant::cli::check::run(&root.0, args)
+            vfio_assistant::cli::check::run(&root.0, args, cli.demo)
         }
         Some(Command::Doctor(args)) => {
             let root = demo_or(root, cli.demo)?;

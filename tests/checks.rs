@@ -161,7 +161,10 @@ fn every_finding_id_is_declared_and_documented() {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/check-json.md"))
             .unwrap();
-    for id in CHECK_IDS {
+    for id in CHECK_IDS
+        .iter()
+        .chain(vfio_assistant::checks::vm::VM_CHECK_IDS)
+    {
         assert!(
             doc.contains(&format!("`{id}`")),
             "{id} missing from docs/check-json.md"

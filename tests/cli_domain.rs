@@ -172,3 +172,47 @@ fn list_and_tune_a_domain_libvirt_has() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn check_reads_a_domain_on_the_test_driver() {
+    let out = run(&["--demo", "check", "--domain", "test", "--json"]);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    for id in [
+        "vm.state",
+        "vm.pinning",
+        "vm.hyperv",
+        "vm.code43",
+        "vm.exits",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let state = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "vm.state")
+        .unwrap();
+    assert_eq!(state["status"], "pass", "{state}");
+    // The test driver has no QEMU: the live parts say so instead of guessing.
+    let exits = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "vm.exits")
+        .unwrap();
+    assert_eq!(exits["status"], "unknown", "{exits}");
+    let out = run(&["--demo", "check", "--domain", "no-such-vm"]);
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(all.contains("no-such-vm"), "{all}");
+}

@@ -1,8 +1,12 @@
-//! `vfio-assistant check [--device ADDR] [--json]`: the prerequisite checks.
+//! `vfio-assistant check [--device ADDR] [--domain NAME [--connect URI]] [--json]`:
+//! the prerequisite checks, and with `--domain` the checks on that libvirt
+//! domain (see checks/vm.rs).
 //! Exit 0 when nothing fails, 1 when something fails, 2 when the checks could
 //! not run at all.
 
+use super::domain_virt::ConnectArgs;
 use crate::checks::model::{Finding, Status};
+use crate::checks::vm::{probe_vm, vm_findings};
 use crate::checks::{Counts, counts, run_checks};
 use crate::host::scan;
 use crate::sysroot::HostRoot;
@@ -21,6 +25,12 @@ pub struct CheckArgs {
     /// Also explain the checks that passed.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Also check this libvirt domain: its state and QEMU's, pinning, Hyper-V,
+    /// Code 43 suspects, and one second of live data while it runs.
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 }
 
 #[derive(Serialize)]
@@ -31,9 +41,16 @@ struct CheckDocument<'a> {
     findings: &'a [Finding],
 }
 
-pub fn run(root: &HostRoot, args: &CheckArgs) -> anyhow::Result<i32> {
+pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32> {
     let snap = scan(root)?;
-    let findings = run_checks(&snap, args.device.as_deref());
+    let mut findings = run_checks(&snap, args.device.as_deref());
+    if let Some(name) = &args.domain {
+        let hv = args.connect.open(demo)?;
+        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
+        findings.extend(vm_findings(&snap, root, &live));
+        // Failures first, as for the host's own checks.
+        findings.sort_by_key(|f| f.status);
+    }
     let c = counts(&findings);
     if args.json {
         let doc = CheckDocument {

@@ -52,6 +52,11 @@ impl HostPath {
     pub fn run(rel: &str) -> Self {
         Self::under("run", rel)
     }
+    /// Whether a path a user gave names a device node (`/dev/…`), e.g. a block
+    /// device as a VM disk.
+    pub fn is_device_node(abs: &str) -> bool {
+        Path::new(abs).starts_with("/dev")
+    }
     /// An absolute host path a user gave (a ROM file in a domain), kept inside
     /// the root: `..` and `.` components are dropped. `None` for a relative path.
     pub fn from_absolute(abs: &str) -> Option<Self> {

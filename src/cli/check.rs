@@ -4,10 +4,9 @@
 //! Exit 0 when nothing fails, 1 when something fails, 2 when the checks could
 //! not run at all.
 
-use super::domain_virt::ConnectArgs;
+use super::domain_virt::{ConnectArgs, findings_with_domain};
 use crate::checks::model::{Finding, Status};
-use crate::checks::vm::{probe_vm, vm_findings};
-use crate::checks::{Counts, counts, run_checks};
+use crate::checks::{Counts, counts};
 use crate::host::scan;
 use crate::sysroot::HostRoot;
 use clap::Args;
@@ -43,14 +42,14 @@ struct CheckDocument<'a> {
 
 pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32> {
     let snap = scan(root)?;
-    let mut findings = run_checks(&snap, args.device.as_deref());
-    if let Some(name) = &args.domain {
-        let hv = args.connect.open(demo)?;
-        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
-        findings.extend(vm_findings(&snap, root, &live));
-        // Failures first, as for the host's own checks.
-        findings.sort_by_key(|f| f.status);
-    }
+    let findings = findings_with_domain(
+        root,
+        &snap,
+        args.device.as_deref(),
+        args.domain.as_deref(),
+        &args.connect,
+        demo,
+    )?;
     let c = counts(&findings);
     if args.json {
         let doc = CheckDocument {

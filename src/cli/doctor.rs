@@ -1,10 +1,8 @@
 //! `vfio-assistant doctor [SYMPTOM] [--device ADDR] [--json] [--list]`.
 //! Exit 0 when no cause was found, 1 when one was, 2 when the flow could not run.
 
-use super::domain_virt::ConnectArgs;
+use super::domain_virt::{ConnectArgs, findings_with_domain};
 use crate::checks::model::Status;
-use crate::checks::run_checks;
-use crate::checks::vm::{probe_vm, vm_findings};
 use crate::doctor::{Diagnosis, Outcome, SYMPTOMS, diagnose, find_symptom};
 use crate::host::scan;
 use crate::sysroot::HostRoot;
@@ -94,12 +92,14 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
         None => SYMPTOMS.iter().collect(),
     };
     let snap = scan(root)?;
-    let mut findings = run_checks(&snap, args.device.as_deref());
-    if let Some(name) = &args.domain {
-        let hv = args.connect.open(demo)?;
-        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
-        findings.extend(vm_findings(&snap, root, &live));
-    }
+    let findings = findings_with_domain(
+        root,
+        &snap,
+        args.device.as_deref(),
+        args.domain.as_deref(),
+        &args.connect,
+        demo,
+    )?;
     let diagnoses: Vec<Diagnosis> = symptoms.iter().map(|s| diagnose(s, &findings)).collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diagnoses)?);

@@ -1,10 +1,15 @@
 //! `domain list`, `domain validate FILE`, `domain define FILE`: the libvirt side.
 //! The connection defaults to qemu:///system (test:///default with --demo).
 
+use crate::checks::model::Finding;
+use crate::checks::run_checks;
+use crate::checks::vm::{probe_vm, vm_findings};
 use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
+use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
+use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -37,6 +42,26 @@ pub fn caps_of(hv: &dyn Hypervisor) -> Option<DomainCaps> {
         .or_else(|_| hv.domain_capabilities(None, None))
         .ok()?;
     DomainCaps::parse(&xml).ok()
+}
+
+/// The host's findings plus, with `--domain NAME`, that domain's (one second
+/// of live data while it runs); failures first. For `check` and `doctor`.
+pub fn findings_with_domain(
+    root: &HostRoot,
+    snap: &HostSnapshot,
+    device: Option<&str>,
+    domain: Option<&str>,
+    connect: &ConnectArgs,
+    demo: bool,
+) -> anyhow::Result<Vec<Finding>> {
+    let mut findings = run_checks(snap, device);
+    if let Some(name) = domain {
+        let hv = connect.open(demo)?;
+        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
+        findings.extend(vm_findings(snap, root, &live));
+        findings.sort_by_key(|f| f.status);
+    }
+    Ok(findings)
 }
 
 #[derive(Debug, Args)]

@@ -181,7 +181,7 @@ fn disk_format(path: &str) -> &'static str {
 
 fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
     if let Some(disk) = &spec.disk {
-        let block = disk.starts_with("/dev/");
+        let block = crate::sysroot::HostPath::is_device_node(disk);
         let (kind, src) = if block {
             ("block", "dev")
         } else {

@@ -8,7 +8,7 @@ use crate::ui::app::Command;
 use crate::ui::state::State;
 use crate::ui::views::pin_board::{board_ui, on_cpu};
 use crate::ui::views::wizard::WizardRuntime;
-use crate::ui::widgets::topology::{CpuMark, CpuMarks, CpuNotes, topology_ui_with};
+use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui_with};
 use egui::RichText;
 
 /// The planner's answer for the chosen vCPU count, drawn onto the topology.
@@ -89,25 +89,18 @@ fn plan_ui(ui: &mut egui::Ui, s: &HostSnapshot, state: &mut State) -> CpuMarks {
     marks
 }
 
-/// Hover lines per CPU: the device interrupts allowed to land there.
-fn cpu_notes(s: &HostSnapshot) -> CpuNotes {
+/// Hover lines for one CPU: the device interrupts allowed to land there.
+fn cpu_notes(s: &HostSnapshot, cpu: u32) -> Vec<String> {
     let irqs = &s.system.irq_affinity;
-    let mut notes = CpuNotes::new();
     if irqs.is_empty() {
-        return notes;
+        return Vec::new();
     }
-    for c in s.topology.online_cpus() {
-        let here = irqs.iter().filter(|a| a.cpus.contains(&c.id)).count();
-        let only = irqs.iter().filter(|a| a.cpus == [c.id]).count();
-        notes.insert(
-            c.id,
-            vec![format!(
-                "{here} of {} IRQs may land here (smp_affinity_list), {only} only here",
-                irqs.len()
-            )],
-        );
-    }
-    notes
+    let here = irqs.iter().filter(|a| a.cpus.contains(&cpu)).count();
+    let only = irqs.iter().filter(|a| a.cpus == [cpu]).count();
+    vec![format!(
+        "{here} of {} IRQs may land here (smp_affinity_list), {only} only here",
+        irqs.len()
+    )]
 }
 
 pub fn cpu_ui(
@@ -158,7 +151,7 @@ pub fn cpu_ui(
         board_marks
     };
     ui.separator();
-    let notes = cpu_notes(s);
+    let notes = |cpu: u32| cpu_notes(s, cpu);
     let board = &mut state.board;
     egui::ScrollArea::vertical()
         .auto_shrink(false)

@@ -32,8 +32,9 @@ pub enum CpuMark {
 
 pub type CpuMarks = std::collections::BTreeMap<u32, CpuMark>;
 
-/// Extra lines for a CPU's hover (what else runs there: IRQs, the board's chips).
-pub type CpuNotes = std::collections::BTreeMap<u32, Vec<String>>;
+/// Extra lines for a CPU's hover (what else runs there: IRQs), asked for only
+/// while the pointer is on that CPU.
+pub type CpuNotes<'a> = dyn Fn(u32) -> Vec<String> + 'a;
 
 const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
 
@@ -43,7 +44,7 @@ pub type OnCpu<'a> = dyn FnMut(&mut egui::Ui, u32, &egui::Response) + 'a;
 /// What a core box is drawn with.
 struct Draw<'a, 'b> {
     marks: &'a CpuMarks,
-    notes: &'a CpuNotes,
+    notes: &'a CpuNotes<'a>,
     on_cpu: &'a mut OnCpu<'b>,
 }
 
@@ -82,7 +83,7 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                     };
                     let resp = ui.add(egui::Label::new(text).sense(egui::Sense::hover()));
                     (d.on_cpu)(ui, *cpu_id, &resp);
-                    let notes = d.notes.get(cpu_id);
+                    let notes = d.notes;
                     resp.on_hover_ui(|ui| {
                         ui.label(format!(
                             "CPU {cpu_id}, core {} of package {}",
@@ -110,7 +111,7 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                                 ui.label("nohz_full: timer tick off when one task runs");
                             }
                         }
-                        for n in notes.into_iter().flatten() {
+                        for n in notes(*cpu_id) {
                             ui.label(n);
                         }
                     });
@@ -133,7 +134,7 @@ fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
 }
 
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
-    topology_ui_with(ui, t, marks, &CpuNotes::new(), &mut |_, _, _| {});
+    topology_ui_with(ui, t, marks, &|_| Vec::new(), &mut |_, _, _| {});
 }
 
 /// The drawing with a hook on every CPU cell (the pinning board's drops).
@@ -141,7 +142,7 @@ pub fn topology_ui_with(
     ui: &mut egui::Ui,
     t: &Topology,
     marks: &CpuMarks,
-    notes: &CpuNotes,
+    notes: &CpuNotes<'_>,
     on_cpu: &mut OnCpu<'_>,
 ) {
     let mut d = Draw {

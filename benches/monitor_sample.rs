@@ -9,6 +9,9 @@
 //! * the live host: one sample + rates next to util-linux `lsirq` printing the
 //!   same per-IRQ table;
 //! * the monitor thread at 4 Hz: its CPU use in % of one core.
+//!
+//! `-- profile` or `-- profile-parse` loops one case for five seconds, for
+//! `perf record`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
 
@@ -119,15 +122,26 @@ fn main() {
     let bytes = std::fs::metadata(dir.path().join("proc/interrupts"))
         .unwrap()
         .len();
+    // The baseline: the bytes read into one buffer of the right size (what
+    // the sampler does from its second sample on), as text.
     let read_only = median(
         || {
-            let a = root.read_text(&HostPath::proc("interrupts")).unwrap();
+            let a = root
+                .read_text_sized(&HostPath::proc("interrupts"), bytes as usize)
+                .unwrap();
             let b = root.read_text(&HostPath::proc("stat")).unwrap();
             std::hint::black_box((a, b));
         },
         50,
     );
     let text = root.read_text(&HostPath::proc("interrupts")).unwrap();
+    if std::env::args().any(|a| a == "profile-parse") {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            drop(std::hint::black_box(parse_interrupts(&text)));
+        }
+        return;
+    }
     let parse_only = median(|| drop(std::hint::black_box(parse_interrupts(&text))), 50);
     let sample = median(|| drop(std::hint::black_box(read_host(&root))), 50);
     // Between two samples of a real host most lines do not change: 5 % of the
@@ -170,6 +184,16 @@ fn main() {
         report.push((label, t));
     }
     let prev = read_host(&root);
+    // `cargo bench --bench monitor_sample -- profile`: only this case, for a
+    // profiler (`perf record`), for 5 seconds.
+    if std::env::args().any(|a| a == "profile") {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            let cur = read_host_after(&root, Some(&prev));
+            std::hint::black_box(rates(&prev, &cur, None));
+        }
+        return;
+    }
     let sample_rates = median(
         || {
             let cur = read_host_after(&root, Some(&prev));

@@ -217,8 +217,16 @@ impl HostRoot {
 
     /// The whole text of a file.
     pub fn read_text(&self, path: &HostPath) -> Result<String, ReadError> {
+        self.read_text_sized(path, 0)
+    }
+
+    /// `read_text` with room for `expected` bytes up front: a file read again
+    /// and again (`/proc/interrupts`, megabytes on a big host) is read into one
+    /// buffer of about last time's size instead of a doubling series of them.
+    pub fn read_text_sized(&self, path: &HostPath, expected: usize) -> Result<String, ReadError> {
         // One open and one read: no stat first (sysfs sizes lie anyway).
-        let bytes = self.read_bytes(path, MAX_TEXT_BYTES + 1)?;
+        let room = expected.saturating_add(expected / 8).max(4096);
+        let bytes = self.read_bytes_into(path, MAX_TEXT_BYTES + 1, room)?;
         if bytes.len() as u64 > MAX_TEXT_BYTES {
             return Err(ReadError::Io {
                 path: path.to_string(),
@@ -233,12 +241,22 @@ impl HostRoot {
 
     /// The raw bytes of a small binary file (PCI config space), at most `limit`.
     pub fn read_bytes(&self, path: &HostPath, limit: u64) -> Result<Vec<u8>, ReadError> {
+        // Room for a whole attribute up front: one read call, not a growing series
+        // (each config-space read traps on a VM).
+        self.read_bytes_into(path, limit, 4096)
+    }
+
+    fn read_bytes_into(
+        &self,
+        path: &HostPath,
+        limit: u64,
+        room: usize,
+    ) -> Result<Vec<u8>, ReadError> {
         use std::io::Read;
         self.note(path);
         let file = fs::File::open(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
-        // Room for a whole attribute up front: one read call, not a growing series
-        // (each config-space read traps on a VM).
-        let mut data = Vec::with_capacity(usize::try_from(limit.min(4096)).unwrap_or(4096));
+        let room = usize::try_from(limit).map_or(room, |l| room.min(l));
+        let mut data = Vec::with_capacity(room);
         file.take(limit).read_to_end(&mut data).map_err(|e| {
             if e.raw_os_error() == Some(21) {
                 // EISDIR

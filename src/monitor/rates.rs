@@ -3,7 +3,7 @@
 //! zero for that sample and a note, never a huge number.
 
 use super::sample::{Sample, VmThreads};
-use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_irqs};
+use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_handlers};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -116,14 +116,21 @@ fn interrupts(
     let (Some(a), Some(b)) = (&prev.interrupts, &cur.interrupts) else {
         return;
     };
-    let before: HashMap<&str, &Arc<InterruptRow>> =
-        a.rows.iter().map(|row| (row.label.as_str(), row)).collect();
-    let vfio: HashMap<String, VfioIrqMode> =
-        vfio_irqs(b).into_iter().map(|v| (v.irq, v.mode)).collect();
+    // Rows are matched by position first (the usual case: the same lines in
+    // the same order), by label only when a line came or went.
+    let mut by_label: Option<HashMap<&str, &Arc<InterruptRow>>> = None;
     let mut per_cpu = vec![0u64; b.cpus.len()];
-    for row in &b.rows {
-        let Some(old_row) = before.get(row.label.as_str()) else {
-            continue;
+    for (idx, row) in b.rows.iter().enumerate() {
+        let old_row = match a.rows.get(idx).filter(|o| o.label == row.label) {
+            Some(o) => o,
+            None => {
+                let map = by_label
+                    .get_or_insert_with(|| a.rows.iter().map(|o| (o.label.as_str(), o)).collect());
+                let Some(o) = map.get(row.label.as_str()) else {
+                    continue;
+                };
+                o
+            }
         };
         // The same row (its line did not change): nothing moved.
         if Arc::ptr_eq(old_row, row) {
@@ -158,7 +165,7 @@ fn interrupts(
             per_s: total as f64 / dt,
             cpus,
             on_vm_cpus,
-            vfio: vfio.get(&row.label).copied(),
+            vfio: vfio_handlers(&row.description).next().map(|(m, _)| m),
         });
     }
     r.sources.sort_by(|x, y| y.per_s.total_cmp(&x.per_s));

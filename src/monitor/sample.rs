@@ -91,7 +91,10 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
         t_ns: monotonic_ns(),
         ..Sample::default()
     };
-    match root.read_text(&HostPath::proc("interrupts")) {
+    let expected = prev
+        .and_then(|p| p.interrupts_text.as_ref())
+        .map_or(0, |t| t.len());
+    match root.read_text_sized(&HostPath::proc("interrupts"), expected) {
         Ok(t) => {
             let old = prev
                 .and_then(|p| Some((p.interrupts_text.as_ref()?.as_str(), p.interrupts.as_ref()?)));

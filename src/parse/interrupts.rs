@@ -3,6 +3,7 @@
 //! VFIO's own handlers name the passed-through device and the mode:
 //! `vfio-intx(0000:06:00.0)`, `vfio-msi[0](…)`, `vfio-msix[3](…)`.
 
+use super::digits::leading_number;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -32,9 +33,9 @@ pub struct Interrupts {
 }
 
 /// The counts after `label:` on one line, and where the description starts.
-/// Byte-level: a 256-CPU host has ~400k numbers per sample, so this avoids
-/// `str::parse` per token. A token that is not all digits (or overflows) ends
-/// the counts, as does reaching `columns`.
+/// A 256-CPU host has ~400k numbers per sample: they are read eight digits at
+/// a time (`digits.rs`), not by `str::parse` per token. A token that is not
+/// all digits (or overflows) ends the counts, as does reaching `columns`.
 fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize) {
     let mut per_cpu = Vec::with_capacity(columns.unwrap_or(8));
     loop {
@@ -44,28 +45,62 @@ fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize
         if i >= line.len() || columns.is_some_and(|n| per_cpu.len() >= n) {
             break;
         }
-        let start = i;
-        let mut v: u64 = 0;
-        for &b in &line[i..] {
-            if !b.is_ascii_digit() {
-                break;
-            }
-            // Up to 19 digits cannot overflow; longer tokens are refused below.
-            v = v.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
-            i += 1;
-        }
-        let ends_token = i >= line.len() || line[i] == b' ' || line[i] == b'\t';
-        if i == start || i - start > 19 || !ends_token {
-            i = start;
+        let Some((v, len)) = leading_number(&line[i..]) else {
+            break;
+        };
+        let end = i + len;
+        if !matches!(line.get(end), None | Some(b' ' | b'\t')) {
             break;
         }
         per_cpu.push(v);
+        i = end;
     }
     (per_cpu, i)
 }
 
 pub fn parse_interrupts(text: &str) -> Interrupts {
     parse_interrupts_reusing(text, None)
+}
+
+/// The lines of `text` (without the `\n`), each with whether it is
+/// byte-for-byte the line at the same index in `old`. One SIMD newline search
+/// over the new text; the old text is only compared, not searched, while the
+/// lines keep matching (the usual case: counts are padded to a fixed width).
+struct PairedLines<'a> {
+    new: &'a [u8],
+    old: Option<&'a [u8]>,
+    pos: usize,
+    old_pos: usize,
+}
+
+impl Iterator for PairedLines<'_> {
+    /// (start, end) of the line in the new text, and whether it is unchanged.
+    type Item = (usize, usize, bool);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.new.len() {
+            return None;
+        }
+        let rest = &self.new[self.pos..];
+        let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..len];
+        let start = self.pos;
+        self.pos += len + 1;
+        let Some(old) = self.old else {
+            return Some((start, start + len, false));
+        };
+        let old_rest = old.get(self.old_pos..).unwrap_or(&[]);
+        let same =
+            old_rest.get(..len) == Some(line) && matches!(old_rest.get(len), None | Some(b'\n'));
+        if same {
+            self.old_pos += len + 1;
+        } else if old_rest.is_empty() {
+            self.old = None;
+        } else {
+            self.old_pos += memchr::memchr(b'\n', old_rest).map_or(old_rest.len(), |e| e + 1);
+        }
+        Some((start, start + len, same))
+    }
 }
 
 /// `parse_interrupts`, reusing the rows of `prev` (parsed from `prev_text`)
@@ -76,10 +111,17 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
     let mut out = Interrupts::default();
     let mut columns: Option<usize> = None;
     let mut prev = prev;
-    let mut prev_lines = prev.map(|(t, _)| t.lines());
-    for line in text.lines() {
-        let old_line = prev_lines.as_mut().and_then(|l| l.next());
-        let same = old_line == Some(line);
+    let lines = PairedLines {
+        new: text.as_bytes(),
+        old: prev.map(|(t, _)| t.as_bytes()),
+        pos: 0,
+        old_pos: 0,
+    };
+    for (start, end, same) in lines {
+        // Split at ASCII `\n`: always a char boundary (no second UTF-8 scan).
+        let Some(line) = text.get(start..end) else {
+            continue;
+        };
         let t = line.trim();
         if t.is_empty() {
             continue;
@@ -148,28 +190,35 @@ pub struct VfioIrq {
     pub total: u64,
 }
 
+/// The VFIO handlers named in one row's description: (mode, device address).
+/// A shared legacy line can carry more than one.
+pub fn vfio_handlers(description: &str) -> impl Iterator<Item = (VfioIrqMode, &str)> {
+    description.split_whitespace().filter_map(|word| {
+        let (mode, rest) = if let Some(r) = word.strip_prefix("vfio-intx") {
+            (VfioIrqMode::Intx, r)
+        } else if let Some(r) = word.strip_prefix("vfio-msix") {
+            (VfioIrqMode::Msix, r)
+        } else if let Some(r) = word.strip_prefix("vfio-msi") {
+            (VfioIrqMode::Msi, r)
+        } else {
+            return None;
+        };
+        let address = rest
+            .rsplit_once('(')
+            .map_or("", |(_, a)| a.trim_end_matches(')'));
+        Some((mode, address))
+    })
+}
+
 /// The VFIO rows: which device, which mode, how many interrupts so far.
 pub fn vfio_irqs(interrupts: &Interrupts) -> Vec<VfioIrq> {
     let mut out = Vec::new();
     for row in &interrupts.rows {
-        for word in row.description.split_whitespace() {
-            let (mode, rest) = if let Some(r) = word.strip_prefix("vfio-intx") {
-                (VfioIrqMode::Intx, r)
-            } else if let Some(r) = word.strip_prefix("vfio-msix") {
-                (VfioIrqMode::Msix, r)
-            } else if let Some(r) = word.strip_prefix("vfio-msi") {
-                (VfioIrqMode::Msi, r)
-            } else {
-                continue;
-            };
-            let address = rest
-                .rsplit_once('(')
-                .map(|(_, a)| a.trim_end_matches(')').to_string())
-                .unwrap_or_default();
+        for (mode, address) in vfio_handlers(&row.description) {
             out.push(VfioIrq {
                 irq: row.label.clone(),
                 mode,
-                address,
+                address: address.to_string(),
                 total: row.total(),
             });
         }
@@ -220,6 +269,36 @@ mod tests {
                 .all(|(x, y)| !Arc::ptr_eq(x, y))
         );
         assert_eq!(pc, parse_interrupts(&c));
+    }
+
+    #[test]
+    fn reuse_survives_inserted_removed_and_widened_lines() {
+        let a = listing("intel-n100-minipc-proc-interrupts.txt");
+        let pa = parse_interrupts(&a);
+        let lines: Vec<&str> = a.lines().collect();
+        let mut inserted = lines.clone();
+        inserted.insert(
+            5,
+            " 99:  1  2  3  4  IR-PCI-MSI 1-edge  vfio-msix[0](0000:01:00.0)",
+        );
+        let mut removed = lines.clone();
+        removed.remove(7);
+        let widened = a.replacen("       283 ", "   1234567283 ", 1);
+        assert_ne!(widened, a);
+        for b in [
+            inserted.join("\n"),
+            removed.join("\n"),
+            widened,
+            a.replace('\n', "\r\n"),
+            format!("{a}\n\n"),
+            String::new(),
+        ] {
+            assert_eq!(
+                parse_interrupts_reusing(&b, Some((&a, &pa))),
+                parse_interrupts(&b),
+                "reuse gives the full parse's answer"
+            );
+        }
     }
 
     #[test]

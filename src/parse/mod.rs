@@ -3,6 +3,7 @@
 
 pub mod cmdline;
 pub mod cpulist;
+pub mod digits;
 pub mod interrupts;
 pub mod modules;
 pub mod pci_config;

@@ -17,6 +17,7 @@ use vfio_assistant::domain::template::{Windows, new_windows};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
 use vfio_assistant::libvirt::error::VirtErrorKind;
+use vfio_assistant::libvirt::stats::StatsGroup;
 use vfio_assistant::libvirt::{DomainState, Hypervisor, Libvirt, TEST_URI};
 use vfio_assistant::sysroot::HostRoot;
 
@@ -101,6 +102,14 @@ fn libvirt_errors_carry_the_message_and_what_to_try() {
     // QMP needs QEMU.
     let e = hv.qmp("test", r#"{"execute":"query-status"}"#).unwrap_err();
     assert_eq!(e.kind, VirtErrorKind::Unsupported, "{e}");
+
+    // Domain statistics through our own FFI walk: the test driver fills the
+    // state group (its VCPU group is empty); an unknown domain is named.
+    let state = hv.domain_stats("test", StatsGroup::State).unwrap();
+    assert!(state.contains(&("state.state".to_string(), 1)), "{state:?}");
+    assert!(hv.vcpu_stats("test").is_ok());
+    let e = hv.vcpu_stats("no-such-domain").unwrap_err();
+    assert_eq!(e.kind, VirtErrorKind::NoDomain, "{e}");
 
     let e = Libvirt::open("qemu+unix:///system?socket=/nonexistent/libvirt-sock")
         .err()

@@ -17,7 +17,9 @@ use std::time::Duration;
 use vfio_assistant::monitor::rates::rates;
 use vfio_assistant::monitor::sample::{Sample, VmThreads, read_host};
 use vfio_assistant::monitor::sampler::{MonitorConfig, Series, spawn};
-use vfio_assistant::monitor::vm::{find_vm, kvm_counters, pins_of};
+use vfio_assistant::monitor::vm::{
+    KvmSource, WHOLE_VM, debugfs_counters, find_vm, kvm_counters, pins_of,
+};
 use vfio_assistant::parse::interrupts::{VfioIrqMode, parse_interrupts};
 use vfio_assistant::parse::procstat::parse_cpu_times;
 use vfio_assistant::sysroot::HostRoot;
@@ -183,13 +185,32 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
     let vm = find_vm(&hv, &root, &name).unwrap();
     assert_eq!(vm.vcpus.len(), 2, "{vm:?}");
     assert_eq!(vm.pins, BTreeMap::from([(0, vec![0]), (1, vec![1])]));
-    let first = kvm_counters(&hv, &vm).unwrap();
-    let exits0: u64 = first
-        .iter()
-        .filter(|(v, n, _)| *v == 0 && n == "exits")
-        .map(|(_, _, x)| *x)
-        .sum();
-    assert!(exits0 > 0, "vCPU 0 has KVM exits: {first:?}");
+    // libvirt 9 + QEMU 7.2 (Debian 12) pass KVM's counters on in the domain
+    // stats: the first source. QMP query-stats, asked directly, agrees.
+    let exits_of = |c: &[(u32, String, u64)], vcpu: u32| -> u64 {
+        c.iter()
+            .filter(|(v, n, _)| *v == vcpu && n == "exits")
+            .map(|(_, _, x)| *x)
+            .sum()
+    };
+    let (source, first) = kvm_counters(&hv, &root, &vm, None).unwrap();
+    assert_eq!(source, KvmSource::Libvirt, "{first:?}");
+    let (qsource, via_qmp) = kvm_counters(&hv, &root, &vm, Some(KvmSource::Qmp)).unwrap();
+    assert_eq!(qsource, KvmSource::Qmp);
+    // vCPU 0 runs SeaBIOS; vCPU 1 (an AP) may still sit in wait-for-SIPI.
+    assert!(exits_of(&first, 0) > 0, "vCPU 0 has KVM exits: {first:?}");
+    for vcpu in [0, 1] {
+        let (a, b) = (exits_of(&first, vcpu), exits_of(&via_qmp, vcpu));
+        assert!(
+            a <= b,
+            "QMP, read later, has at least libvirt's count: {a} vs {b}"
+        );
+    }
+    // debugfs: read when permitted; otherwise a reason, not a panic.
+    match debugfs_counters(&root, vm.pid) {
+        Ok(c) => assert!(c.iter().all(|(v, _, _)| *v == WHOLE_VM)),
+        Err(e) => assert!(!e.is_empty()),
+    }
 
     // The monitor thread, following the domain.
     let stop = Arc::new(AtomicBool::new(false));
@@ -206,11 +227,13 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
     .unwrap();
     let mut seen_vcpus = 0;
     let mut exits_rate = 0.0;
+    let mut kvm_source = None;
     for _ in 0..6 {
         let u = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         let Some(vm) = &u.vm else { continue };
         assert_eq!(vm.name, name);
         seen_vcpus = u.rates.vcpus.len();
+        kvm_source = kvm_source.or(u.rates.kvm_source);
         for v in &u.rates.vcpus {
             assert_eq!(
                 v.on_pin,
@@ -230,5 +253,55 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
     }
     stop.store(true, Ordering::Relaxed);
     assert_eq!(seen_vcpus, 2);
+    assert_eq!(kvm_source, Some(KvmSource::Libvirt));
     assert!(exits_rate > 0.0, "KVM exits move while the guest runs");
+}
+
+#[test]
+fn kvm_debugfs_whole_vm_counters_become_totals() {
+    // The layout KVM's debugfs has (seen on this project's machine, see
+    // tests/fixtures/domstats/SOURCE.md): one directory per VM named
+    // `<qemu pid>-<vm fd>`, one file per counter summed over the vCPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let vm_dir = dir.path().join("sys/kernel/debug/kvm/4242-17");
+    std::fs::create_dir_all(vm_dir.join("vcpu0")).unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/kernel/debug/kvm/999-3")).unwrap();
+    for (name, v) in [
+        ("exits", "1000\n"),
+        ("io_exits", "300\n"),
+        ("mmio_exits", "junk"),
+    ] {
+        std::fs::write(vm_dir.join(name), v).unwrap();
+    }
+    std::fs::write(vm_dir.join("vcpu0/guest_mode"), "0\n").unwrap();
+    let root = HostRoot::at(dir.path());
+    let c = debugfs_counters(&root, 4242).unwrap();
+    assert_eq!(
+        c,
+        vec![
+            (WHOLE_VM, "exits".to_string(), 1000),
+            (WHOLE_VM, "io_exits".to_string(), 300)
+        ],
+        "garbage is skipped, missing files are not errors"
+    );
+    assert!(debugfs_counters(&root, 1).unwrap_err().contains("pid 1"));
+    let empty = HostRoot::at(tempfile::tempdir().unwrap().path());
+    assert!(
+        debugfs_counters(&empty, 4242)
+            .unwrap_err()
+            .contains("debugfs")
+    );
+
+    // As rates: totals only, no per-vCPU split.
+    let mk = |t_ns: u64, exits: u64| Sample {
+        t_ns,
+        kvm: vec![(WHOLE_VM, "exits".into(), exits)],
+        kvm_source: Some(KvmSource::Debugfs),
+        ..Sample::default()
+    };
+    let r = rates(&mk(0, 1000), &mk(500_000_000, 1600), None);
+    assert_eq!(r.kvm.len(), 1);
+    assert!((r.kvm[0].per_s - 1200.0).abs() < 1e-9);
+    assert!(r.kvm[0].per_vcpu.is_empty());
+    assert_eq!(r.kvm_source, Some(KvmSource::Debugfs));
 }

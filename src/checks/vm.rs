@@ -56,8 +56,13 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
                 let sample = |root: &HostRoot, prev: Option<&crate::monitor::sample::Sample>| {
                     let mut s = read_host_after(root, prev);
                     read_threads(root, &vm, &mut s);
-                    if let Ok(k) = kvm_counters(hv, &vm) {
-                        s.kvm = k;
+                    let prefer = prev.and_then(|p| p.kvm_source);
+                    match kvm_counters(hv, root, &vm, prefer) {
+                        Ok((source, k)) => {
+                            s.kvm = k;
+                            s.kvm_source = Some(source);
+                        }
+                        Err(e) => s.problems.push(format!("KVM counters: {e}")),
                     }
                     s
                 };

@@ -92,6 +92,9 @@ pub fn render(u: &Update) -> String {
             v.involuntary_per_s
         );
     }
+    if let (Some(src), false) = (r.kvm_source, r.kvm.is_empty()) {
+        let _ = writeln!(o, "    KVM counters from {}", src.label());
+    }
     for k in r.kvm.iter().take(6) {
         let _ = writeln!(
             o,

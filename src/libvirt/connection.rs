@@ -49,7 +49,7 @@ fn kind_of(e: &virt::error::Error) -> VirtErrorKind {
     }
 }
 
-fn wrap(action: &str) -> impl Fn(virt::error::Error) -> VirtError + '_ {
+pub(super) fn wrap(action: &str) -> impl Fn(virt::error::Error) -> VirtError + '_ {
     move |e| VirtError::new(action, kind_of(&e), e.message().to_string())
 }
 
@@ -79,7 +79,7 @@ impl Libvirt {
         })
     }
 
-    fn lookup(&self, name: &str) -> Result<Domain, VirtError> {
+    pub(super) fn lookup(&self, name: &str) -> Result<Domain, VirtError> {
         self.conn
             .lookup_domain_by_name(name)
             .map_err(wrap(&format!("looking up domain '{name}'")))
@@ -186,5 +186,8 @@ impl Hypervisor for Libvirt {
         self.lookup(name)?
             .qemu_monitor_command(command, QMP_JSON)
             .map_err(wrap(&format!("sending QMP to '{name}'")))
+    }
+    fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError> {
+        self.domain_stats(name, super::stats::StatsGroup::Vcpu)
     }
 }

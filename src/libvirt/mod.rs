@@ -7,6 +7,7 @@
 pub mod caps;
 pub mod connection;
 pub mod error;
+pub mod stats;
 
 pub use connection::Libvirt;
 pub use error::VirtError;
@@ -84,4 +85,7 @@ pub trait Hypervisor {
     ) -> Result<String, VirtError>;
     /// A QMP command (JSON) to a running QEMU domain; the JSON reply.
     fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError>;
+    /// libvirt's VCPU statistics of a running domain as (field, value):
+    /// `vcpu.0.time`, `vcpu.0.exits.sum`… (see `stats.rs`).
+    fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError>;
 }

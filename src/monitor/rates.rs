@@ -3,6 +3,7 @@
 //! zero for that sample and a note, never a huge number.
 
 use super::sample::{Sample, VmThreads};
+use super::vm::{KvmSource, WHOLE_VM};
 use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_handlers};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -73,6 +74,8 @@ pub struct Rates {
     pub vcpus: Vec<VcpuRate>,
     /// The KVM counters that moved, busiest first.
     pub kvm: Vec<KvmRate>,
+    /// Where they came from (libvirt, QMP, debugfs).
+    pub kvm_source: Option<KvmSource>,
     pub problems: Vec<String>,
 }
 
@@ -251,17 +254,21 @@ fn kvm(prev: &Sample, cur: &Sample, dt: f64, r: &mut Rates, resets: &mut usize) 
         .iter()
         .map(|(v, n, x)| ((*v, n.as_str()), *x))
         .collect();
-    let mut by_name: BTreeMap<&str, Vec<(u32, f64)>> = BTreeMap::new();
+    // name → (all vCPUs, per vCPU); whole-VM counters (debugfs) add to the
+    // total only.
+    type Total = (f64, Vec<(u32, f64)>);
+    let mut by_name: BTreeMap<&str, Total> = BTreeMap::new();
     for (v, n, x) in &cur.kvm {
         if let Some(&old) = before.get(&(*v, n.as_str())) {
-            by_name
-                .entry(n.as_str())
-                .or_default()
-                .push((*v, delta(old, *x, resets) as f64 / dt));
+            let rate = delta(old, *x, resets) as f64 / dt;
+            let entry = by_name.entry(n.as_str()).or_default();
+            entry.0 += rate;
+            if *v != WHOLE_VM {
+                entry.1.push((*v, rate));
+            }
         }
     }
-    for (name, per_vcpu) in by_name {
-        let per_s: f64 = per_vcpu.iter().map(|(_, x)| x).sum();
+    for (name, (per_s, per_vcpu)) in by_name {
         if per_s > 0.0 || name == "exits" {
             r.kvm.push(KvmRate {
                 name: name.to_string(),
@@ -300,6 +307,7 @@ pub fn rates(prev: &Sample, cur: &Sample, vm: Option<&VmThreads>) -> Rates {
         .collect();
     vcpus(prev, cur, vm, dt, &mut r, &mut resets);
     kvm(prev, cur, dt, &mut r, &mut resets);
+    r.kvm_source = cur.kvm_source;
     if resets > 0 {
         r.problems.push(format!(
             "{resets} counter(s) went backwards (reset or CPU hot-plug): counted as 0 this time"

@@ -54,8 +54,11 @@ pub struct Sample {
     #[serde(skip)]
     pub freq_t_ns: u64,
     pub threads: Vec<ThreadSample>,
-    /// (vCPU index, counter name, value): KVM's own counters.
+    /// (vCPU index, counter name, value): KVM's own counters. The index is
+    /// `vm::WHOLE_VM` for counters known only per VM (debugfs).
     pub kvm: Vec<(u32, String, u64)>,
+    /// Where `kvm` came from.
+    pub kvm_source: Option<super::vm::KvmSource>,
     /// "source: why" for each source that gave nothing.
     pub problems: Vec<String>,
 }

@@ -6,7 +6,7 @@
 
 use super::rates::{Rates, rates};
 use super::sample::{Sample, VmThreads, read_host_after, read_threads};
-use super::vm::{find_vm, kvm_counters};
+use super::vm::{KvmSource, find_vm, kvm_counters};
 use crate::libvirt::{Hypervisor, Libvirt};
 use crate::sysroot::HostRoot;
 use serde::Serialize;
@@ -44,6 +44,8 @@ struct Monitor {
     since_lookup: u32,
     prev: Option<Sample>,
     start_ns: u64,
+    /// The source of KVM's counters that worked last time: tried first.
+    kvm_source: Option<KvmSource>,
 }
 
 impl Monitor {
@@ -54,6 +56,7 @@ impl Monitor {
             vm_problem: None,
             since_lookup: 0,
             prev: None,
+            kvm_source: None,
             start_ns: super::sample::monotonic_ns(),
             config,
         };
@@ -98,9 +101,16 @@ impl Monitor {
                 self.vm = None;
                 self.vm_problem = Some("its vCPU threads are gone (stopped or restarted)".into());
             } else if let Some(hv) = &self.hv {
-                match kvm_counters(hv.as_ref(), vm) {
-                    Ok(k) => s.kvm = k,
-                    Err(e) => s.problems.push(format!("KVM counters: {e}")),
+                match kvm_counters(hv.as_ref(), &self.config.root, vm, self.kvm_source) {
+                    Ok((source, k)) => {
+                        s.kvm = k;
+                        s.kvm_source = Some(source);
+                        self.kvm_source = Some(source);
+                    }
+                    Err(e) => {
+                        self.kvm_source = None;
+                        s.problems.push(format!("KVM counters: {e}"));
+                    }
                 }
             }
         }

@@ -4,6 +4,7 @@
 pub mod cmdline;
 pub mod cpulist;
 pub mod digits;
+pub mod domstats;
 pub mod interrupts;
 pub mod modules;
 pub mod pci_config;

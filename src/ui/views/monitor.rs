@@ -303,7 +303,10 @@ pub fn monitor_ui(
             }
         }
         if !r.kvm.is_empty() {
-            ui.label(RichText::new("KVM exits by kind").strong());
+            let heading = ui.label(RichText::new("KVM exits by kind").strong());
+            if let Some(src) = r.kvm_source {
+                heading.on_hover_text(format!("from {}", src.label()));
+            }
             for k in r.kvm.iter().take(8) {
                 ui.label(format!("{:>8.0}/s  {}", k.per_s, k.name)).on_hover_text(k.meaning);
                 if !k.meaning.is_empty() {

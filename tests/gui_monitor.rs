@@ -40,6 +40,14 @@ fn host_interrupts_per_cpu_and_sources() {
     let mut h = live_monitor("");
     wait_for(&mut h, 20, |a| a.monitor.irq_total.len() >= 2);
     assert!(h.state().is_monitoring());
+    // Heat over the topology drawing (the default), then as a compact strip.
+    h.get_by_label_contains("CPU 0: ");
+    h.get_by_label("Package 0");
+    h.get_by_label("compact strip").click();
+    h.step();
+    h.step();
+    assert!(h.state().state.monitor_strip);
+    assert!(h.query_by_label("Package 0").is_none());
     h.get_by_label_contains("CPU 0: ");
     h.get_by_label("Busiest interrupt sources");
     h.get_by_label_contains("Host only: name a running VM");
@@ -69,6 +77,12 @@ fn follows_a_real_guest_and_shows_its_vcpus_on_their_pins() {
     h.get_by_label_contains(&format!("Following {name}"));
     h.get_by_label_contains("vCPU 0 on CPU 0 (pinned [0])");
     h.get_by_label_contains("vCPU 1 on CPU 1 (pinned [1])");
+    // On the topology drawing, the VM's CPUs are named as such.
+    assert_eq!(
+        h.get_all_by_label_contains("a VM CPU").count(),
+        2,
+        "CPUs 0 and 1 are marked as the VM's"
+    );
     h.get_by_label("KVM exits by kind");
     assert!(h.query_by_label_contains("not on its pinned CPU").is_none());
 }
@@ -86,6 +100,7 @@ fn the_latency_probe_runs_from_the_page() {
     assert_eq!(stats[0].cpu, 0);
     assert!(stats[0].samples > 1000, "{:?}", stats[0]);
     h.get_by_label_contains("CPU 0: min ");
+    assert_eq!(stats[0].timeline_us.len(), 50, "5 s in 100 ms windows");
     // A new sampler keeps the probe's answer.
     assert!(h.state().is_monitoring());
 }

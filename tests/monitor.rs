@@ -304,4 +304,16 @@ fn kvm_debugfs_whole_vm_counters_become_totals() {
     assert!((r.kvm[0].per_s - 1200.0).abs() < 1e-9);
     assert!(r.kvm[0].per_vcpu.is_empty());
     assert_eq!(r.kvm_source, Some(KvmSource::Debugfs));
+
+    // Nanosecond totals (libvirt passes `halt_wait_ns` on) are not exits.
+    let ns = |t_ns: u64, v: u64| Sample {
+        t_ns,
+        kvm: vec![(0, "halt_wait_ns".into(), v), (0, "exits".into(), v / 1000)],
+        ..Sample::default()
+    };
+    let r = rates(&ns(0, 0), &ns(1_000_000_000, 900_000_000), None);
+    assert_eq!(
+        r.kvm.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
+        vec!["exits"]
+    );
 }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 use std::time::Duration;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyStats {
     pub cpu: u32,
     pub samples: usize,
@@ -21,6 +21,26 @@ pub struct LatencyStats {
     pub realtime: bool,
     /// Whether it could be pinned to `cpu`.
     pub pinned: bool,
+    /// Over time: (seconds since the start, the worst wake-up in µs) per
+    /// `TIMELINE_WINDOW` — one long stall shows as a spike, not as an average.
+    pub timeline_us: Vec<(f64, u64)>,
+}
+
+/// The width of one point of `LatencyStats::timeline_us`.
+pub const TIMELINE_WINDOW: Duration = Duration::from_millis(100);
+
+/// Pure: the worst latency per window of `per_window` consecutive wake-ups
+/// (in wake order), as (window start in seconds, µs).
+pub fn timeline(lat_ns: &[u64], per_window: usize, interval_ns: u64) -> Vec<(f64, u64)> {
+    let per_window = per_window.max(1);
+    lat_ns
+        .chunks(per_window)
+        .enumerate()
+        .map(|(i, w)| {
+            let t = (i * per_window) as f64 * interval_ns as f64 / 1e9;
+            (t, w.iter().copied().max().unwrap_or(0) / 1000)
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -73,6 +93,7 @@ pub fn stats(cpu: u32, mut lat_ns: Vec<u64>, realtime: bool, pinned: bool) -> La
         histogram_log2_us: hist,
         realtime,
         pinned,
+        timeline_us: Vec::new(),
     }
 }
 
@@ -159,7 +180,12 @@ pub fn probe(
                         next = woke + interval_ns;
                     }
                 }
-                stats(cpu, lat, realtime, pinned)
+                let per_window = (TIMELINE_WINDOW.as_nanos() as u64 / interval_ns).max(1);
+                let line = timeline(&lat, per_window as usize, interval_ns);
+                LatencyStats {
+                    timeline_us: line,
+                    ..stats(cpu, lat, realtime, pinned)
+                }
             });
             (cpu, h)
         })
@@ -181,6 +207,13 @@ mod tests {
         assert_eq!(s.avg_us, 22);
         assert_eq!(s.histogram_log2_us.iter().sum::<u64>(), 5);
         assert_eq!(stats(0, vec![], false, false).max_us, 0);
+        // The timeline keeps the order: a stall shows where it happened.
+        let lat = [1_000, 2_000, 90_000, 1_000, 1_000, 3_000, 1_000];
+        assert_eq!(
+            timeline(&lat, 3, 1_000_000),
+            vec![(0.0, 90), (0.003, 3), (0.006, 1)]
+        );
+        assert!(timeline(&[], 0, 1).is_empty());
     }
 
     #[test]
@@ -195,6 +228,9 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert!(r[0].samples >= 150, "{:?}", r[0]);
         assert!(r[0].max_us < 1_000_000);
+        // 200 ms at 1 ms: two 100 ms windows.
+        assert_eq!(r[0].timeline_us.len(), 2, "{:?}", r[0].timeline_us);
+        assert!(r[0].timeline_us.iter().all(|(_, us)| *us <= r[0].max_us));
         assert!(probe(&[], Duration::from_millis(1), Duration::from_millis(1), 1).is_err());
         assert!(probe(&[0], Duration::from_micros(1), Duration::from_millis(1), 1).is_err());
     }

@@ -259,6 +259,11 @@ fn kvm(prev: &Sample, cur: &Sample, dt: f64, r: &mut Rates, resets: &mut usize) 
     type Total = (f64, Vec<(u32, f64)>);
     let mut by_name: BTreeMap<&str, Total> = BTreeMap::new();
     for (v, n, x) in &cur.kvm {
+        // Nanosecond totals (`halt_wait_ns`, `halt_poll_success_ns`…) are
+        // times, not events: not exits.
+        if n.ends_with("_ns") {
+            continue;
+        }
         if let Some(&old) = before.get(&(*v, n.as_str())) {
             let rate = delta(old, *x, resets) as f64 / dt;
             let entry = by_name.entry(n.as_str()).or_default();

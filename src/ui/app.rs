@@ -356,6 +356,7 @@ impl App {
                     }
                     views::monitor::monitor_ui(
                         ui,
+                        &snap,
                         &self.monitor,
                         &mut self.state,
                         self.sampler.is_some(),

@@ -54,6 +54,8 @@ pub struct State {
     pub monitor_domain: String,
     /// The Monitor page's latency probe CPUs (empty: the VM's, if followed).
     pub latency_cpus: String,
+    /// Monitor: interrupts as a compact strip instead of over the topology.
+    pub monitor_strip: bool,
     /// The CPU page's drag-to-pin board.
     pub board: Board,
     /// The domain the board's pinning is applied to.

@@ -156,7 +156,7 @@ pub fn cpu_ui(
     egui::ScrollArea::vertical()
         .auto_shrink(false)
         .show(ui, |ui| {
-            topology_ui_with(ui, t, &marks, &notes, &mut |ui, cpu, resp| {
+            topology_ui_with(ui, t, &marks, &notes, &|_| None, &mut |ui, cpu, resp| {
                 on_cpu(board, ui, cpu, resp)
             });
         });

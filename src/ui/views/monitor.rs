@@ -1,18 +1,22 @@
-//! Monitor: live interrupts per CPU as a heat strip (the VM's CPUs outlined),
+//! Monitor: live interrupts per CPU as heat over the topology drawing (the
+//! VM's CPUs marked with their vCPU; a compact strip on request),
 //! the busiest interrupt sources, where each vCPU ran against its pinning,
 //! KVM exit rates by kind with what they mean, and the last minutes as plots.
 //! The sampler thread wakes the window only when a sample arrives.
 
-use crate::monitor::latency::LatencyStats;
+use crate::host::HostSnapshot;
+use crate::host::topology::Topology;
+use crate::monitor::latency::{LatencyStats, TIMELINE_WINDOW};
 use crate::monitor::rates::Rates;
 use crate::monitor::sampler::{Series, Update};
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::ui::app::Command;
 use crate::ui::jobs::Job;
 use crate::ui::state::State;
+use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui_with};
 use egui::{Color32, RichText, Sense, Stroke, vec2};
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the page shows between samples (not persisted).
 #[derive(Debug, Default)]
@@ -90,25 +94,57 @@ fn heat_strip(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
                 egui::FontId::proportional(11.0),
                 Color32::WHITE,
             );
-            let busy = r.cpu_use.iter().find(|c| c.cpu == *cpu);
-            let text = format!(
-                "CPU {cpu}: {v:.0} interrupts/s{}{}",
-                busy.map(|b| format!(
-                    ", {:.0}% busy ({:.0}% in IRQ/softirq)",
-                    b.busy * 100.0,
-                    (b.irq + b.softirq) * 100.0
-                ))
-                .unwrap_or_default(),
-                if vm_cpus.contains(cpu) {
-                    " — a VM CPU"
-                } else {
-                    ""
-                }
-            );
+            let text = cpu_text(r, *cpu, *v, vm_cpus.contains(cpu));
             resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &text));
             resp.on_hover_text(text);
         }
     });
+}
+
+/// What the pointer on a CPU shows: its rate, how busy it is, whose it is.
+fn cpu_text(r: &Rates, cpu: u32, v: f64, vm_cpu: bool) -> String {
+    let busy = r.cpu_use.iter().find(|c| c.cpu == cpu);
+    format!(
+        "CPU {cpu}: {v:.0} interrupts/s{}{}",
+        busy.map(|b| format!(
+            ", {:.0}% busy ({:.0}% in IRQ/softirq)",
+            b.busy * 100.0,
+            (b.irq + b.softirq) * 100.0
+        ))
+        .unwrap_or_default(),
+        if vm_cpu { " - a VM CPU" } else { "" }
+    )
+}
+
+/// The interrupt heat on each CPU of the topology drawing: SMT siblings,
+/// L3 groups and NUMA nodes stay visible, so "the IRQs all land on the VM's
+/// L3 group" can be seen. The VM's CPUs carry their vCPU number.
+fn heat_topology(ui: &mut egui::Ui, t: &Topology, u: &Update, vm_cpus: &BTreeSet<u32>) {
+    let r = &u.rates;
+    let max = r.irq_per_cpu.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    let rate: BTreeMap<u32, f64> = r.irq_per_cpu.iter().copied().collect();
+    let mut marks = CpuMarks::new();
+    for (vcpu, cpus) in u.vm.iter().flat_map(|vm| vm.pins.iter()) {
+        for c in cpus {
+            marks.insert(*c, CpuMark::Vcpu(*vcpu));
+        }
+    }
+    let notes = |cpu: u32| {
+        let v = rate.get(&cpu).copied().unwrap_or(0.0);
+        vec![cpu_text(r, cpu, v, vm_cpus.contains(&cpu))]
+    };
+    let shade = |cpu: u32| rate.get(&cpu).map(|v| heat(*v, max));
+    egui::ScrollArea::vertical()
+        .id_salt("heat_topology")
+        .max_height(340.0)
+        .show(ui, |ui| {
+            // Screen readers (and the tests) get the same words as the hover.
+            topology_ui_with(ui, t, &marks, &notes, &shade, &mut |_, cpu, resp| {
+                let v = rate.get(&cpu).copied().unwrap_or(0.0);
+                let text = cpu_text(r, cpu, v, vm_cpus.contains(&cpu));
+                resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, &text));
+            });
+        });
 }
 
 fn plot(ui: &mut egui::Ui, v: &MonitorView) {
@@ -200,6 +236,23 @@ fn latency_ui(
                         .name(format!("below {} µs: {n}", 1u64 << (i + 1).min(63)))
                 })
                 .collect();
+            // Over time: the worst wake-up of each window, one line per CPU.
+            ui.add_space(8.0);
+            Plot::new("latency_timeline")
+                .height(120.0)
+                .allow_scroll(false)
+                .legend(Legend::default())
+                .x_axis_label("seconds into the probe")
+                .y_axis_label(format!("worst µs per {} ms", TIMELINE_WINDOW.as_millis()))
+                .show(ui, |p| {
+                    for s in stats {
+                        let pts = s.timeline_us.iter().map(|(t, us)| [*t, *us as f64]);
+                        p.line(Line::new(
+                            format!("CPU {}", s.cpu),
+                            PlotPoints::from_iter(pts),
+                        ));
+                    }
+                });
             Plot::new("latency_hist")
                 .height(120.0)
                 .allow_scroll(false)
@@ -219,6 +272,22 @@ fn latency_ui(
 
 pub fn monitor_ui(
     ui: &mut egui::Ui,
+    snap: &HostSnapshot,
+    v: &MonitorView,
+    state: &mut State,
+    running: bool,
+    busy: bool,
+    out: &mut Vec<Command>,
+) {
+    egui::ScrollArea::vertical()
+        .id_salt("monitor_page")
+        .auto_shrink(false)
+        .show(ui, |ui| page(ui, snap, v, state, running, busy, out));
+}
+
+fn page(
+    ui: &mut egui::Ui,
+    snap: &HostSnapshot,
     v: &MonitorView,
     state: &mut State,
     running: bool,
@@ -256,7 +325,7 @@ pub fn monitor_ui(
     match (&u.vm, &u.vm_problem) {
         (Some(vm), _) => {
             ui.label(format!(
-                "Following {} (QEMU pid {}), {} vCPUs; its CPUs are outlined.",
+                "Following {} (QEMU pid {}), {} vCPUs; its CPUs are marked with their vCPU.",
                 vm.name,
                 vm.pid,
                 vm.vcpus.len()
@@ -269,8 +338,16 @@ pub fn monitor_ui(
             ui.weak("Host only: name a running VM to see its vCPUs and KVM exits.");
         }
     }
-    ui.label(RichText::new("Interrupts per CPU").strong());
-    heat_strip(ui, r, &vm_cpus);
+    ui.horizontal(|ui| {
+        ui.label(RichText::new("Interrupts per CPU").strong());
+        ui.checkbox(&mut state.monitor_strip, "compact strip")
+            .on_hover_text("One row of CPUs instead of the topology drawing");
+    });
+    if state.monitor_strip || snap.topology.cores.is_empty() {
+        heat_strip(ui, r, &vm_cpus);
+    } else {
+        heat_topology(ui, &snap.topology, u, &vm_cpus);
+    }
     plot(ui, v);
     ui.columns(2, |cols| {
         let ui = &mut cols[0];
@@ -280,11 +357,14 @@ pub fn monitor_ui(
             if let Some(m) = s.vfio {
                 line.push_str(&format!("  [passed-through, {m:?}]"));
             }
+            // One line each (truncated, the whole line on hover): columns stay aligned.
             if s.on_vm_cpus.is_empty() {
-                ui.label(RichText::new(line).monospace());
+                ui.add(egui::Label::new(RichText::new(line.clone()).monospace()).truncate())
+                    .on_hover_text(line);
             } else {
-                ui.colored_label(WARN, RichText::new(format!("{line}  — on VM CPUs {:?}", s.on_vm_cpus)).monospace())
-                    .on_hover_text("An interrupt handled on a vCPU's host CPU interrupts the guest: steer it away with irqaffinity= or /proc/irq/N/smp_affinity.");
+                let line = format!("{line}  - on VM CPUs {:?}", s.on_vm_cpus);
+                ui.add(egui::Label::new(RichText::new(line.clone()).monospace().color(WARN)).truncate())
+                    .on_hover_text(format!("{line}\n\nAn interrupt handled on a vCPU's host CPU interrupts the guest: steer it away with irqaffinity= or /proc/irq/N/smp_affinity."));
             }
         }
         let ui = &mut cols[1];

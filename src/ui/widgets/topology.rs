@@ -38,6 +38,9 @@ pub type CpuNotes<'a> = dyn Fn(u32) -> Vec<String> + 'a;
 
 const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
 
+/// A background for a CPU's cell (the monitor's interrupt heat), or none.
+pub type CpuShade<'a> = dyn Fn(u32) -> Option<Color32> + 'a;
+
 /// Called for each host CPU's cell after it is drawn (drop targets, drag sources).
 pub type OnCpu<'a> = dyn FnMut(&mut egui::Ui, u32, &egui::Response) + 'a;
 
@@ -45,6 +48,7 @@ pub type OnCpu<'a> = dyn FnMut(&mut egui::Ui, u32, &egui::Response) + 'a;
 struct Draw<'a, 'b> {
     marks: &'a CpuMarks,
     notes: &'a CpuNotes<'a>,
+    shade: &'a CpuShade<'a>,
     on_cpu: &'a mut OnCpu<'b>,
 }
 
@@ -81,7 +85,36 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                         (None, true) => text.color(ISOLATED).strong(),
                         (None, false) => text,
                     };
-                    let resp = ui.add(egui::Label::new(text).sense(egui::Sense::hover()));
+                    let resp = match (d.shade)(*cpu_id) {
+                        // On a heat background: text that contrasts with it,
+                        // and a marked CPU outlined in the mark's colour.
+                        Some(fill) => {
+                            let [r, g, b, _] = fill.to_array();
+                            let light =
+                                0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(b)
+                                    > 140.0;
+                            let ink = if light {
+                                Color32::BLACK
+                            } else {
+                                Color32::WHITE
+                            };
+                            let stroke = match mark_color {
+                                Some(c) => egui::Stroke::new(2.0, c),
+                                None => egui::Stroke::NONE,
+                            };
+                            let text = text.color(ink);
+                            egui::Frame::new()
+                                .fill(fill)
+                                .stroke(stroke)
+                                .corner_radius(3.0)
+                                .inner_margin(egui::Margin::symmetric(3, 1))
+                                .show(ui, |ui| {
+                                    ui.add(egui::Label::new(text).sense(egui::Sense::hover()))
+                                })
+                                .inner
+                        }
+                        None => ui.add(egui::Label::new(text).sense(egui::Sense::hover())),
+                    };
                     (d.on_cpu)(ui, *cpu_id, &resp);
                     let notes = d.notes;
                     resp.on_hover_ui(|ui| {
@@ -134,7 +167,7 @@ fn core_box_size(t: &Topology, core: &Core) -> egui::Vec2 {
 }
 
 pub fn topology_ui(ui: &mut egui::Ui, t: &Topology, marks: &CpuMarks) {
-    topology_ui_with(ui, t, marks, &|_| Vec::new(), &mut |_, _, _| {});
+    topology_ui_with(ui, t, marks, &|_| Vec::new(), &|_| None, &mut |_, _, _| {});
 }
 
 /// The drawing with a hook on every CPU cell (the pinning board's drops).
@@ -143,11 +176,13 @@ pub fn topology_ui_with(
     t: &Topology,
     marks: &CpuMarks,
     notes: &CpuNotes<'_>,
+    shade: &CpuShade<'_>,
     on_cpu: &mut OnCpu<'_>,
 ) {
     let mut d = Draw {
         marks,
         notes,
+        shade,
         on_cpu,
     };
     let pkg_fill = ui.visuals().faint_bg_color;

@@ -1,5 +1,6 @@
 //! `vfio-assistant latency --cpus LIST [--interval-us N] [--duration-s N] [--json]`:
-//! timer wake-up latency per CPU, like cyclictest, with a histogram.
+//! timer wake-up latency per CPU, like cyclictest, with a histogram and (in
+//! JSON, and as "stalls" in text) the worst wake-up per 100 ms over time.
 
 use crate::monitor::latency::probe;
 use crate::parse::cpulist::parse_cpulist;
@@ -64,6 +65,25 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
             r.max_us,
             if r.pinned { "" } else { "  (could not pin)" }
         );
+    }
+    // When the worst wake-ups came: a few isolated stalls point at a periodic
+    // host job; stalls everywhere at load.
+    for r in &results {
+        let limit = r.p99_us.max(1).saturating_mul(4);
+        let at: Vec<String> = r
+            .timeline_us
+            .iter()
+            .filter(|(_, us)| *us > limit)
+            .take(8)
+            .map(|(t, us)| format!("{t:.1} s ({us} µs)"))
+            .collect();
+        if !at.is_empty() {
+            println!(
+                "  CPU {}: stalls over 4x its p99 at {}",
+                r.cpu,
+                at.join(", ")
+            );
+        }
     }
     println!(
         "\nWhat it means: a vCPU pinned there waits this long for the host to run it. Under ~50 µs p99 is good for games; spikes in the hundreds of µs are audio crackle and stutter (look at `vfio-assistant doctor stutter`)."

@@ -97,6 +97,22 @@ pub fn kvm_meaning(name: &str) -> &'static str {
         "request_irq_exits" => "exits to deliver an interrupt request",
         "halt_wakeup" => "an idle vCPU was woken up",
         "tlb_flush" => "guest TLB flushes KVM performed",
+        "fpu_reload" => "the guest's FPU state was loaded again (the host used the FPU meanwhile)",
+        "req_event" => "KVM re-checked pending interrupts/events before re-entering the guest",
+        "host_state_reload" => "host state restored after an exit to QEMU",
+        "preemption_other" | "preemption_reported" => {
+            "the vCPU thread was preempted on the host: something else ran on its CPU"
+        }
+        "directed_yield_attempted" | "directed_yield_successful" => {
+            "a spinning vCPU handed its time to another (pause-loop exiting)"
+        }
+        "pf_fixed" | "pf_taken" | "pf_fast" | "pf_guest" | "pf_spurious" => {
+            "page faults KVM handled: many at start-up is normal (memory being mapped)"
+        }
+        "l1d_flush" => "L1 cache flushed before guest entry (L1TF mitigation)",
+        "nmi_injections" | "nmi_window_exits" => "NMIs delivered into the guest",
+        "invlpg" => "guest page invalidations KVM intercepted",
+        "nested_run" => "the guest ran a nested guest of its own (e.g. Windows VBS/Hyper-V)",
         _ => "",
     }
 }

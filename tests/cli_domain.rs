@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod support;
+
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
@@ -215,4 +217,43 @@ fn check_reads_a_domain_on_the_test_driver() {
     let out = run(&["--demo", "check", "--domain", "no-such-vm"]);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(all.contains("no-such-vm"), "{all}");
+}
+
+#[test]
+fn check_says_whether_libvirt_lets_this_user_in() {
+    let finding = |args: &[&str]| -> Option<serde_json::Value> {
+        let out = run(args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "libvirt.connect")
+            .cloned()
+    };
+    // --demo: the test driver answers.
+    let ok = finding(&["--demo", "check", "--json"]).unwrap();
+    assert_eq!(ok["status"], "pass", "{ok}");
+    assert!(
+        ok["evidence"][0]["value"]
+            .as_str()
+            .unwrap()
+            .contains("domain(s) visible")
+    );
+    // A socket nobody listens on: no daemon, said so with the fix.
+    let down = finding(&[
+        "--demo",
+        "check",
+        "--json",
+        "--connect",
+        "qemu+unix:///system?socket=/nonexistent/libvirt-sock",
+    ])
+    .unwrap();
+    assert_eq!(down["status"], "fail", "{down}");
+    assert!(down["title"].as_str().unwrap().contains("does not answer"));
+    assert!(down["fix"].as_str().unwrap().contains("systemctl"));
+    // A captured host (a snapshot root) has no daemon to ask.
+    let dir = support::hosts::base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
+    let root = dir.path().to_str().unwrap();
+    assert!(finding(&["--root", root, "check", "--json"]).is_none());
 }

@@ -2,6 +2,7 @@
 //! each with evidence, a plain "why" and the fix. Pure functions over the
 //! snapshot, so every check runs the same on the live host and on a capture.
 
+pub mod access;
 pub mod devices;
 pub mod model;
 pub mod platform;
@@ -48,6 +49,7 @@ pub const CHECK_IDS: &[&str] = &[
     "dev.tun",
     "cgroup.controllers",
     "libvirt.running",
+    "libvirt.connect",
     "libvirt.hooks",
     "firmware.ovmf",
     "tpm.swtpm",

@@ -1,6 +1,7 @@
 //! `domain list`, `domain validate FILE`, `domain define FILE`: the libvirt side.
 //! The connection defaults to qemu:///system (test:///default with --demo).
 
+use crate::checks::access::check_connect;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::checks::vm::{probe_vm, vm_findings};
@@ -55,6 +56,12 @@ pub fn findings_with_domain(
     demo: bool,
 ) -> anyhow::Result<Vec<Finding>> {
     let mut findings = run_checks(snap, device);
+    // Whether this user can reach libvirt: on the live host, or wherever
+    // --connect (or --demo's test driver) points. A snapshot has no daemon.
+    if root.is_live() || connect.connect.is_some() || demo {
+        findings.push(check_connect(root, connect.uri(demo)));
+        findings.sort_by_key(|f| f.status);
+    }
     if let Some(name) = domain {
         let hv = connect.open(demo)?;
         let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));

@@ -37,7 +37,15 @@ fn kind_of(e: &virt::error::Error) -> VirtErrorKind {
             _ if msg.contains("already running") || msg.contains("not running") => {
                 VirtErrorKind::WrongState
             }
-            _ if msg.contains("permission denied") || msg.contains("authentication") => {
+            // polkit decides for a non-root user on a world-writable socket;
+            // without the system D-Bus it cannot, and libvirt says "Unable to
+            // get system bus connection … No such file": a refusal, not a
+            // missing daemon (seen on this project's machine as a plain user).
+            _ if msg.contains("permission denied")
+                || msg.contains("authentication")
+                || msg.contains("polkit")
+                || msg.contains("system bus") =>
+            {
                 VirtErrorKind::Denied
             }
             _ if msg.contains("failed to connect") || msg.contains("no such file") => {

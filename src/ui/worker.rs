@@ -1,6 +1,7 @@
 //! Scanning off the UI thread: one short-lived thread per scan, its result sent
 //! over a channel that the app drains in `logic`.
 
+use crate::checks::access::check_connect;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::host::{HostSnapshot, scan};
@@ -18,7 +19,12 @@ pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Recei
         .spawn(move || {
             let result = scan(&root)
                 .map(|snap| {
-                    let findings = run_checks(&snap, None);
+                    let mut findings = run_checks(&snap, None);
+                    // The live host: can this user reach the system libvirt?
+                    if root.is_live() {
+                        findings.push(check_connect(&root, crate::libvirt::DEFAULT_URI));
+                        findings.sort_by_key(|f| f.status);
+                    }
                     (snap, findings)
                 })
                 .map_err(|e| format!("{e:#}"));

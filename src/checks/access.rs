@@ -1,0 +1,270 @@
+//! Can this user reach libvirt? The `libvirt.connect` finding: a real
+//! connection attempt (the only honest test: the socket's mode, polkit rules
+//! and the daemon all decide), explained with the user and their groups from
+//! `/etc/passwd` and `/etc/group`.
+
+use super::model::{Finding, Status};
+use crate::libvirt::{Hypervisor, Libvirt, VirtError, error::VirtErrorKind};
+use crate::sysroot::{HostPath, HostRoot};
+
+/// Who is asking, as far as the host's account files tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct User {
+    pub uid: u32,
+    pub name: Option<String>,
+    /// Groups the user belongs to (the primary one and the supplementary ones
+    /// listed in /etc/group). Empty when unreadable.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+    fn in_group(&self, g: &str) -> bool {
+        self.groups.iter().any(|x| x == g)
+    }
+}
+
+/// What one connection attempt gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached {
+    /// libvirt's version as major.minor.micro.
+    pub version: String,
+    pub domains: usize,
+}
+
+/// `uid`'s name and groups, from the account files under `root`.
+pub fn user_of(root: &HostRoot, uid: u32) -> User {
+    let passwd = root.read_text(&HostPath::etc("passwd")).unwrap_or_default();
+    let group = root.read_text(&HostPath::etc("group")).unwrap_or_default();
+    let mut user = User {
+        uid,
+        ..User::default()
+    };
+    let mut primary_gid = None;
+    for line in passwd.lines() {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() >= 4 && f[2].parse::<u32>().ok() == Some(uid) {
+            user.name = Some(f[0].to_string());
+            primary_gid = f[3].parse::<u32>().ok();
+            break;
+        }
+    }
+    for line in group.lines() {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() < 4 {
+            continue;
+        }
+        let member = user
+            .name
+            .as_deref()
+            .is_some_and(|n| f[3].split(',').any(|m| m.trim() == n));
+        if member || (primary_gid.is_some() && f[2].parse::<u32>().ok() == primary_gid) {
+            user.groups.push(f[0].to_string());
+        }
+    }
+    user
+}
+
+/// Try `uri` once: its version and how many domains this user can see.
+pub fn reach(uri: &str) -> Result<Reached, VirtError> {
+    let hv = Libvirt::open(uri)?;
+    let (a, b, c) = hv.lib_version()?;
+    Ok(Reached {
+        version: format!("{a}.{b}.{c}"),
+        domains: hv.domains()?.len(),
+    })
+}
+
+/// The finding for one attempt (pure).
+pub fn connect_finding(uri: &str, user: &User, got: &Result<Reached, VirtError>) -> Finding {
+    let who = match (&user.name, user.is_root()) {
+        (_, true) => "root".to_string(),
+        (Some(n), false) => format!("{n} (uid {})", user.uid),
+        (None, false) => format!("uid {}", user.uid),
+    };
+    let groups = if user.groups.is_empty() {
+        "(unknown)".to_string()
+    } else {
+        user.groups.join(" ")
+    };
+    let why = "Defining, starting and inspecting VMs all go through libvirt; the system connection (qemu:///system, where virt-manager keeps VMs and where passthrough works) needs the daemon running and the user allowed to use it.";
+    match got {
+        Ok(r) => Finding::new(
+            "libvirt.connect",
+            format!("libvirt answers at {uri}"),
+            Status::Pass,
+        )
+        .evidence(
+            format!("connect {uri}"),
+            format!("libvirt {}, {} domain(s) visible", r.version, r.domains),
+        )
+        .evidence("user", who)
+        .why(why),
+        Err(e) => {
+            let f = Finding::new("libvirt.connect", "", Status::Fail)
+                .evidence(format!("connect {uri}"), e.message.clone())
+                .evidence("user", who.clone())
+                .evidence(
+                    HostPath::etc("group").to_string(),
+                    format!("groups: {groups}"),
+                )
+                .why(why);
+            match e.kind {
+                VirtErrorKind::Denied => {
+                    let no_bus = e.message.contains("system bus");
+                    let fix = if no_bus {
+                        "libvirt asks polkit whether you may manage VMs, and polkit needs the system D-Bus, which is not running: start it (sudo systemctl start dbus), or run this as root. With polkit working, members of the libvirt group are let in.".to_string()
+                    } else if user.is_root() {
+                        "Even root is refused: check /etc/libvirt/libvirtd.conf (unix_sock_*), polkit rules and the SELinux/AppArmor log.".to_string()
+                    } else if user.in_group("libvirt") {
+                        "You are in the libvirt group in /etc/group but this session is not: log out and back in (or `newgrp libvirt`). Otherwise check polkit rules in /etc/polkit-1/rules.d/.".to_string()
+                    } else {
+                        let n = user.name.as_deref().unwrap_or("$USER");
+                        format!(
+                            "Add yourself to the libvirt group: sudo usermod -aG libvirt {n}, then log out and back in (groups apply at login). Or run this as root."
+                        )
+                    };
+                    Finding {
+                        title: format!("libvirt refuses {who} at {uri}"),
+                        ..f
+                    }
+                    .fix(fix)
+                }
+                VirtErrorKind::NoConnection => Finding {
+                    title: format!("libvirt does not answer at {uri}"),
+                    ..f
+                }
+                .fix(e.hint()),
+                _ => Finding {
+                    title: format!("libvirt at {uri} gave an error"),
+                    status: Status::Warn,
+                    ..f
+                }
+                .fix(e.hint()),
+            }
+        }
+    }
+}
+
+/// The finding for this process's user against `uri` (a real attempt).
+pub fn check_connect(root: &HostRoot, uri: &str) -> Finding {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    connect_finding(uri, &user_of(root, uid), &reach(uri))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_with(passwd: &str, group: &str) -> (tempfile::TempDir, HostRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        std::fs::write(dir.path().join("etc/passwd"), passwd).unwrap();
+        std::fs::write(dir.path().join("etc/group"), group).unwrap();
+        let root = HostRoot::at(dir.path());
+        (dir, root)
+    }
+
+    #[test]
+    fn users_and_groups() {
+        let (_d, root) = root_with(
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/bash\nbroken line\n",
+            "root:x:0:\nalice:x:1000:\nkvm:x:104:alice\nlibvirt:x:113:bob, alice\nx\n",
+        );
+        let a = user_of(&root, 1000);
+        assert_eq!(a.name.as_deref(), Some("alice"));
+        assert_eq!(a.groups, vec!["alice", "kvm", "libvirt"]);
+        let nobody = user_of(&root, 4242);
+        assert_eq!(nobody.name, None);
+        let empty = HostRoot::at(tempfile::tempdir().unwrap().path());
+        assert!(user_of(&empty, 0).groups.is_empty());
+    }
+
+    fn err(kind: VirtErrorKind, msg: &str) -> Result<Reached, VirtError> {
+        Err(VirtError::new(
+            "connecting to qemu:///system",
+            kind,
+            msg.to_string(),
+        ))
+    }
+
+    #[test]
+    fn each_answer_says_what_to_do() {
+        let alice = User {
+            uid: 1000,
+            name: Some("alice".into()),
+            groups: vec!["alice".into()],
+        };
+        let ok = connect_finding(
+            "qemu:///system",
+            &alice,
+            &Ok(Reached {
+                version: "9.0.0".into(),
+                domains: 2,
+            }),
+        );
+        assert_eq!(ok.status, Status::Pass);
+        assert!(ok.evidence[0].value.contains("libvirt 9.0.0, 2 domain(s)"));
+
+        let denied = connect_finding(
+            "qemu:///system",
+            &alice,
+            &err(
+                VirtErrorKind::Denied,
+                "Failed to connect socket to '/var/run/libvirt/libvirt-sock': Permission denied",
+            ),
+        );
+        assert_eq!(denied.status, Status::Fail);
+        assert!(denied.title.contains("refuses alice"));
+        assert!(
+            denied
+                .fix
+                .as_deref()
+                .unwrap()
+                .contains("usermod -aG libvirt alice")
+        );
+
+        let member = User {
+            groups: vec!["libvirt".into()],
+            ..alice.clone()
+        };
+        let stale = connect_finding(
+            "qemu:///system",
+            &member,
+            &err(VirtErrorKind::Denied, "Permission denied"),
+        );
+        assert!(
+            stale
+                .fix
+                .as_deref()
+                .unwrap()
+                .contains("log out and back in")
+        );
+
+        let down = connect_finding(
+            "qemu:///system",
+            &alice,
+            &err(VirtErrorKind::NoConnection, "No such file or directory"),
+        );
+        assert_eq!(down.status, Status::Fail);
+        assert!(down.title.contains("does not answer"));
+        assert!(down.fix.as_deref().unwrap().contains("systemctl"));
+
+        // A real message, as a plain user here (world-writable socket, no
+        // system D-Bus for polkit): libvirt answered, and refused.
+        let e = VirtError::new(
+            "connecting to qemu:///system",
+            VirtErrorKind::Denied,
+            "internal error: Unable to get system bus connection: Could not connect: No such file or directory",
+        );
+        let no_bus = connect_finding("qemu:///system", &alice, &Err(e));
+        assert!(no_bus.title.contains("refuses"));
+        assert!(no_bus.fix.as_deref().unwrap().contains("D-Bus"));
+
+        let odd = connect_finding("qemu:///system", &alice, &err(VirtErrorKind::Other, "?"));
+        assert_eq!(odd.status, Status::Warn);
+    }
+}

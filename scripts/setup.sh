@@ -16,6 +16,8 @@ if [ "$what" = test ]; then
     # and start real domains on qemu:///system (scripts/libvirt-up.sh starts it).
     pkgs="$pkgs pciutils libvirt-clients libxml2-utils desktop-file-utils appstream"
     pkgs="$pkgs libvirt-daemon-system qemu-system-x86 ovmf swtpm swtpm-tools"
+    # cpio, zstd and xz build real initramfs images for the initramfs check's tests.
+    pkgs="$pkgs cpio zstd xz-utils"
 fi
 missing=""
 for p in $pkgs; do

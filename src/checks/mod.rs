@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod devices;
+pub mod initramfs;
 pub mod model;
 pub mod platform;
 pub mod runtime;
@@ -25,6 +26,7 @@ pub const CHECK_IDS: &[&str] = &[
     "iommu.rmrr",
     "vfio.modules",
     "boot.reboot_pending",
+    "boot.initramfs_vfio",
     "device.exists",
     "device.viable",
     "device.bound",
@@ -62,6 +64,7 @@ pub fn run_checks(s: &HostSnapshot, device: Option<&str>) -> Vec<Finding> {
     platform::check(s, &mut out);
     devices::check(s, device, &mut out);
     runtime::check(s, &mut out);
+    initramfs::check(s, &mut out);
     out.sort_by_key(|f| f.status);
     out
 }

@@ -102,7 +102,12 @@ pub const SYMPTOMS: &[Symptom] = &[
         id: "wont-stop-start",
         title: "A VM that will not stop or start / \"cannot acquire state change lock\"",
         says: "virsh shutdown does nothing, start fails with a lock error",
-        checks: &["vm.state", "libvirt.running", "libvirt.connect", "libvirt.hooks"],
+        checks: &[
+            "vm.state",
+            "libvirt.running",
+            "libvirt.connect",
+            "libvirt.hooks",
+        ],
         device_scoped: false,
         cannot_see: "The domain's state and QEMU's own run state need its name: --domain NAME.",
         next_steps: &[
@@ -139,6 +144,8 @@ pub const SYMPTOMS: &[Symptom] = &[
         checks: &[
             "device.viable",
             "device.bound",
+            "device.host_driver_first",
+            "boot.initramfs_vfio",
             "iommu.acs_override",
             "iommu.enabled",
         ],

@@ -7,6 +7,7 @@ pub mod firmware;
 pub mod freq;
 pub mod hex;
 pub mod hybrid;
+pub mod initramfs;
 pub mod iommu;
 pub mod kernel;
 pub mod pci;

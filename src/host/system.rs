@@ -4,6 +4,7 @@
 //! nodes, cgroup controllers, IRQ affinities, firmware images and libvirt's
 //! socket and hooks. Everything optional: what cannot be read says why.
 
+use super::initramfs::{InitramfsState, read_state};
 use super::warnings::Warnings;
 use crate::parse::cmdline::{Cmdline, parse_cmdline};
 use crate::parse::cpulist::parse_cpulist;
@@ -177,6 +178,9 @@ pub struct SystemState {
     pub swtpm: bool,
     pub libvirt_socket: Option<String>,
     pub libvirt_hooks: Vec<HookFile>,
+    /// The running kernel's initramfs, read when /etc/modprobe.d binds
+    /// devices to vfio-pci at boot (see initramfs.rs).
+    pub initramfs: InitramfsState,
     /// A battery exists: this is a laptop.
     pub battery: bool,
     /// `kvm_intel`/`kvm_amd` present as loaded or built-in module directories.
@@ -394,10 +398,21 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         .into_iter()
         .find(|m| root.is_dir(&HostPath::sys(&format!("module/{m}"))))
         .map(str::to_string);
+    let modprobe = read_modprobe(root, warnings);
+    let release = root
+        .read_attr_opt(&HostPath::proc("sys/kernel/osrelease"))
+        .ok()
+        .flatten();
+    let pairs: Vec<(String, String)> = modprobe
+        .iter()
+        .map(|l| (l.file.clone(), l.line.clone()))
+        .collect();
+    let initramfs = read_state(root, release.as_deref(), &pairs);
     SystemState {
         kernel_log,
         iomem_framebuffers,
-        modprobe: read_modprobe(root, warnings),
+        modprobe,
+        initramfs,
         boot_cmdlines: read_boot_cmdlines(root, warnings),
         buddyinfo,
         ksm_run: root

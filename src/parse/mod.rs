@@ -2,6 +2,7 @@
 //! on real text; the readers in `host/` feed them files through a `HostRoot`.
 
 pub mod cmdline;
+pub mod cpio;
 pub mod cpulist;
 pub mod digits;
 pub mod domstats;

@@ -1,0 +1,173 @@
+//! The initramfs archive format: "newc" cpio (magic `070701`, or `070702` with
+//! checksums), as the kernel unpacks it. An image is one or more archives
+//! back to back, each ending in a `TRAILER!!!` entry and padded with zeros:
+//! distributions put an uncompressed early archive first (CPU microcode) and
+//! the compressed main one after it. This reads the uncompressed archives at
+//! the start of `bytes` and says where the rest begins.
+
+use super::ParseError;
+
+/// One file in the archive; its data only when the caller asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpioEntry {
+    /// As stored: relative, e.g. `etc/modprobe.d/vfio.conf`.
+    pub name: String,
+    pub mode: u32,
+    pub size: usize,
+    pub data: Option<Vec<u8>>,
+}
+
+impl CpioEntry {
+    pub fn is_file(&self) -> bool {
+        self.mode & 0o170000 == 0o100000
+    }
+}
+
+const HEADER: usize = 110;
+
+fn hex_field(h: &[u8], i: usize) -> Result<usize, ParseError> {
+    let f = h
+        .get(6 + i * 8..6 + (i + 1) * 8)
+        .ok_or_else(|| ParseError::new("cpio header cut short"))?;
+    let s = std::str::from_utf8(f).map_err(|_| ParseError::new("cpio header is not text"))?;
+    usize::from_str_radix(s, 16)
+        .map_err(|_| ParseError::new(format!("cpio header field {s:?} is not hex")))
+}
+
+fn align4(n: usize) -> usize {
+    n.saturating_add(3) & !3
+}
+
+/// The entries of the newc archives at the start of `bytes` (stopping at the
+/// first byte that is neither zero padding nor another archive), and the
+/// offset where that non-cpio rest begins (`bytes.len()` when there is none).
+/// `keep(name)` says which files' data to copy out.
+pub fn read_newc(
+    bytes: &[u8],
+    keep: impl Fn(&str) -> bool,
+) -> Result<(Vec<CpioEntry>, usize), ParseError> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    loop {
+        // Zero padding between archives (to 4 bytes, often to 512).
+        while bytes.get(at) == Some(&0) {
+            at += 1;
+        }
+        let Some(h) = bytes.get(at..at + HEADER) else {
+            return Ok((out, at.min(bytes.len())));
+        };
+        if &h[..6] != b"070701" && &h[..6] != b"070702" {
+            return Ok((out, at));
+        }
+        let mode = u32::try_from(hex_field(h, 1)?).unwrap_or(0);
+        let size = hex_field(h, 6)?;
+        let name_len = hex_field(h, 11)?;
+        let name_at = at + HEADER;
+        let name_bytes = bytes.get(name_at..name_at + name_len).ok_or_else(|| {
+            ParseError::new(format!("cpio name at byte {name_at} runs past the end"))
+        })?;
+        let name = String::from_utf8_lossy(name_bytes.strip_suffix(&[0]).unwrap_or(name_bytes))
+            .into_owned();
+        let data_at = align4(name_at + name_len);
+        let data_end = data_at
+            .checked_add(size)
+            .filter(|e| *e <= bytes.len())
+            .ok_or_else(|| ParseError::new(format!("cpio entry {name:?} runs past the end")))?;
+        at = align4(data_end);
+        if name == "TRAILER!!!" {
+            continue;
+        }
+        let name = name
+            .trim_start_matches("./")
+            .trim_start_matches('/')
+            .to_string();
+        let data = keep(&name).then(|| bytes[data_at..data_end].to_vec());
+        out.push(CpioEntry {
+            name,
+            mode,
+            size,
+            data,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One newc entry, as GNU cpio writes it (ino, uid… zero here).
+    fn entry(name: &str, mode: u32, data: &[u8]) -> Vec<u8> {
+        let mut v = format!(
+            "070701{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}",
+            1,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        )
+        .into_bytes();
+        v.extend_from_slice(name.as_bytes());
+        v.push(0);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v.extend_from_slice(data);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn two_archives_then_the_rest() {
+        let mut img = entry("kernel/x86/microcode/GenuineIntel.bin", 0o100644, b"ucode");
+        img.extend(entry("TRAILER!!!", 0, b""));
+        img.resize(512, 0);
+        img.extend(entry(
+            "etc/modprobe.d/vfio.conf",
+            0o100644,
+            b"options vfio-pci ids=10de:1b80\n",
+        ));
+        img.extend(entry("usr/lib/modules", 0o040755, b""));
+        img.extend(entry("TRAILER!!!", 0, b""));
+        let rest = img.len();
+        img.extend_from_slice(&[0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3]);
+        let (entries, end) = read_newc(&img, |n| n.ends_with(".conf")).unwrap();
+        assert_eq!(end, rest);
+        assert_eq!(entries.len(), 3);
+        assert!(entries[0].data.is_none());
+        assert_eq!(
+            entries[1].data.as_deref(),
+            Some(&b"options vfio-pci ids=10de:1b80\n"[..])
+        );
+        assert!(entries[1].is_file() && !entries[2].is_file());
+    }
+
+    #[test]
+    fn damage_is_an_error_not_a_panic() {
+        let good = entry("etc/a.conf", 0o100644, b"hello");
+        for cut in [10, 50, 115, 126] {
+            let r = read_newc(&good[..cut], |_| true);
+            assert!(
+                r.is_err() || r.as_ref().is_ok_and(|(e, _)| e.is_empty()),
+                "{cut}: {r:?}"
+            );
+        }
+        let mut bad = good.clone();
+        bad[20] = b'Z';
+        assert!(read_newc(&bad, |_| true).is_err());
+        assert_eq!(
+            read_newc(b"not cpio at all", |_| true).unwrap(),
+            (vec![], 0)
+        );
+        assert_eq!(read_newc(b"", |_| true).unwrap(), (vec![], 0));
+    }
+}

@@ -52,6 +52,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             vfio_assistant::cli::monitor::run(&root.0, args, cli.demo)
         }
         Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
+        Some(Command::Rom(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::rom::run(&root.0, args)
+        }
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

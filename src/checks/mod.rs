@@ -7,6 +7,7 @@ pub mod devices;
 pub mod initramfs;
 pub mod model;
 pub mod platform;
+pub mod rom;
 pub mod runtime;
 pub mod vm;
 
@@ -34,6 +35,7 @@ pub const CHECK_IDS: &[&str] = &[
     "device.boot_vga",
     "device.reset",
     "device.rebar",
+    "device.rom",
     "device.laptop_gpu",
     "device.host_display",
     "device.sriov_pf",

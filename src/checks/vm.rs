@@ -414,6 +414,33 @@ fn code43_finding(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Findi
     .fix_if(!problems.is_empty(), problems.join("; "))
 }
 
+/// What is in each ROM file the domain hands a device (`<rom file=…/>`);
+/// a missing file is `vm.code43`'s.
+fn rom_file_findings(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Vec<Finding> {
+    pci_hostdevs(doc)
+        .into_iter()
+        .filter_map(|h| {
+            let file = h.rom_file?;
+            let path = HostPath::from_absolute(&file)?;
+            if !root.exists(&path) {
+                return None;
+            }
+            let card = snap
+                .device(&h.host)
+                .map(|d| (d.device.vendor_id.0, d.device.device_id.0));
+            let bytes = root
+                .read_bytes(&path, 16 * 1024 * 1024)
+                .map_err(|e| e.to_string());
+            Some(crate::checks::rom::rom_finding(
+                Some(&h.host),
+                card,
+                &file,
+                &bytes,
+            ))
+        })
+        .collect()
+}
+
 /// The findings about one domain.
 pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Finding> {
     let mut out = vec![state_finding(v)];
@@ -421,6 +448,7 @@ pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Find
         out.push(pinning_finding(snap, doc));
         out.push(hyperv_finding(doc));
         out.push(code43_finding(snap, root, doc));
+        out.extend(rom_file_findings(snap, root, doc));
         out.push(intx_finding(v, doc));
     }
     out.push(irq_finding(v));

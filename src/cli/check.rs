@@ -30,6 +30,10 @@ pub struct CheckArgs {
     pub domain: Option<String>,
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// Also read each checked card's ROM (root; the ROM is enabled in sysfs for
+    /// the read and disabled again) and say whether it carries the UEFI GOP driver.
+    #[arg(long)]
+    pub read_rom: bool,
 }
 
 #[derive(Serialize)]
@@ -49,6 +53,7 @@ pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32>
         args.domain.as_deref(),
         &args.connect,
         demo,
+        args.read_rom,
     )?;
     let c = counts(&findings);
     if args.json {

@@ -28,6 +28,10 @@ pub struct DoctorArgs {
     pub domain: Option<String>,
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// Also read each checked card's ROM (root; the ROM is enabled in sysfs for
+    /// the read and disabled again) and say whether it carries the UEFI GOP driver.
+    #[arg(long)]
+    pub read_rom: bool,
 }
 
 pub fn list() -> String {
@@ -99,6 +103,7 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
         args.domain.as_deref(),
         &args.connect,
         demo,
+        args.read_rom,
     )?;
     let diagnoses: Vec<Diagnosis> = symptoms.iter().map(|s| diagnose(s, &findings)).collect();
     if args.json {

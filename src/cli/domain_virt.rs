@@ -54,8 +54,21 @@ pub fn findings_with_domain(
     domain: Option<&str>,
     connect: &ConnectArgs,
     demo: bool,
+    read_rom: bool,
 ) -> anyhow::Result<Vec<Finding>> {
     let mut findings = run_checks(snap, device);
+    if read_rom {
+        for e in crate::checks::devices::targets(snap, device) {
+            let addr = e.device.address.as_str();
+            findings.push(crate::checks::rom::rom_finding(
+                Some(addr),
+                Some((e.device.vendor_id.0, e.device.device_id.0)),
+                &crate::host::rom::rom_path(addr).to_string(),
+                &crate::host::rom::read_card_rom(root, addr),
+            ));
+        }
+        findings.sort_by_key(|f| f.status);
+    }
     // Whether this user can reach libvirt: on the live host, or wherever
     // --connect (or --demo's test driver) points. A snapshot has no daemon.
     if root.is_live() || connect.connect.is_some() || demo {

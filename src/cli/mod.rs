@@ -10,6 +10,7 @@ pub mod domain_virt;
 pub mod latency;
 pub mod monitor;
 pub mod pin;
+pub mod rom;
 pub mod scan;
 pub mod snapshot;
 pub mod text;
@@ -68,6 +69,10 @@ pub enum Command {
     /// Measure timer wake-up latency on CPUs, like cyclictest (the latency a vCPU
     /// pinned there would see).
     Latency(latency::LatencyArgs),
+    /// What is in a graphics card's ROM (from the card, as root, or a file): the
+    /// UEFI GOP driver OVMF needs, a flash-tool header, the right card; `--save`
+    /// writes a clean copy for <rom file='…'/>.
+    Rom(rom::RomArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),

@@ -122,6 +122,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         says: "Device Manager shows error 43 on the GPU, or the monitor stays black",
         checks: &[
             "vm.code43",
+            "device.rom",
             "device.boot_vga",
             "device.rebar",
             "device.laptop_gpu",
@@ -132,7 +133,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM, the card's functions at one slot): name the domain with --domain NAME to have it read.",
         next_steps: &[
             "NVIDIA drivers before 465 refuse to run in a VM: set <hyperv><vendor_id state='on' value='randomid'/></hyperv> and <kvm><hidden state='on'/></kvm> — before installing the driver.",
-            "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads; dump the ROM from the card or use a matching one (<rom file='...'/>).",
+            "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads. `vfio-assistant rom ADDRESS --save FILE` (as root) reads the card's own ROM, says whether it has GOP and saves it for <rom file='...'/>; `rom --file FILE` checks a downloaded one (a header in front is cut off with --save).",
             "Turn on \"Above 4G decoding\" in the firmware; with Resizable BAR on, try turning it off.",
             "A laptop dGPU without outputs needs a VBIOS file and often a fake battery (SSDT) in the guest.",
         ],

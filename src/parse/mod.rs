@@ -8,6 +8,7 @@ pub mod digits;
 pub mod domstats;
 pub mod interrupts;
 pub mod modules;
+pub mod option_rom;
 pub mod pci_config;
 pub mod pci_resource;
 pub mod procstat;

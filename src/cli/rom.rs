@@ -1,0 +1,103 @@
+//! `vfio-assistant rom [ADDRESS] [--file FILE] [--save OUT] [--json]`: what is
+//! in a graphics card's ROM — read from the card (root; see host/rom.rs) or
+//! from a file (a dump, a download) — whether it carries the UEFI GOP driver
+//! OVMF needs, whether a flash-tool header sits in front of it, whether it is
+//! for this card. `--save` writes the ROM proper (header cut off) for
+//! `<rom file='…'/>`. Exit 0 when usable, 1 when not, 2 when nothing could be read.
+
+use crate::checks::model::Status;
+use crate::checks::rom::rom_finding;
+use crate::host::pci::full_address;
+use crate::host::rom::{read_card_rom, rom_path};
+use crate::host::scan;
+use crate::parse::option_rom::parse_option_rom;
+use crate::sysroot::HostRoot;
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct RomArgs {
+    /// The card's PCI address (e.g. 01:00.0). With --file: the card the file is meant for.
+    pub address: Option<String>,
+    /// Check this ROM file instead of reading the card.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Write the ROM proper here (without any header in front), for <rom file='…'/>.
+    #[arg(long, value_name = "OUT")]
+    pub save: Option<PathBuf>,
+    /// Print the finding as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
+    if args.address.is_none() && args.file.is_none() {
+        anyhow::bail!("name a card (e.g. `rom 01:00.0`) or a file (`rom --file vbios.rom`)");
+    }
+    // The card, when named: its full address and ids from the scan.
+    let card = match &args.address {
+        Some(a) => {
+            let snap = scan(root)?;
+            let entry = snap
+                .device(&full_address(a))
+                .with_context(|| format!("no PCI device {a} on this host"))?;
+            Some((
+                entry.device.address.clone(),
+                (entry.device.vendor_id.0, entry.device.device_id.0),
+            ))
+        }
+        None => None,
+    };
+    let (source, bytes) = match (&args.file, &card) {
+        (Some(f), _) => (
+            f.display().to_string(),
+            std::fs::read(f).map_err(|e| format!("{}: {e}", f.display())),
+        ),
+        (None, Some((addr, _))) => (rom_path(addr).to_string(), read_card_rom(root, addr)),
+        (None, None) => anyhow::bail!("name a card or a file"),
+    };
+    let f = rom_finding(
+        card.as_ref().map(|(a, _)| a.as_str()),
+        card.as_ref().map(|(_, ids)| *ids),
+        &source,
+        &bytes,
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&f)?);
+    } else {
+        println!("[{}] {}", f.status.word(), f.title);
+        for e in &f.evidence {
+            println!("  seen: {} = {}", e.source, e.value);
+        }
+        println!("  why:  {}", f.why);
+        if let Some(fix) = &f.fix {
+            println!("  fix:  {fix}");
+        }
+    }
+    if let (Some(out), Ok(b)) = (&args.save, &bytes)
+        && let Ok(rom) = parse_option_rom(b)
+    {
+        let end = rom
+            .images
+            .last()
+            .map_or(b.len(), |i| (i.offset + i.length).min(b.len()));
+        std::fs::write(out, &b[rom.leading_bytes..end])
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!(
+            "saved {} bytes to {}{}",
+            end - rom.leading_bytes,
+            out.display(),
+            if rom.leading_bytes > 0 {
+                format!(" ({} header bytes cut off)", rom.leading_bytes)
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(match f.status {
+        Status::Unknown => 2,
+        Status::Fail | Status::Warn => 1,
+        Status::Pass | Status::Info => 0,
+    })
+}

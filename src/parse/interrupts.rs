@@ -3,7 +3,7 @@
 //! VFIO's own handlers name the passed-through device and the mode:
 //! `vfio-intx(0000:06:00.0)`, `vfio-msi[0](…)`, `vfio-msix[3](…)`.
 
-use super::digits::leading_number;
+use super::digits::{fixed_width_counts, leading_number};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -38,6 +38,17 @@ pub struct Interrupts {
 /// all digits (or overflows) ends the counts, as does reaching `columns`.
 fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize) {
     let mut per_cpu = Vec::with_capacity(columns.unwrap_or(8));
+    // The kernel prints each count as " %10u": try that layout first.
+    if let Some(n) = columns
+        && n > 0
+        && fixed_width_counts(line, i, n, &mut per_cpu)
+    {
+        i += 11 * n;
+        while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
+            i += 1;
+        }
+        return (per_cpu, i);
+    }
     loop {
         while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
             i += 1;
@@ -298,6 +309,58 @@ mod tests {
                 parse_interrupts(&b),
                 "reuse gives the full parse's answer"
             );
+        }
+    }
+
+    /// Counts the plain way: whitespace tokens after the label, up to the
+    /// column count, while they are numbers.
+    fn reference_counts(text: &str) -> Vec<Vec<u64>> {
+        let mut columns = None;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let t = line.trim();
+            if columns.is_none() && t.starts_with("CPU") {
+                columns = Some(t.split_whitespace().count());
+                continue;
+            }
+            let Some((label, rest)) = t.split_once(':') else {
+                continue;
+            };
+            if label.is_empty() || label.contains(char::is_whitespace) {
+                continue;
+            }
+            out.push(
+                rest.split_whitespace()
+                    .take(columns.unwrap_or(usize::MAX))
+                    .map_while(|x| x.parse().ok())
+                    .collect(),
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn fixed_width_and_token_parsing_agree_on_real_text() {
+        let mut texts: Vec<String> = [
+            "intel-n100-minipc-proc-interrupts.txt",
+            "apple-silicon-asahi-proc-interrupts.txt",
+            "x86-128cpu-server-vfio-msix-interrupts-excerpt.txt",
+        ]
+        .iter()
+        .map(|n| listing(n))
+        .collect();
+        // Counts past 8 and 10 digits (long-running hosts), laid out as the kernel does.
+        texts.push(format!(
+            "{:>9}{:>11}{:>11}\n LOC: {:>10} {:>10} {:>10}   Local timer interrupts\n  9: {:>10} {:>10} {:>10}   IR-IO-APIC    9-fasteoi   acpi\nERR: {:>10}\n",
+            "CPU0", "CPU1", "CPU2", 123_456_789u64, 4_294_967_295u64, 0, 99_999_999_999u64, 12, 3, 7
+        ));
+        for text in &texts {
+            let parsed: Vec<Vec<u64>> = parse_interrupts(text)
+                .rows
+                .iter()
+                .map(|r| r.per_cpu.clone())
+                .collect();
+            assert_eq!(parsed, reference_counts(text), "{text}");
         }
     }
 

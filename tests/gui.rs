@@ -191,3 +191,31 @@ fn cpu_page_plans_pinning_and_marks_the_chips() {
     h.run();
     assert!(h.query_by_label("CPU 1 v0").is_none());
 }
+
+#[test]
+fn devices_page_checks_a_cards_rom() {
+    // A captured host whose GTX 1080 Ti ROM file holds a real option ROM with
+    // a UEFI x64 image (iPXE's, vendor 1af4: not NVIDIA's).
+    let host = support::hosts::good_host();
+    std::fs::copy(
+        fixture("roms/efi-virtio.rom"),
+        host.path().join("sys/bus/pci/devices/0000:0b:00.0/rom"),
+    )
+    .unwrap();
+    let mut h = harness_for(Source::Root(host.path().to_path_buf()), Page::Devices);
+    let buttons = h.get_all_by_label("Check its ROM").count();
+    assert_eq!(buttons, 2, "one per GPU (GTX 1080 Ti, GT 710)");
+    h.get_all_by_label("Check its ROM").next().unwrap().click();
+    for _ in 0..300 {
+        h.step();
+        if !h.state().rom_findings.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    h.run();
+    let f = h.state().rom_findings.get("0000:0b:00.0").cloned().unwrap();
+    assert_eq!(f.id, "device.rom");
+    assert!(f.title.contains("another vendor"), "{f:?}");
+    h.get_by_label_contains("is for another vendor's card");
+}

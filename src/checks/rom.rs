@@ -52,6 +52,12 @@ pub fn rom_finding(
         f = f.device(d);
     }
     let who = device.unwrap_or("the card");
+    // Titles name a file by its path, a card's own ROM as such.
+    let name = if device.is_some() && source.ends_with("/rom") {
+        "The card's ROM"
+    } else {
+        source
+    };
     let bytes = match bytes {
         Ok(b) => b,
         Err(reason) => {
@@ -72,7 +78,7 @@ pub fn rom_finding(
         Ok(r) => r,
         Err(e) => {
             return Finding {
-                title: format!("{source} is not a usable PCI option ROM"),
+                title: format!("{name} is not a usable PCI option ROM"),
                 status: Status::Fail,
                 ..f
             }
@@ -85,7 +91,7 @@ pub fn rom_finding(
     if rom.leading_bytes > 0 {
         let n = rom.leading_bytes;
         return Finding {
-            title: format!("{source} has {n} bytes in front of the ROM (a flash-tool header)"),
+            title: format!("{name} has {n} bytes in front of the ROM (a flash-tool header)"),
             status: Status::Fail,
             ..f
         }
@@ -96,7 +102,7 @@ pub fn rom_finding(
     {
         f.status = Status::Warn;
         f.title = format!(
-            "{source} is for another vendor's card ({:04x}:{:04x}, the card is {v:04x}:{d:04x})",
+            "{name} is for another vendor's card ({:04x}:{:04x}, the card is {v:04x}:{d:04x})",
             i.vendor_id, i.device_id
         );
         return f.fix("Use a ROM for this exact card (same vendor, model and memory): the wrong one leaves it dead.");
@@ -108,7 +114,7 @@ pub fn rom_finding(
         );
         return f.fix("Update the card's firmware with the maker's UEFI/GOP update, or use a ROM of the same model that has one (<rom file='…'/>); or boot the VM with SeaBIOS/CSM (legacy), which uses the VGA BIOS.");
     }
-    f.title = format!("{source} carries a UEFI x64 (GOP) driver");
+    f.title = format!("{name} carries a UEFI x64 (GOP) driver");
     if let (Some((_, d)), Some(i)) = (card, first)
         && i.device_id != d
     {

@@ -58,6 +58,8 @@ pub struct App {
     caps_asked: Option<String>,
     /// The Troubleshoot page's domain findings (or why there are none).
     pub vm_findings: Option<Result<Vec<Finding>, String>>,
+    /// Cards whose ROM was read on the Devices page: address -> `device.rom`.
+    pub rom_findings: std::collections::BTreeMap<String, Finding>,
     /// The Monitor page's data and its sampler (running only while the page shows).
     pub monitor: MonitorView,
     sampler: Option<(Receiver<Update>, Arc<AtomicBool>)>,
@@ -122,6 +124,7 @@ impl App {
             monitor: MonitorView::new(),
             sampler: None,
             vm_findings: None,
+            rom_findings: Default::default(),
             commands: Vec::new(),
         }
     }
@@ -155,6 +158,7 @@ impl App {
             monitor: MonitorView::new(),
             sampler: None,
             vm_findings: None,
+            rom_findings: Default::default(),
             commands: Vec::new(),
         }
     }
@@ -189,6 +193,9 @@ impl App {
             JobResult::Latency(r) => self.monitor.latency = Some(r),
             JobResult::Picked(field, path) => self.picked(field, path),
             JobResult::VmFindings(r) => self.vm_findings = Some(r),
+            JobResult::Rom(addr, f) => {
+                self.rom_findings.insert(addr, f);
+            }
         }
     }
 
@@ -339,6 +346,10 @@ impl App {
                     &snap,
                     &mut self.state,
                     self.focus_device.take(),
+                    &views::devices::RomView {
+                        findings: &self.rom_findings,
+                        busy: self.job.is_some(),
+                    },
                     &mut out,
                 ),
                 Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &self.wizard, &mut out),
@@ -419,6 +430,9 @@ impl App {
                 self.focus_device = Some(a);
             }
             Command::Job(mut job) => {
+                if let Job::ReadRom { root, .. } = &mut job {
+                    *root = self.root.clone();
+                }
                 if let Job::ApplyPinning { uri, .. } = &mut job {
                     if uri.is_empty() {
                         *uri = self.wizard_uri();

@@ -45,6 +45,14 @@ pub enum Job {
         cpus: Vec<u32>,
         seconds: u64,
     },
+    /// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
+    ReadRom {
+        addr: String,
+        /// (vendor, device) of the card.
+        card: (u16, u16),
+        /// Filled in by the app: the host being shown.
+        root: Option<HostRoot>,
+    },
     /// Tune a libvirt domain's pinning (and the CPU topology that goes with it).
     ApplyPinning {
         domain: String,
@@ -66,6 +74,8 @@ pub enum JobResult {
     Applied(Result<String, String>),
     Latency(Result<Vec<LatencyStats>, String>),
     VmFindings(Result<Vec<Finding>, String>),
+    /// A card's ROM, judged: (address, the `device.rom` finding).
+    Rom(String, Finding),
     /// The chosen path, or None when the dialog was cancelled or could not open.
     Picked(PickField, Option<String>),
 }
@@ -211,6 +221,15 @@ fn run(job: Job) -> JobResult {
             )
             .map_err(|e| e.to_string()),
         ),
+        Job::ReadRom { addr, card, root } => {
+            let path = crate::host::rom::rom_path(&addr).to_string();
+            let bytes = match &root {
+                Some(r) => crate::host::rom::read_card_rom(r, &addr),
+                None => Err("no host to read from".into()),
+            };
+            let f = crate::checks::rom::rom_finding(Some(&addr), Some(card), &path, &bytes);
+            JobResult::Rom(addr, f)
+        }
         Job::ApplyPinning { domain, uri, plan } => {
             JobResult::Applied(apply_pinning(&domain, &uri, *plan))
         }

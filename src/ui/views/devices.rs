@@ -1,12 +1,17 @@
 //! Devices: IOMMU groups as collapsible cards with device names, drivers,
-//! badges, what the host uses, and the passthrough verdict; a search box.
+//! badges, what the host uses, and the passthrough verdict; a search box; for
+//! graphics cards, a ROM check (UEFI GOP present?) run off the UI thread.
 
+use crate::checks::model::Finding;
 use crate::cli::text::badges;
 use crate::host::{HostSnapshot, PciEntry};
 use crate::ui::app::Command;
+use crate::ui::jobs::Job;
 use crate::ui::state::State;
+use crate::ui::views::findings::finding_list_ui;
 use crate::ui::widgets::badges::{badge_color, badge_ui, verdict_color, verdict_label};
 use egui::RichText;
+use std::collections::BTreeMap;
 
 fn matches(e: &PciEntry, needle: &str) -> bool {
     if needle.is_empty() {
@@ -33,8 +38,44 @@ fn matches(e: &PciEntry, needle: &str) -> bool {
         .all(|w| hay.contains(w))
 }
 
+/// The ROM checks run from this page.
+pub struct RomView<'a> {
+    /// Address -> the `device.rom` finding of its last read.
+    pub findings: &'a BTreeMap<String, Finding>,
+    /// A job runs: the button waits.
+    pub busy: bool,
+}
+
+/// A GPU's ROM: the button that reads it, and what the last read said.
+fn rom_ui(ui: &mut egui::Ui, e: &PciEntry, rom: &RomView<'_>, out: &mut Vec<Command>) {
+    let d = &e.device;
+    ui.horizontal(|ui| {
+        let clicked = ui
+            .add_enabled(!rom.busy, egui::Button::new("Check its ROM").small())
+            .on_hover_text("Reads the card's ROM (needs root: the kernel enables it for the read and this switches it off again) and says whether it carries the UEFI GOP driver OVMF needs to show a picture before Windows loads its driver.")
+            .clicked();
+        if clicked {
+            out.push(Command::Job(Job::ReadRom {
+                addr: d.address.clone(),
+                card: (d.vendor_id.0, d.device_id.0),
+                root: None,
+            }));
+        }
+    });
+    if let Some(f) = rom.findings.get(&d.address) {
+        finding_list_ui(ui, std::slice::from_ref(f));
+    }
+}
+
 /// Draw one device; its verdict only when `explain` (one per passthrough set).
-fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool, explain: bool) {
+fn device_ui(
+    ui: &mut egui::Ui,
+    e: &PciEntry,
+    focused: bool,
+    explain: bool,
+    rom: &RomView<'_>,
+    out: &mut Vec<Command>,
+) {
     let d = &e.device;
     let bridge = d.is_host_bridge() || d.is_pci_bridge();
     let resp = ui.horizontal_wrapped(|ui| {
@@ -85,6 +126,9 @@ fn device_ui(ui: &mut egui::Ui, e: &PciEntry, focused: bool, explain: bool) {
                 ui.label(RichText::new(format!("- {n}")).small().weak());
             }
         }
+        if d.is_gpu() {
+            rom_ui(ui, e, rom, out);
+        }
     });
 }
 
@@ -93,7 +137,8 @@ pub fn devices_ui(
     s: &HostSnapshot,
     state: &mut State,
     focus: Option<String>,
-    _out: &mut Vec<Command>,
+    rom: &RomView<'_>,
+    out: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
         ui.label("Search:");
@@ -134,6 +179,8 @@ pub fn devices_ui(
                         e,
                         focus.as_deref() == Some(e.device.address.as_str()),
                         true,
+                        rom,
+                        out,
                     );
                     ui.add_space(4.0);
                 }
@@ -203,7 +250,7 @@ pub fn devices_ui(
                                 explained.push(set);
                             }
                             let focused = focus.as_deref() == Some(e.device.address.as_str());
-                            device_ui(ui, e, focused, explain);
+                            device_ui(ui, e, focused, explain, rom, out);
                             ui.add_space(4.0);
                         }
                     });

@@ -18,7 +18,7 @@ pub fn status_color(s: Status) -> Color32 {
 
 fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
     let header = egui::CollapsingHeader::new(RichText::new(&f.title))
-        .id_salt(("finding", i, &f.id))
+        .id_salt(("finding", i, &f.id, &f.device))
         .default_open(f.status == Status::Fail);
     ui.horizontal_top(|ui| {
         // A fixed-width column keeps the titles aligned.

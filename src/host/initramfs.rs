@@ -9,10 +9,10 @@
 //! part goes through the distribution's own tool (`zstd -dc`, …), which is
 //! installed wherever it built such an image.
 
-use crate::parse::cpio::read_newc;
+use crate::parse::cpio::{CpioEntry, read_newc, read_newc_stream};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 /// The largest image read (a distribution image is 30–150 MB).
@@ -117,8 +117,9 @@ fn compression_of(b: &[u8]) -> Option<(&'static str, &'static [&'static str])> {
         .map(|(_, name, cmd)| (name, cmd))
 }
 
-/// Run `cmd` with `input` on stdin; its stdout (at most MAX_IMAGE * 4).
-fn filter(cmd: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
+/// The entries of the archive `cmd` decompresses from `input`, read as the
+/// decompressor writes them (only the kept files are held in memory).
+fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, String> {
     let (prog, args) = cmd.split_first().ok_or("no command")?;
     let mut child = Command::new(prog)
         .args(args)
@@ -128,21 +129,23 @@ fn filter(cmd: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
         .spawn()
         .map_err(|e| format!("{prog} is needed to read this image: {e}"))?;
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut out = Vec::new();
-    std::thread::scope(|s| {
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let entries = std::thread::scope(|s| {
         // Write and read at once: either side could fill the pipe.
         s.spawn(move || {
             let _ = stdin.write_all(input);
         });
-        let _ = stdout.by_ref().take(MAX_IMAGE * 4).read_to_end(&mut out);
+        let entries = read_newc_stream(stdout, wanted);
+        // `stdout` is closed here: a decompressor still writing gets EPIPE and
+        // stops, so the writer above cannot block on a full pipe.
+        entries
     });
     let status = child.wait().map_err(|e| format!("{prog}: {e}"))?;
-    // A trailing garbage/padding warning still gives the archive; judge by output.
-    if out.is_empty() && !status.success() {
-        return Err(format!("{prog} could not decompress the image ({status})"));
+    match entries {
+        Ok(e) if !e.is_empty() => Ok(e),
+        Ok(_) => Err(format!("{prog} gave no archive ({status})")),
+        Err(e) => Err(format!("{prog}: {e}")),
     }
-    Ok(out)
 }
 
 fn wanted(name: &str) -> bool {
@@ -170,8 +173,7 @@ pub fn read_initramfs(
             format!("{image}: unknown data after the early archive at byte {rest}")
         })?;
         info.compression = Some(name.to_string());
-        let plain = filter(cmd, tail)?;
-        let (more, _) = read_newc(&plain, wanted).map_err(|e| format!("{image} ({name}): {e}"))?;
+        let more = decompressed_entries(cmd, tail).map_err(|e| format!("{image} ({name}): {e}"))?;
         entries.extend(more);
     }
     info.files = entries.len();

@@ -91,6 +91,94 @@ pub fn read_newc(
     }
 }
 
+/// `read_newc` over a stream (a decompressor's output): only the kept files'
+/// data is held, the rest is skipped as it passes, so a 300 MB initramfs
+/// costs a few KiB of memory. Reads to the end of the stream or of the last
+/// archive in it.
+pub fn read_newc_stream(
+    mut r: impl std::io::Read,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<CpioEntry>, ParseError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| ParseError::new(format!("reading the archive: {e}"));
+    let mut out = Vec::new();
+    // Bytes consumed so far, for the 4-byte alignment.
+    let mut pos: u64 = 0;
+    let skip = |r: &mut dyn Read, n: u64, pos: &mut u64| -> Result<(), ParseError> {
+        let copied = std::io::copy(&mut r.take(n), &mut std::io::sink()).map_err(io)?;
+        *pos += copied;
+        if copied < n {
+            return Err(ParseError::new("the archive ends inside an entry"));
+        }
+        Ok(())
+    };
+    loop {
+        // Zero padding, then a header (or the end).
+        let mut first = [0u8; 1];
+        loop {
+            let n = r.read(&mut first).map_err(io)?;
+            if n == 0 {
+                return Ok(out);
+            }
+            pos += 1;
+            if first[0] != 0 {
+                break;
+            }
+        }
+        let mut h = [0u8; HEADER];
+        h[0] = first[0];
+        r.read_exact(&mut h[1..])
+            .map_err(|_| ParseError::new("the archive ends inside a header"))?;
+        pos += (HEADER - 1) as u64;
+        if &h[..6] != b"070701" && &h[..6] != b"070702" {
+            return Err(ParseError::new(format!(
+                "no cpio header at byte {} of the decompressed archive",
+                pos - HEADER as u64
+            )));
+        }
+        let mode = u32::try_from(hex_field(&h, 1)?).unwrap_or(0);
+        let size = hex_field(&h, 6)?;
+        let name_len = hex_field(&h, 11)?;
+        if name_len > 4096 {
+            return Err(ParseError::new(format!("cpio name of {name_len} bytes")));
+        }
+        let mut name_bytes = vec![0u8; name_len];
+        r.read_exact(&mut name_bytes)
+            .map_err(|_| ParseError::new("the archive ends inside a name"))?;
+        pos += name_len as u64;
+        let pad = (4 - pos % 4) % 4;
+        skip(&mut r, pad, &mut pos)?;
+        let name = String::from_utf8_lossy(name_bytes.strip_suffix(&[0]).unwrap_or(&name_bytes))
+            .into_owned();
+        let name = name
+            .trim_start_matches("./")
+            .trim_start_matches('/')
+            .to_string();
+        let wanted = name != "TRAILER!!!" && keep(&name) && size <= 1 << 20;
+        let data = if wanted {
+            let mut d = vec![0u8; size];
+            r.read_exact(&mut d)
+                .map_err(|_| ParseError::new("the archive ends inside a file"))?;
+            pos += size as u64;
+            Some(d)
+        } else {
+            skip(&mut r, size as u64, &mut pos)?;
+            None
+        };
+        let pad = (4 - pos % 4) % 4;
+        skip(&mut r, pad, &mut pos)?;
+        if name == "TRAILER!!!" {
+            continue;
+        }
+        out.push(CpioEntry {
+            name,
+            mode,
+            size,
+            data,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +237,34 @@ mod tests {
             Some(&b"options vfio-pci ids=10de:1b80\n"[..])
         );
         assert!(entries[1].is_file() && !entries[2].is_file());
+    }
+
+    #[test]
+    fn the_stream_reader_agrees() {
+        let mut img = entry(
+            "etc/modprobe.d/vfio.conf",
+            0o100644,
+            b"options vfio-pci ids=10de:1b80\n",
+        );
+        img.extend(entry(
+            "usr/lib/modules/6.1/vfio-pci.ko",
+            0o100644,
+            &[7u8; 5000],
+        ));
+        img.extend(entry("TRAILER!!!", 0, b""));
+        img.resize(img.len() + 300, 0);
+        img.extend(entry("init", 0o100755, b"#!/bin/sh"));
+        img.extend(entry("TRAILER!!!", 0, b""));
+        let keep = |n: &str| n.ends_with(".conf");
+        let (whole, _) = read_newc(&img, keep).unwrap();
+        let streamed = read_newc_stream(&img[..], keep).unwrap();
+        assert_eq!(whole, streamed);
+        assert_eq!(streamed.len(), 3);
+        // Cut anywhere: an error or fewer entries, never a panic.
+        for cut in (0..img.len()).step_by(37) {
+            let _ = read_newc_stream(&img[..cut], keep);
+        }
+        assert!(read_newc_stream(&b"garbage"[..], keep).is_err());
     }
 
     #[test]

@@ -175,19 +175,33 @@ fn a_bad_root_shows_an_error_not_a_crash() {
 #[test]
 fn cpu_page_plans_pinning_and_marks_the_chips() {
     let mut h = harness_on_snapshot(&fixture("topology/ghw-amd-ryzen5-1600"), Page::Cpu);
-    assert!(h.query_by_label_contains("Plan for").is_none());
-    h.state_mut().state.plan_vcpus = 4;
+    assert!(h.query_by_label("CPU 1 v0").is_none());
+    // One board: choose the vCPU count, let the planner fill it.
+    h.state_mut().state.board.set_vcpus(4);
+    h.run();
+    h.get_by_label("Fill the board from the planner").click();
     h.run();
     // Ryzen siblings are N and N+6: vCPUs 0/1 on CPUs 1/7, the emulator on core 0.
     h.get_by_label("CPU 1 v0");
     h.get_by_label("CPU 7 v1");
-    h.get_by_label("CPU 0 emu");
-    h.get_by_label("CPU 6 emu");
-    h.get_by_label_contains("Plan for 4 vCPUs").click();
+    h.get_by_label_contains("CPU 0 emu");
+    h.get_by_label_contains("CPU 6 emu");
+    // The planner says why; moving a chip by hand makes that stale, so it goes.
+    h.get_by_label("Why the planner placed them so").click();
+    h.run();
+    h.get_by_label_contains("share one 8 MiB L3");
+    h.get_by_label("The board as XML, kernel line, and apply to a domain")
+        .click();
     h.run();
     h.get_by_label_contains("<vcpupin vcpu='0' cpuset='1'/>");
     h.get_by_label_contains("isolcpus=managed_irq,domain,1-2,7-8");
-    h.get_by_label("Clear plan").click();
+    h.state_mut()
+        .state
+        .board
+        .place(vfio_assistant::pinning::board::Chip::Vcpu(0), 3);
+    h.run();
+    assert!(h.query_by_label("Why the planner placed them so").is_none());
+    h.get_by_label("Clear board").click();
     h.run();
     assert!(h.query_by_label("CPU 1 v0").is_none());
 }

@@ -36,6 +36,9 @@ pub struct Board {
     pub pins: BTreeMap<u32, u32>,
     pub emulator: BTreeSet<u32>,
     pub iothread: BTreeSet<u32>,
+    /// Why the planner placed the chips so (its reasons, then its warnings as
+    /// `! …`), from the last fill; cleared when a chip is moved by hand.
+    pub planner_notes: Vec<String>,
 }
 
 impl Board {
@@ -46,12 +49,19 @@ impl Board {
             pins: p.vcpupin.iter().copied().collect(),
             emulator: p.emulatorpin.iter().copied().collect(),
             iothread: p.iothreadpin.iter().copied().collect(),
+            planner_notes: p
+                .reasons
+                .iter()
+                .cloned()
+                .chain(p.warnings.iter().map(|w| format!("! {w}")))
+                .collect(),
         }
     }
 
     /// Put a chip on a CPU: a vCPU moves there (one CPU per vCPU); the emulator
     /// and iothread chips may cover several CPUs, so they are added.
     pub fn place(&mut self, chip: Chip, cpu: u32) {
+        self.planner_notes.clear();
         match chip {
             Chip::Vcpu(v) if v < self.vcpus => {
                 self.pins.insert(v, cpu);
@@ -68,6 +78,7 @@ impl Board {
 
     /// Take a chip off (from `cpu`, or everywhere when `None`).
     pub fn unplace(&mut self, chip: Chip, cpu: Option<u32>) {
+        self.planner_notes.clear();
         let take = |set: &mut BTreeSet<u32>| match cpu {
             Some(c) => {
                 set.remove(&c);
@@ -84,6 +95,7 @@ impl Board {
     }
 
     pub fn set_vcpus(&mut self, n: u32) {
+        self.planner_notes.clear();
         self.vcpus = n;
         self.pins.retain(|v, _| *v < n);
     }

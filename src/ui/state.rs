@@ -44,8 +44,6 @@ pub struct State {
     pub device_filter: String,
     /// Show bridges and chipset plumbing on the Devices page.
     pub show_bridges: bool,
-    /// The CPU page's planned vCPU count (0 = no plan).
-    pub plan_vcpus: usize,
     /// The Troubleshoot page's chosen symptom.
     pub symptom: Option<String>,
     /// The libvirt domain the Troubleshoot page reads too (empty: host only).

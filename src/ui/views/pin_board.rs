@@ -143,25 +143,28 @@ pub fn board_ui(
     let online: Vec<u32> = t.online_cpus().map(|c| c.id).collect();
     let b = &mut state.board;
     ui.horizontal(|ui| {
-        let l = ui.label("Pin by hand: vCPUs");
+        let l = ui.label("vCPUs for the VM");
         let mut n = b.vcpus;
         ui.add(egui::DragValue::new(&mut n).range(0..=online.len() as u32))
             .labelled_by(l.id);
         if n != b.vcpus {
             b.set_vcpus(n);
         }
-        let fill = ui.add_enabled(
-            b.vcpus > 0,
-            egui::Button::new("Fill the board from the planner"),
-        );
+        let fill = ui
+            .add_enabled(
+                b.vcpus > 0,
+                egui::Button::new("Fill the board from the planner"),
+            )
+            .on_hover_text("The planner keeps SMT pairs together, one L3 group and NUMA node where it fits, and core 0 for the host; then move any chip by hand.");
         if fill.clicked() {
             let req = PinRequest {
                 vcpus: b.vcpus as usize,
                 amd: amd(s),
                 ..PinRequest::default()
             };
-            if let Ok(p) = plan(t, &req) {
-                *b = Board::from_plan(&p);
+            match plan(t, &req) {
+                Ok(p) => *b = Board::from_plan(&p),
+                Err(e) => b.planner_notes = vec![format!("! the planner could not place them: {e}")],
             }
         }
         if ui.button("Clear board").clicked() {
@@ -172,10 +175,28 @@ pub fn board_ui(
         }
     });
     if b.vcpus == 0 {
-        ui.weak("Choose how many vCPUs, then drag each chip onto a host thread (or use the selectors), or let the planner fill the board.");
+        ui.weak("Choose how many vCPUs, then let the planner fill the board, or drag each chip onto a host thread (or use the selectors).");
         return CpuMarks::new();
     }
+    if !b.planner_notes.is_empty() {
+        egui::CollapsingHeader::new("Why the planner placed them so")
+            .id_salt("planner_notes")
+            .show(ui, |ui| {
+                for n in &b.planner_notes {
+                    match n.strip_prefix("! ") {
+                        Some(w) => ui.colored_label(WARN, format!("! {w}")),
+                        None => ui.label(format!("- {n}")),
+                    };
+                }
+            });
+    }
     let problems = validate(t, &b.pinning(t));
+    // A problem of the whole set (it spans two L3 groups…) is said once, not
+    // next to every vCPU.
+    let total = b.vcpus as usize;
+    let about_all = |p: &crate::pinning::validate::PinProblem| {
+        p.vcpus.is_empty() || (total > 1 && p.vcpus.len() >= total)
+    };
     // The tray: drop here to unpin.
     let tray = egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.horizontal_wrapped(|ui| {
@@ -216,7 +237,10 @@ pub fn board_ui(
                             None => b.unplace(Chip::Vcpu(v), None),
                         }
                     }
-                    for p in problems.iter().filter(|p| p.vcpus.contains(&v)) {
+                    for p in problems
+                        .iter()
+                        .filter(|p| p.vcpus.contains(&v) && !about_all(p))
+                    {
                         ui.colored_label(WARN, RichText::new(format!("! {}", p.reason)).small());
                     }
                 });
@@ -234,7 +258,7 @@ pub fn board_ui(
                 "default: the emulator's",
             );
         });
-    for p in problems.iter().filter(|p| p.vcpus.is_empty()) {
+    for p in problems.iter().filter(|p| about_all(p)) {
         ui.colored_label(WARN, format!("! {}", p.reason));
     }
     let p: PinPlan = b.to_plan(t, amd(s));

@@ -130,14 +130,7 @@ pub fn rom_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> Vec<u8> {
-        std::fs::read(format!(
-            "{}/tests/fixtures/roms/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
+    use crate::parse::option_rom::fixture;
 
     #[test]
     fn verdicts_on_real_roms() {

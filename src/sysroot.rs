@@ -351,6 +351,12 @@ impl HostRoot {
         fs::symlink_metadata(self.resolve(path)).is_ok()
     }
 
+    /// Is `path` a regular file (following links: a dangling link is not)?
+    pub fn is_file(&self, path: &HostPath) -> bool {
+        self.note(path);
+        fs::metadata(self.resolve(path)).is_ok_and(|m| m.is_file())
+    }
+
     /// Is `path` a directory (following links)?
     pub fn is_dir(&self, path: &HostPath) -> bool {
         self.note(path);

@@ -6,6 +6,7 @@
 use super::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::initramfs::{InitramfsState, binds_at_boot};
+use crate::sysroot::HostPath;
 
 const WHY: &str = "The GPU driver and vfio-pci race for the card early in boot, inside the initramfs. Your /etc/modprobe.d lines only take part if they were copied into the image, which happens only when it is rebuilt; without them (or without the vfio-pci module) the host driver takes the card and the VM cannot have it.";
 
@@ -48,25 +49,31 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
             .evidence(image.clone(), reason.clone())
             .fix(if reason.contains("ermission") {
                 "Run the check as root: the image is readable only by root on some distributions.".to_string()
+            } else if reason.contains("is needed") {
+                format!("Install the decompressor named above, or compare by hand: lsinitramfs / lsinitrd {image} | grep vfio")
             } else {
-                format!("Install the tool named above, or compare by hand: lsinitramfs / lsinitrd {image} | grep vfio")
+                format!("Compare by hand: lsinitramfs (Debian/Ubuntu) / lsinitrd (Fedora) / lsinitcpio (Arch) {image} | grep vfio")
             }),
         ),
         InitramfsState::Read(info) => {
             let inside: Vec<String> = info.modprobe_lines.iter().map(|(_, l)| norm(l)).collect();
             let missing: Vec<&(String, String)> =
                 conf.iter().filter(|(_, l)| !inside.contains(&norm(l))).collect();
-            let module = info.vfio_pci_builtin
-                || info
-                    .vfio_modules
-                    .iter()
-                    .any(|m| m.replace('_', "-").contains("vfio-pci.ko"));
+            let module = info
+                .vfio_modules
+                .iter()
+                .any(|m| m.replace('_', "-").contains("vfio-pci.ko"));
             let mut f = f.evidence(
                 info.image.clone(),
                 format!(
-                    "{} files{}; vfio modules: {}",
+                    "{} files{}{}; vfio modules: {}",
                     info.files,
                     info.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default(),
+                    if info.generic_name {
+                        ", a generic name: it may belong to another installed kernel"
+                    } else {
+                        ""
+                    },
                     if info.vfio_pci_builtin {
                         "vfio-pci built into the kernel".to_string()
                     } else if info.vfio_modules.is_empty() {
@@ -77,19 +84,42 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
                 ),
             );
             for (file, line) in &info.modprobe_lines {
-                f = f.evidence(format!("{} (in the image)", file), line.clone());
+                f = f.evidence(format!("{file} (in the image)"), line.clone());
+            }
+            if info.vfio_pci_builtin {
+                // Options in modprobe.d never reach a built-in driver: only the
+                // kernel command line does.
+                let on_cmdline = s
+                    .kernel
+                    .cmdline
+                    .as_ref()
+                    .is_some_and(|c| c.has("vfio-pci.ids") || c.has("vfio_pci.ids"));
+                f = f.evidence(
+                    HostPath::proc("cmdline").to_string(),
+                    if on_cmdline { "has vfio-pci.ids" } else { "no vfio-pci.ids" },
+                );
+                if on_cmdline {
+                    f.status = Status::Pass;
+                    f.title = "vfio-pci is built into the kernel and takes its ids from the command line".into();
+                } else {
+                    f.status = Status::Warn;
+                    f.title = "vfio-pci is built into this kernel: `options vfio-pci ids=` in modprobe.d does not reach it".into();
+                    f = f.fix("A built-in driver reads its options from the kernel command line only: add vfio-pci.ids=VENDOR:DEVICE,… (the ids from your vfio.conf) to the bootloader's kernel line and reboot.");
+                }
+                out.push(f);
+                return;
             }
             f.status = if missing.is_empty() && module { Status::Pass } else { Status::Fail };
             f.title = match (missing.is_empty(), module) {
                 (true, true) => "The initramfs carries vfio-pci and your vfio options".into(),
                 (false, _) => format!(
-                    "The initramfs is older than your vfio settings: {} line(s) from /etc/modprobe.d are not in it",
+                    "{} vfio line(s) from /etc/modprobe.d are not in the initramfs",
                     missing.len()
                 ),
                 (true, false) => "The initramfs has your vfio options but not the vfio-pci module".into(),
             };
             if f.status == Status::Fail {
-                f = f.fix(REBUILD);
+                f = f.fix(format!("Usually the image predates the change: {REBUILD} If a rebuild does not help, the tool does not copy /etc/modprobe.d: on Arch add the modconf hook; on Fedora add install_items+=\" /etc/modprobe.d/vfio.conf \" to /etc/dracut.conf.d/vfio.conf."));
             }
             out.push(f);
         }

@@ -12,8 +12,12 @@
 use crate::parse::cpio::{CpioEntry, read_newc, read_newc_stream};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The largest image read (a distribution image is 30–150 MB).
 const MAX_IMAGE: u64 = 1 << 30;
@@ -22,6 +26,9 @@ const MAX_IMAGE: u64 = 1 << 30;
 pub struct InitramfsInfo {
     /// The image read, as the host spells it.
     pub image: String,
+    /// The image has a generic name (`initrd.img`, `initramfs-linux.img`):
+    /// it may belong to another installed kernel than the running one.
+    pub generic_name: bool,
     /// The main archive's compression (`zstd`, `gzip`…), None when plain.
     pub compression: Option<String>,
     pub files: usize,
@@ -82,7 +89,10 @@ pub fn read_state(
         };
     };
     match read_initramfs(root, &image, release) {
-        Ok(info) => InitramfsState::Read(info),
+        Ok(info) => InitramfsState::Read(InitramfsInfo {
+            generic_name: !image.to_string().contains(release),
+            ..info
+        }),
         Err(reason) => InitramfsState::Unreadable {
             image: image.to_string(),
             reason,
@@ -117,6 +127,10 @@ fn compression_of(b: &[u8]) -> Option<(&'static str, &'static [&'static str])> {
         .map(|(_, name, cmd)| (name, cmd))
 }
 
+/// How long a decompressor may take (xz or bzip2 on a big image are slow;
+/// a hung one must not hang the scan).
+const DECOMPRESS_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The entries of the archive `cmd` decompresses from `input`, read as the
 /// decompressor writes them (only the kept files are held in memory).
 fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, String> {
@@ -128,25 +142,61 @@ fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, St
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("{prog} is needed to read this image: {e}"))?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let (Some(mut stdin), Some(stdout)) = (stdin, stdout) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("{prog}: no pipes"));
+    };
+    let pid = child.id();
+    let done = AtomicBool::new(false);
+    let timed_out = AtomicBool::new(false);
     let entries = std::thread::scope(|s| {
         // Write and read at once: either side could fill the pipe.
         s.spawn(move || {
             let _ = stdin.write_all(input);
         });
+        // A watchdog: kill the decompressor if it takes too long. It is only
+        // ever signalled before it is reaped below (`done` is set first).
+        s.spawn(|| {
+            let start = Instant::now();
+            while !done.load(Ordering::Acquire) {
+                if start.elapsed() > DECOMPRESS_TIMEOUT {
+                    timed_out.store(true, Ordering::Release);
+                    if let Ok(pid) = i32::try_from(pid) {
+                        // SAFETY: kill(2) on our own child, not yet reaped.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
         let entries = read_newc_stream(stdout, wanted);
         // `stdout` is closed here: a decompressor still writing gets EPIPE and
         // stops, so the writer above cannot block on a full pipe.
+        done.store(true, Ordering::Release);
         entries
     });
     let status = child.wait().map_err(|e| format!("{prog}: {e}"))?;
+    if timed_out.load(Ordering::Acquire) {
+        return Err(format!(
+            "{prog} took over {} s and was stopped",
+            DECOMPRESS_TIMEOUT.as_secs()
+        ));
+    }
     match entries {
         Ok(e) if !e.is_empty() => Ok(e),
         Ok(_) => Err(format!("{prog} gave no archive ({status})")),
         Err(e) => Err(format!("{prog}: {e}")),
     }
 }
+
+/// What was read from an image, by (file, size, modification time): the app
+/// scans again on every Rescan, and decompressing 100 MB each time is waste.
+type Cache = Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), InitramfsInfo>>;
+static CACHE: OnceLock<Cache> = OnceLock::new();
 
 fn wanted(name: &str) -> bool {
     name.ends_with(".conf") && name.contains("modprobe.d/")
@@ -159,9 +209,53 @@ pub fn read_initramfs(
     image: &HostPath,
     release: &str,
 ) -> Result<InitramfsInfo, String> {
+    let file = root.resolve(image);
+    let key = std::fs::metadata(&file)
+        .ok()
+        .map(|m| (file.clone(), m.len(), m.modified().ok()));
+    let cached = key.as_ref().and_then(|k| {
+        CACHE
+            .get_or_init(Default::default)
+            .lock()
+            .ok()
+            .and_then(|c| c.get(k).cloned())
+    });
+    let mut info = match cached {
+        Some(hit) => hit,
+        None => {
+            let info = read_archive(root, image)?;
+            if let (Some(k), Ok(mut c)) = (key, CACHE.get_or_init(Default::default).lock()) {
+                c.insert(k, info.clone());
+            }
+            info
+        }
+    };
+    // /lib/modules on a split-usr system, /usr/lib/modules on a merged one
+    // (read every time: the cache is for the image only).
+    let builtin = [
+        Some(HostPath::usr(&format!(
+            "lib/modules/{release}/modules.builtin"
+        ))),
+        HostPath::from_absolute(&format!("/lib/modules/{release}/modules.builtin")),
+    ];
+    info.vfio_pci_builtin = builtin.iter().flatten().any(|p| {
+        root.read_text(p)
+            .is_ok_and(|t| t.lines().any(|l| l.trim_end().ends_with("/vfio-pci.ko")))
+    });
+    Ok(info)
+}
+
+/// The image's archives: file count, vfio modules, modprobe.d lines.
+fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, String> {
     let bytes = root
         .read_bytes(image, MAX_IMAGE)
         .map_err(|e| e.to_string())?;
+    if bytes.is_empty() {
+        // A snapshot keeps binary files as empty placeholders.
+        return Err(format!(
+            "{image} is empty (a captured host keeps no image contents)"
+        ));
+    }
     let mut info = InitramfsInfo {
         image: image.to_string(),
         ..InitramfsInfo::default()
@@ -175,6 +269,9 @@ pub fn read_initramfs(
         info.compression = Some(name.to_string());
         let more = decompressed_entries(cmd, tail).map_err(|e| format!("{image} ({name}): {e}"))?;
         entries.extend(more);
+    }
+    if entries.is_empty() {
+        return Err(format!("{image}: no files in it"));
     }
     info.files = entries.len();
     for e in &entries {
@@ -190,21 +287,11 @@ pub fn read_initramfs(
             }
         }
     }
-    // /lib/modules on a split-usr system, /usr/lib/modules on a merged one.
-    let builtin = [
-        Some(HostPath::usr(&format!(
-            "lib/modules/{release}/modules.builtin"
-        ))),
-        HostPath::from_absolute(&format!("/lib/modules/{release}/modules.builtin")),
-    ];
-    info.vfio_pci_builtin = builtin.iter().flatten().any(|p| {
-        root.read_text(p)
-            .is_ok_and(|t| t.lines().any(|l| l.trim_end().ends_with("/vfio-pci.ko")))
-    });
     Ok(info)
 }
 
-/// The image for the running kernel, when one of the usual paths exists.
+/// The image for the running kernel: the release's own names first, then
+/// the generic ones (a dangling link does not count).
 pub fn find_image(root: &HostRoot, release: &str) -> Option<HostPath> {
-    candidates(release).into_iter().find(|p| root.exists(p))
+    candidates(release).into_iter().find(|p| root.is_file(p))
 }

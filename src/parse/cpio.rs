@@ -25,13 +25,18 @@ impl CpioEntry {
 
 const HEADER: usize = 110;
 
-fn hex_field(h: &[u8], i: usize) -> Result<usize, ParseError> {
+/// Field `i` of the header that starts at byte `at` (for the messages).
+fn hex_field(h: &[u8], i: usize, at: u64) -> Result<usize, ParseError> {
     let f = h
         .get(6 + i * 8..6 + (i + 1) * 8)
-        .ok_or_else(|| ParseError::new("cpio header cut short"))?;
-    let s = std::str::from_utf8(f).map_err(|_| ParseError::new("cpio header is not text"))?;
-    usize::from_str_radix(s, 16)
-        .map_err(|_| ParseError::new(format!("cpio header field {s:?} is not hex")))
+        .ok_or_else(|| ParseError::new(format!("cpio header at byte {at} cut short")))?;
+    let s = std::str::from_utf8(f)
+        .map_err(|_| ParseError::new(format!("cpio header at byte {at}: field {i} is not text")))?;
+    usize::from_str_radix(s, 16).map_err(|_| {
+        ParseError::new(format!(
+            "cpio header at byte {at}: field {i} {s:?} is not hex"
+        ))
+    })
 }
 
 fn align4(n: usize) -> usize {
@@ -59,9 +64,9 @@ pub fn read_newc(
         if &h[..6] != b"070701" && &h[..6] != b"070702" {
             return Ok((out, at));
         }
-        let mode = u32::try_from(hex_field(h, 1)?).unwrap_or(0);
-        let size = hex_field(h, 6)?;
-        let name_len = hex_field(h, 11)?;
+        let mode = u32::try_from(hex_field(h, 1, at as u64)?).unwrap_or(0);
+        let size = hex_field(h, 6, at as u64)?;
+        let name_len = hex_field(h, 11, at as u64)?;
         let name_at = at + HEADER;
         let name_bytes = bytes.get(name_at..name_at + name_len).ok_or_else(|| {
             ParseError::new(format!("cpio name at byte {name_at} runs past the end"))
@@ -93,8 +98,9 @@ pub fn read_newc(
 
 /// `read_newc` over a stream (a decompressor's output): only the kept files'
 /// data is held, the rest is skipped as it passes, so a 300 MB initramfs
-/// costs a few KiB of memory. Reads to the end of the stream or of the last
-/// archive in it.
+/// costs a few KiB of memory. Reads to the end of the stream. A stream that
+/// ends without a `TRAILER!!!` after its last entry was cut off (a damaged
+/// image, a decompressor that died): an error, not a short list.
 pub fn read_newc_stream(
     mut r: impl std::io::Read,
     keep: impl Fn(&str) -> bool,
@@ -102,13 +108,17 @@ pub fn read_newc_stream(
     use std::io::Read;
     let io = |e: std::io::Error| ParseError::new(format!("reading the archive: {e}"));
     let mut out = Vec::new();
-    // Bytes consumed so far, for the 4-byte alignment.
+    // Bytes consumed so far, for the 4-byte alignment and the messages.
     let mut pos: u64 = 0;
+    // Whether the last thing read was an archive's end.
+    let mut ended = true;
     let skip = |r: &mut dyn Read, n: u64, pos: &mut u64| -> Result<(), ParseError> {
         let copied = std::io::copy(&mut r.take(n), &mut std::io::sink()).map_err(io)?;
         *pos += copied;
         if copied < n {
-            return Err(ParseError::new("the archive ends inside an entry"));
+            return Err(ParseError::new(format!(
+                "the archive ends inside an entry at byte {pos}"
+            )));
         }
         Ok(())
     };
@@ -118,17 +128,25 @@ pub fn read_newc_stream(
         loop {
             let n = r.read(&mut first).map_err(io)?;
             if n == 0 {
-                return Ok(out);
+                return if ended {
+                    Ok(out)
+                } else {
+                    Err(ParseError::new(format!(
+                        "the archive stops at byte {pos} without its end marker (cut off?)"
+                    )))
+                };
             }
             pos += 1;
             if first[0] != 0 {
                 break;
             }
         }
+        let at = pos - 1;
         let mut h = [0u8; HEADER];
         h[0] = first[0];
-        r.read_exact(&mut h[1..])
-            .map_err(|_| ParseError::new("the archive ends inside a header"))?;
+        r.read_exact(&mut h[1..]).map_err(|_| {
+            ParseError::new(format!("the archive ends inside the header at byte {at}"))
+        })?;
         pos += (HEADER - 1) as u64;
         if &h[..6] != b"070701" && &h[..6] != b"070702" {
             return Err(ParseError::new(format!(
@@ -136,15 +154,18 @@ pub fn read_newc_stream(
                 pos - HEADER as u64
             )));
         }
-        let mode = u32::try_from(hex_field(&h, 1)?).unwrap_or(0);
-        let size = hex_field(&h, 6)?;
-        let name_len = hex_field(&h, 11)?;
+        let mode = u32::try_from(hex_field(&h, 1, at)?).unwrap_or(0);
+        let size = hex_field(&h, 6, at)?;
+        let name_len = hex_field(&h, 11, at)?;
         if name_len > 4096 {
-            return Err(ParseError::new(format!("cpio name of {name_len} bytes")));
+            return Err(ParseError::new(format!(
+                "cpio header at byte {at}: a name of {name_len} bytes"
+            )));
         }
         let mut name_bytes = vec![0u8; name_len];
-        r.read_exact(&mut name_bytes)
-            .map_err(|_| ParseError::new("the archive ends inside a name"))?;
+        r.read_exact(&mut name_bytes).map_err(|_| {
+            ParseError::new(format!("the archive ends inside the name at byte {pos}"))
+        })?;
         pos += name_len as u64;
         let pad = (4 - pos % 4) % 4;
         skip(&mut r, pad, &mut pos)?;
@@ -158,7 +179,7 @@ pub fn read_newc_stream(
         let data = if wanted {
             let mut d = vec![0u8; size];
             r.read_exact(&mut d)
-                .map_err(|_| ParseError::new("the archive ends inside a file"))?;
+                .map_err(|_| ParseError::new(format!("the archive ends inside {name}")))?;
             pos += size as u64;
             Some(d)
         } else {
@@ -167,7 +188,8 @@ pub fn read_newc_stream(
         };
         let pad = (4 - pos % 4) % 4;
         skip(&mut r, pad, &mut pos)?;
-        if name == "TRAILER!!!" {
+        ended = name == "TRAILER!!!";
+        if ended {
             continue;
         }
         out.push(CpioEntry {
@@ -252,6 +274,7 @@ mod tests {
             &[7u8; 5000],
         ));
         img.extend(entry("TRAILER!!!", 0, b""));
+        let first_end = img.len();
         img.resize(img.len() + 300, 0);
         img.extend(entry("init", 0o100755, b"#!/bin/sh"));
         img.extend(entry("TRAILER!!!", 0, b""));
@@ -260,9 +283,17 @@ mod tests {
         let streamed = read_newc_stream(&img[..], keep).unwrap();
         assert_eq!(whole, streamed);
         assert_eq!(streamed.len(), 3);
-        // Cut anywhere: an error or fewer entries, never a panic.
-        for cut in (0..img.len()).step_by(37) {
-            let _ = read_newc_stream(&img[..cut], keep);
+        // Cut anywhere before the last end marker: an error, never a panic
+        // or a silently short list.
+        let last_end = img.len() - entry("TRAILER!!!", 0, b"").len();
+        for cut in (1..last_end).step_by(37) {
+            // Between the two archives the first one is whole: that is fine.
+            let between = (first_end..=first_end + 300).contains(&cut);
+            assert_eq!(
+                read_newc_stream(&img[..cut], keep).is_err(),
+                !between,
+                "cut at {cut}"
+            );
         }
         assert!(read_newc_stream(&b"garbage"[..], keep).is_err());
     }

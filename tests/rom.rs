@@ -91,6 +91,20 @@ fn rom_files_judged_and_cleaned() {
         text(&o)
     );
 
+    // Nothing usable: said, and nothing written.
+    let junk = dir.path().join("page.html");
+    std::fs::write(&junk, "<html>404</html>").unwrap();
+    let out = dir.path().join("never.rom");
+    let o = run(&[
+        "rom",
+        "--file",
+        junk.to_str().unwrap(),
+        "--save",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not saved"), "{}", text(&o));
+    assert!(!out.exists());
     let o = run(&["rom", "--file", "/nonexistent.rom"]);
     assert_eq!(o.status.code(), Some(2));
     let o = run(&["rom"]);

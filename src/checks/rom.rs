@@ -39,9 +39,53 @@ fn describe(f: Finding, source: &str, rom: &OptionRom) -> Finding {
     })
 }
 
+/// The card a ROM is meant for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Card {
+    pub vendor: u16,
+    pub device: u16,
+    /// The firmware booted on it: its sysfs `rom` may be the legacy shadow
+    /// copy of the VGA BIOS, not the card's flash.
+    pub boot_vga: bool,
+}
+
+impl Card {
+    pub fn of(d: &crate::host::pci::PciDevice) -> Card {
+        Card {
+            vendor: d.vendor_id.0,
+            device: d.device_id.0,
+            boot_vga: d.boot_vga == Some(true),
+        }
+    }
+}
+
 /// The finding for one ROM: `source` names where it came from (the sysfs
-/// file or the ROM file), `card` is the (vendor, device) it is meant for.
+/// file or the ROM file), `card` is the card it is meant for.
 pub fn rom_finding(
+    device: Option<&str>,
+    card: Option<Card>,
+    source: &str,
+    bytes: &Result<Vec<u8>, String>,
+) -> Finding {
+    let f = judge(device, card.map(|c| (c.vendor, c.device)), source, bytes);
+    // The boot GPU's sysfs ROM is often the shadow copy at 0xC0000: legacy
+    // only, its chain broken. Say so rather than blame the card's flash.
+    let from_sysfs = source.starts_with("/sys/") && source.ends_with("/rom");
+    if card.is_some_and(|c| c.boot_vga)
+        && from_sysfs
+        && matches!(f.status, Status::Fail | Status::Warn)
+    {
+        let fix = f.fix.clone().unwrap_or_default();
+        return Finding {
+            title: format!("{} (the boot GPU: this may be the shadow copy of its VGA BIOS, not its flash)", f.title),
+            ..f
+        }
+        .fix(format!("This card showed the firmware's screen, and the kernel then often gives the legacy shadow copy instead of the card's ROM. Make another GPU (or the iGPU) primary in the firmware and read it again, or check the maker's file with `vfio-assistant rom --file FILE`. {fix}"));
+    }
+    f
+}
+
+fn judge(
     device: Option<&str>,
     card: Option<(u16, u16)>,
     source: &str,
@@ -53,7 +97,7 @@ pub fn rom_finding(
     }
     let who = device.unwrap_or("the card");
     // Titles name a file by its path, a card's own ROM as such.
-    let name = if device.is_some() && source.ends_with("/rom") {
+    let name = if device.is_some() && source.starts_with("/sys/") && source.ends_with("/rom") {
         "The card's ROM"
     } else {
         source
@@ -95,7 +139,21 @@ pub fn rom_finding(
             status: Status::Fail,
             ..f
         }
-        .fix(format!("QEMU hands the file to the guest as is, so the card sees garbage. Cut the header off: `tail -c +{} {source} > fixed.rom` (or `vfio-assistant rom --file {source} --save fixed.rom`) and point <rom file='…'/> at fixed.rom.", n + 1));
+        .fix(format!("QEMU hands the file to the guest as is, so the card sees garbage. Cut the header off: `tail -c +{} '{source}' > fixed.rom` (or `vfio-assistant rom --file '{source}' --save fixed.rom`) and point <rom file='…'/> at fixed.rom.", n + 1));
+    }
+    if let Some(problem) = &rom.chain_problem {
+        f = f.evidence(
+            source.to_string(),
+            format!("the image chain breaks: {problem}"),
+        );
+        if !rom.has_uefi_x64() {
+            f.status = Status::Fail;
+            f.title = format!(
+                "{name} is cut off or damaged after {} image(s)",
+                rom.images.len()
+            );
+            return f.fix("Dump the ROM again (as root, with the card idle and not the boot GPU), or use the card maker's file for the exact model.");
+        }
     }
     if let (Some((v, d)), Some(i)) = (card, first)
         && i.vendor_id != v
@@ -110,11 +168,19 @@ pub fn rom_finding(
     if !rom.has_uefi_x64() {
         f.status = Status::Warn;
         f.title = format!(
-            "{source} has no UEFI x64 (GOP) driver: a black screen until Windows loads its driver"
+            "{name} has no UEFI x64 (GOP) driver: a black screen until Windows loads its driver"
         );
         return f.fix("Update the card's firmware with the maker's UEFI/GOP update, or use a ROM of the same model that has one (<rom file='…'/>); or boot the VM with SeaBIOS/CSM (legacy), which uses the VGA BIOS.");
     }
     f.title = format!("{name} carries a UEFI x64 (GOP) driver");
+    if rom.chain_problem.is_some() {
+        f.status = Status::Warn;
+        f.title
+            .push_str(", but its image chain breaks after it (a cut-off dump?)");
+        return f.fix(
+            "The GOP image is whole; to be safe, dump the ROM again or use the maker's file.",
+        );
+    }
     if let (Some((_, d)), Some(i)) = (card, first)
         && i.device_id != d
     {
@@ -135,9 +201,16 @@ mod tests {
     #[test]
     fn verdicts_on_real_roms() {
         let gop = Ok(fixture("efi-virtio.rom"));
+        let card = |vendor, device| {
+            Some(Card {
+                vendor,
+                device,
+                boot_vga: false,
+            })
+        };
         let f = rom_finding(
             Some("0000:01:00.0"),
-            Some((0x1af4, 0x1041)),
+            card(0x1af4, 0x1041),
             "efi-virtio.rom",
             &gop,
         );
@@ -150,16 +223,16 @@ mod tests {
         assert_eq!(f.device.as_deref(), Some("0000:01:00.0"));
 
         let vga = Ok(fixture("vgabios-stdvga.bin"));
-        let f = rom_finding(None, Some((0x1234, 0x1111)), "vgabios-stdvga.bin", &vga);
+        let f = rom_finding(None, card(0x1234, 0x1111), "vgabios-stdvga.bin", &vga);
         assert_eq!(f.status, Status::Warn);
         assert!(f.title.contains("no UEFI x64"));
 
         // The same vendor, another device id: said, not failed.
-        let f = rom_finding(None, Some((0x1af4, 0x1000)), "efi-virtio.rom", &gop);
+        let f = rom_finding(None, card(0x1af4, 0x1000), "efi-virtio.rom", &gop);
         assert_eq!(f.status, Status::Info);
         assert!(f.title.contains("made for device 1041"));
         // Meant for an NVIDIA card: the wrong vendor.
-        let f = rom_finding(None, Some((0x10de, 0x1b80)), "efi-virtio.rom", &gop);
+        let f = rom_finding(None, card(0x10de, 0x1b80), "efi-virtio.rom", &gop);
         assert_eq!(f.status, Status::Warn);
         assert!(f.title.contains("another vendor"));
 
@@ -172,6 +245,30 @@ mod tests {
             "{f:#?}"
         );
 
+        // The boot GPU's sysfs ROM: legacy only is said to be maybe the shadow copy.
+        let boot = Some(Card {
+            vendor: 0x1234,
+            device: 0x1111,
+            boot_vga: true,
+        });
+        let f = rom_finding(
+            Some("0000:00:02.0"),
+            boot,
+            "/sys/bus/pci/devices/0000:00:02.0/rom",
+            &vga,
+        );
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.title.contains("shadow copy"), "{}", f.title);
+        // A cut-off dump: the images before the cut, and a fail without GOP.
+        let whole = fixture("efi-virtio.rom");
+        let cut = Ok(whole[..whole.len() / 3].to_vec());
+        let f = rom_finding(None, None, "cut.rom", &cut);
+        assert_eq!(f.status, Status::Fail, "{f:#?}");
+        assert!(
+            f.title.contains("cut off or damaged after 1 image"),
+            "{}",
+            f.title
+        );
         let f = rom_finding(None, None, "x.rom", &Ok(b"<html>404</html>".to_vec()));
         assert_eq!(f.status, Status::Fail);
         let f = rom_finding(

@@ -427,7 +427,7 @@ fn rom_file_findings(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Ve
             }
             let card = snap
                 .device(&h.host)
-                .map(|d| (d.device.vendor_id.0, d.device.device_id.0));
+                .map(|d| crate::checks::rom::Card::of(&d.device));
             let bytes = root
                 .read_bytes(&path, 16 * 1024 * 1024)
                 .map_err(|e| e.to_string());

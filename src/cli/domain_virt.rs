@@ -62,7 +62,7 @@ pub fn findings_with_domain(
             let addr = e.device.address.as_str();
             findings.push(crate::checks::rom::rom_finding(
                 Some(addr),
-                Some((e.device.vendor_id.0, e.device.device_id.0)),
+                Some(crate::checks::rom::Card::of(&e.device)),
                 &crate::host::rom::rom_path(addr).to_string(),
                 &crate::host::rom::read_card_rom(root, addr),
             ));

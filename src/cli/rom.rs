@@ -6,7 +6,7 @@
 //! `<rom file='…'/>`. Exit 0 when usable, 1 when not, 2 when nothing could be read.
 
 use crate::checks::model::Status;
-use crate::checks::rom::rom_finding;
+use crate::checks::rom::{Card, rom_finding};
 use crate::host::pci::full_address;
 use crate::host::rom::{read_card_rom, rom_path};
 use crate::host::scan;
@@ -14,7 +14,7 @@ use crate::parse::option_rom::parse_option_rom;
 use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct RomArgs {
@@ -42,24 +42,18 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
             let entry = snap
                 .device(&full_address(a))
                 .with_context(|| format!("no PCI device {a} on this host"))?;
-            Some((
-                entry.device.address.clone(),
-                (entry.device.vendor_id.0, entry.device.device_id.0),
-            ))
+            Some((entry.device.address.clone(), Card::of(&entry.device)))
         }
         None => None,
     };
     let (source, bytes) = match (&args.file, &card) {
-        (Some(f), _) => (
-            f.display().to_string(),
-            std::fs::read(f).map_err(|e| format!("{}: {e}", f.display())),
-        ),
+        (Some(f), _) => (f.display().to_string(), read_file(f)),
         (None, Some((addr, _))) => (rom_path(addr).to_string(), read_card_rom(root, addr)),
         (None, None) => anyhow::bail!("name a card or a file"),
     };
     let f = rom_finding(
         card.as_ref().map(|(a, _)| a.as_str()),
-        card.as_ref().map(|(_, ids)| *ids),
+        card.as_ref().map(|(_, c)| *c),
         &source,
         &bytes,
     );
@@ -75,29 +69,59 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
             println!("  fix:  {fix}");
         }
     }
-    if let (Some(out), Ok(b)) = (&args.save, &bytes)
-        && let Ok(rom) = parse_option_rom(b)
-    {
-        let end = rom
-            .images
-            .last()
-            .map_or(b.len(), |i| (i.offset + i.length).min(b.len()));
-        std::fs::write(out, &b[rom.leading_bytes..end])
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!(
-            "saved {} bytes to {}{}",
-            end - rom.leading_bytes,
-            out.display(),
-            if rom.leading_bytes > 0 {
-                format!(" ({} header bytes cut off)", rom.leading_bytes)
-            } else {
-                String::new()
-            }
-        );
+    if let Some(out) = &args.save {
+        save(out, &bytes)?;
     }
     Ok(match f.status {
         Status::Unknown => 2,
         Status::Fail | Status::Warn => 1,
         Status::Pass | Status::Info => 0,
     })
+}
+
+/// A ROM file, at most 16 MiB (GPU ROMs are 128 KiB to 2 MiB).
+fn read_file(f: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    std::fs::File::open(f)
+        .and_then(|h| h.take(16 * 1024 * 1024 + 1).read_to_end(&mut data))
+        .map_err(|e| format!("{}: {e}", f.display()))?;
+    if data.len() > 16 * 1024 * 1024 {
+        return Err(format!("{}: over 16 MiB, not a ROM", f.display()));
+    }
+    Ok(data)
+}
+
+/// Write the ROM proper (no header in front, nothing after its last image).
+fn save(out: &Path, bytes: &Result<Vec<u8>, String>) -> anyhow::Result<()> {
+    let rom = match bytes {
+        Ok(b) => parse_option_rom(b)
+            .map(|r| (b, r))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    };
+    let (b, rom) = match rom {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("not saved to {}: {e}", out.display());
+            return Ok(());
+        }
+    };
+    let end = match rom.images.last() {
+        Some(i) if i.length > 0 => (i.offset + i.length).min(b.len()),
+        _ => b.len(),
+    };
+    let start = rom.leading_bytes.min(end);
+    std::fs::write(out, &b[start..end]).with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "saved {} bytes to {}{}",
+        end - start,
+        out.display(),
+        if start > 0 {
+            format!(" ({start} header bytes cut off)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
 }

@@ -39,6 +39,9 @@ pub struct OptionRom {
     /// carry a header there that must be cut off).
     pub leading_bytes: usize,
     pub images: Vec<RomImage>,
+    /// Where the image chain broke, when it did (a cut-off dump, a damaged
+    /// image): the images before it are in `images`.
+    pub chain_problem: Option<String>,
 }
 
 impl OptionRom {
@@ -66,7 +69,7 @@ fn image_at(b: &[u8], at: usize) -> Result<RomImage, ParseError> {
     }
     let pcir = usize::from(
         u16_at(b, at + 0x18)
-            .ok_or_else(|| ParseError::new(format!("image at {at:#x} is cut short")))?,
+            .ok_or_else(|| ParseError::new(format!("the image at {at:#x} is cut short")))?,
     );
     let p = at + pcir;
     if b.get(p..p + 4) != Some(b"PCIR") {
@@ -74,14 +77,16 @@ fn image_at(b: &[u8], at: usize) -> Result<RomImage, ParseError> {
             "image at {at:#x}: no PCIR structure where its header points ({p:#x})"
         )));
     }
-    let field =
-        |o: usize| u16_at(b, p + o).ok_or_else(|| ParseError::new("PCIR structure cut short"));
+    let field = |o: usize| {
+        u16_at(b, p + o)
+            .ok_or_else(|| ParseError::new(format!("the PCIR structure at {p:#x} is cut short")))
+    };
     let code = *b
         .get(p + 0x14)
-        .ok_or_else(|| ParseError::new("PCIR structure cut short"))?;
+        .ok_or_else(|| ParseError::new(format!("the PCIR structure at {p:#x} is cut short")))?;
     let indicator = *b
         .get(p + 0x15)
-        .ok_or_else(|| ParseError::new("PCIR structure cut short"))?;
+        .ok_or_else(|| ParseError::new(format!("the PCIR structure at {p:#x} is cut short")))?;
     let code_type = match code {
         0 => CodeType::X86Bios,
         1 => CodeType::OpenFirmware,
@@ -121,15 +126,24 @@ pub fn parse_option_rom(b: &[u8]) -> Result<OptionRom, ParseError> {
             ParseError::new("not a PCI option ROM: no 55AA image with a PCIR structure")
         })?;
     let mut images = Vec::new();
+    let mut chain_problem = None;
     let mut at = start;
     loop {
-        let img = image_at(b, at)?;
+        let img = match image_at(b, at) {
+            Ok(i) => i,
+            Err(e) => {
+                chain_problem = Some(format!("after {} image(s): {e}", images.len()));
+                break;
+            }
+        };
         let (len, last) = (img.length, img.last);
         if at + len > b.len() {
-            return Err(ParseError::new(format!(
+            // A cut-off image is not one: its code is incomplete.
+            chain_problem = Some(format!(
                 "the image at {at:#x} is {len} bytes but the ROM ends at {:#x} (a cut-off dump?)",
                 b.len()
-            )));
+            ));
+            break;
         }
         images.push(img);
         if last || len == 0 {
@@ -137,10 +151,11 @@ pub fn parse_option_rom(b: &[u8]) -> Result<OptionRom, ParseError> {
         }
         at += len;
         if at >= b.len() {
-            return Err(ParseError::new(format!(
+            chain_problem = Some(format!(
                 "the ROM ends at {:#x} but its image chain goes on (a cut-off dump?)",
                 b.len()
-            )));
+            ));
+            break;
         }
         if images.len() > 16 {
             break;
@@ -149,6 +164,7 @@ pub fn parse_option_rom(b: &[u8]) -> Result<OptionRom, ParseError> {
     Ok(OptionRom {
         leading_bytes: start,
         images,
+        chain_problem,
     })
 }
 
@@ -192,10 +208,15 @@ mod tests {
         dump.extend_from_slice(&real);
         let rom = parse_option_rom(&dump).unwrap();
         assert_eq!(rom.leading_bytes, 0x600);
-        // Cut off in the middle of the chain.
+        // Cut off in the middle of the chain: the images before it, and why.
         let both = fixture("efi-virtio.rom");
-        let err = parse_option_rom(&both[..both.len() / 3]).unwrap_err();
-        assert!(err.to_string().contains("cut-off"), "{err}");
+        let cut = parse_option_rom(&both[..both.len() / 3]).unwrap();
+        assert!(
+            cut.chain_problem.as_deref().unwrap().contains("cut-off"),
+            "{cut:?}"
+        );
+        assert_eq!(cut.images[0].code_type, CodeType::X86Bios);
+        assert!(parse_option_rom(&both).unwrap().chain_problem.is_none());
         assert!(parse_option_rom(b"").is_err());
         assert!(parse_option_rom(&[0x55, 0xaa, 0, 0]).is_err());
         assert!(parse_option_rom(&vec![0xffu8; 70_000]).is_err());

@@ -48,8 +48,7 @@ pub enum Job {
     /// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
     ReadRom {
         addr: String,
-        /// (vendor, device) of the card.
-        card: (u16, u16),
+        card: crate::checks::rom::Card,
         /// Filled in by the app: the host being shown.
         root: Option<HostRoot>,
     },

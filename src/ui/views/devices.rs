@@ -57,7 +57,7 @@ fn rom_ui(ui: &mut egui::Ui, e: &PciEntry, rom: &RomView<'_>, out: &mut Vec<Comm
         if clicked {
             out.push(Command::Job(Job::ReadRom {
                 addr: d.address.clone(),
-                card: (d.vendor_id.0, d.device_id.0),
+                card: crate::checks::rom::Card::of(d),
                 root: None,
             }));
         }

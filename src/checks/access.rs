@@ -15,6 +15,11 @@ pub struct User {
     /// Groups the user belongs to (the primary one and the supplementary ones
     /// listed in /etc/group). Empty when unreadable.
     pub groups: Vec<String>,
+    /// The libvirt group's id, from /etc/group.
+    pub libvirt_gid: Option<u32>,
+    /// The group ids this process really has (getgroups): /etc/group changes
+    /// only reach a session after a new login. None when not asked.
+    pub session_gids: Option<Vec<u32>>,
 }
 
 impl User {
@@ -24,6 +29,22 @@ impl User {
     fn in_group(&self, g: &str) -> bool {
         self.groups.iter().any(|x| x == g)
     }
+    /// Whether this session already carries the libvirt group (None: unknown).
+    fn session_in_libvirt(&self) -> Option<bool> {
+        let gid = self.libvirt_gid?;
+        Some(self.session_gids.as_ref()?.contains(&gid))
+    }
+}
+
+/// The group ids of this process (supplementary and effective).
+pub fn session_gids() -> Vec<u32> {
+    let mut gids = vec![0 as libc::gid_t; 256];
+    // SAFETY: getgroups writes at most `len` gids into the buffer we own.
+    let n = unsafe { libc::getgroups(gids.len() as libc::c_int, gids.as_mut_ptr()) };
+    gids.truncate(usize::try_from(n).unwrap_or(0));
+    // SAFETY: getegid has no preconditions.
+    gids.push(unsafe { libc::getegid() });
+    gids
 }
 
 /// What one connection attempt gave.
@@ -60,6 +81,9 @@ pub fn user_of(root: &HostRoot, uid: u32) -> User {
             .name
             .as_deref()
             .is_some_and(|n| f[3].split(',').any(|m| m.trim() == n));
+        if f[0] == "libvirt" {
+            user.libvirt_gid = f[2].parse().ok();
+        }
         if member || (primary_gid.is_some() && f[2].parse::<u32>().ok() == primary_gid) {
             user.groups.push(f[0].to_string());
         }
@@ -118,8 +142,10 @@ pub fn connect_finding(uri: &str, user: &User, got: &Result<Reached, VirtError>)
                         "libvirt asks polkit whether you may manage VMs, and polkit needs the system D-Bus, which is not running: start it (sudo systemctl start dbus), or run this as root. With polkit working, members of the libvirt group are let in.".to_string()
                     } else if user.is_root() {
                         "Even root is refused: check /etc/libvirt/libvirtd.conf (unix_sock_*), polkit rules and the SELinux/AppArmor log.".to_string()
+                    } else if user.in_group("libvirt") && user.session_in_libvirt() == Some(false) {
+                        "You are in the libvirt group in /etc/group, but this session started before that: log out and back in (or `newgrp libvirt`).".to_string()
                     } else if user.in_group("libvirt") {
-                        "You are in the libvirt group in /etc/group but this session is not: log out and back in (or `newgrp libvirt`). Otherwise check polkit rules in /etc/polkit-1/rules.d/.".to_string()
+                        "You are in the libvirt group and still refused: check the socket's group and mode (unix_sock_group, unix_sock_rw_perms in /etc/libvirt/libvirtd.conf) and the polkit rules in /etc/polkit-1/rules.d/.".to_string()
                     } else {
                         let n = user.name.as_deref().unwrap_or("$USER");
                         format!(
@@ -148,11 +174,52 @@ pub fn connect_finding(uri: &str, user: &User, got: &Result<Reached, VirtError>)
     }
 }
 
-/// The finding for this process's user against `uri` (a real attempt).
-pub fn check_connect(root: &HostRoot, uri: &str) -> Finding {
+/// This process's user, with the groups its session really has.
+fn this_user(root: &HostRoot) -> User {
     // SAFETY: getuid cannot fail and has no preconditions.
     let uid = unsafe { libc::getuid() };
-    connect_finding(uri, &user_of(root, uid), &reach(uri))
+    User {
+        session_gids: Some(session_gids()),
+        ..user_of(root, uid)
+    }
+}
+
+/// The finding for this process's user against `uri` (a real attempt).
+pub fn check_connect(root: &HostRoot, uri: &str) -> Finding {
+    connect_finding(uri, &this_user(root), &reach(uri))
+}
+
+/// For the app's scans: the same, but a user outside the libvirt group is
+/// not connected for (libvirt would ask polkit, and a desktop's polkit agent
+/// pops up a password dialog on every rescan); the finding says what would
+/// happen and what to do.
+pub fn check_connect_quietly(root: &HostRoot, uri: &str) -> Finding {
+    let user = this_user(root);
+    not_tried(uri, &user).unwrap_or_else(|| connect_finding(uri, &user, &reach(uri)))
+}
+
+/// The finding instead of a connection, for a user whose session is not in
+/// the libvirt group (None: connect).
+fn not_tried(uri: &str, user: &User) -> Option<Finding> {
+    if user.is_root() || user.session_in_libvirt() != Some(false) {
+        return None;
+    }
+    let n = user.name.clone().unwrap_or_else(|| "$USER".into());
+    let f = Finding::new(
+        "libvirt.connect",
+        format!("{n} is not in the libvirt group: managing VMs will ask for an administrator password"),
+        Status::Warn,
+    )
+    .evidence("user", format!("{n} (uid {})", user.uid))
+    .evidence(HostPath::etc("group").to_string(), format!("groups: {}", user.groups.join(" ")))
+    .evidence(format!("connect {uri}"), "not tried from the app: it would open a password dialog")
+    .why("libvirt lets members of the libvirt group manage system VMs; anyone else is asked for an administrator password (polkit) each time, or refused.")
+    .fix(if user.in_group("libvirt") {
+        "You are in the group in /etc/group, but this session started before that: log out and back in.".to_string()
+    } else {
+        format!("sudo usermod -aG libvirt {n}, then log out and back in (groups apply at login).")
+    });
+    Some(f)
 }
 
 #[cfg(test)]
@@ -177,6 +244,15 @@ mod tests {
         let a = user_of(&root, 1000);
         assert_eq!(a.name.as_deref(), Some("alice"));
         assert_eq!(a.groups, vec!["alice", "kvm", "libvirt"]);
+        assert_eq!(a.libvirt_gid, Some(113));
+        // This process's groups include its effective group, as the kernel says.
+        let egid: u32 = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Gid:"))
+            .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+            .unwrap();
+        assert!(session_gids().contains(&egid));
         let nobody = user_of(&root, 4242);
         assert_eq!(nobody.name, None);
         let empty = HostRoot::at(tempfile::tempdir().unwrap().path());
@@ -197,6 +273,8 @@ mod tests {
             uid: 1000,
             name: Some("alice".into()),
             groups: vec!["alice".into()],
+            libvirt_gid: Some(113),
+            session_gids: Some(vec![1000]),
         };
         let ok = connect_finding(
             "qemu:///system",
@@ -243,6 +321,20 @@ mod tests {
                 .unwrap()
                 .contains("log out and back in")
         );
+        // In the group in this session too: then it is the socket or polkit.
+        let current = User {
+            session_gids: Some(vec![1000, 113]),
+            ..member.clone()
+        };
+        let still = connect_finding(
+            "qemu:///system",
+            &current,
+            &err(VirtErrorKind::Denied, "Permission denied"),
+        );
+        assert!(
+            still.fix.as_deref().unwrap().contains("unix_sock_group"),
+            "{still:?}"
+        );
 
         let down = connect_finding(
             "qemu:///system",
@@ -266,5 +358,21 @@ mod tests {
 
         let odd = connect_finding("qemu:///system", &alice, &err(VirtErrorKind::Other, "?"));
         assert_eq!(odd.status, Status::Warn);
+
+        // The app does not connect for a user outside the group (a polkit
+        // password dialog on every rescan); it says what would happen.
+        let quiet = not_tried("qemu:///system", &alice).unwrap();
+        assert_eq!(quiet.status, Status::Warn);
+        assert!(
+            quiet.title.contains("administrator password"),
+            "{}",
+            quiet.title
+        );
+        assert!(not_tried("qemu:///system", &current).is_none());
+        let root = User {
+            uid: 0,
+            ..alice.clone()
+        };
+        assert!(not_tried("qemu:///system", &root).is_none());
     }
 }

@@ -201,7 +201,7 @@ pub fn check_connect_quietly(root: &HostRoot, uri: &str) -> Finding {
 /// The finding instead of a connection, for a user whose session is not in
 /// the libvirt group (None: connect).
 fn not_tried(uri: &str, user: &User) -> Option<Finding> {
-    if user.is_root() || user.session_in_libvirt() != Some(false) {
+    if user.is_root() || user.session_in_libvirt() == Some(true) {
         return None;
     }
     let n = user.name.clone().unwrap_or_else(|| "$USER".into());
@@ -216,6 +216,8 @@ fn not_tried(uri: &str, user: &User) -> Option<Finding> {
     .why("libvirt lets members of the libvirt group manage system VMs; anyone else is asked for an administrator password (polkit) each time, or refused.")
     .fix(if user.in_group("libvirt") {
         "You are in the group in /etc/group, but this session started before that: log out and back in.".to_string()
+    } else if user.libvirt_gid.is_none() {
+        format!("There is no libvirt group yet: installing libvirt's daemon (libvirt-daemon-system on Debian/Ubuntu) creates it. Then sudo usermod -aG libvirt {n}, and log out and back in.")
     } else {
         format!("sudo usermod -aG libvirt {n}, then log out and back in (groups apply at login).")
     });
@@ -374,5 +376,11 @@ mod tests {
             ..alice.clone()
         };
         assert!(not_tried("qemu:///system", &root).is_none());
+        let no_group = User {
+            libvirt_gid: None,
+            ..alice.clone()
+        };
+        let q = not_tried("qemu:///system", &no_group).unwrap();
+        assert!(q.fix.as_deref().unwrap().contains("no libvirt group yet"));
     }
 }

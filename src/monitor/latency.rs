@@ -30,14 +30,16 @@ pub struct LatencyStats {
 pub const TIMELINE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Pure: the worst latency per window of `per_window` consecutive wake-ups
-/// (in wake order), as (window start in seconds, µs).
-pub fn timeline(lat_ns: &[u64], per_window: usize, interval_ns: u64) -> Vec<(f64, u64)> {
+/// (in wake order), as (when the window's first wake-up came, in seconds
+/// since the start; µs). `woke_ns[i]` is when wake-up `i` came: after a long
+/// stall the schedule restarts, so the index alone would misplace it.
+pub fn timeline(lat_ns: &[u64], woke_ns: &[u64], per_window: usize) -> Vec<(f64, u64)> {
     let per_window = per_window.max(1);
     lat_ns
         .chunks(per_window)
         .enumerate()
         .map(|(i, w)| {
-            let t = (i * per_window) as f64 * interval_ns as f64 / 1e9;
+            let t = woke_ns.get(i * per_window).copied().unwrap_or(0) as f64 / 1e9;
             (t, w.iter().copied().max().unwrap_or(0) / 1000)
         })
         .collect()
@@ -169,11 +171,14 @@ pub fn probe(
                 let pinned = pin_to(cpu);
                 let realtime = go_realtime(priority);
                 let mut lat = Vec::with_capacity(loops);
-                let mut next = now_ns() + interval_ns;
+                let mut woke_at = Vec::with_capacity(loops);
+                let start = now_ns();
+                let mut next = start + interval_ns;
                 for _ in 0..loops {
                     sleep_until_ns(next);
                     let woke = now_ns();
                     lat.push(woke.saturating_sub(next));
+                    woke_at.push(woke.saturating_sub(start));
                     next += interval_ns;
                     // Fell far behind (e.g. suspended): restart the schedule.
                     if woke > next + 100 * interval_ns {
@@ -181,7 +186,7 @@ pub fn probe(
                     }
                 }
                 let per_window = (TIMELINE_WINDOW.as_nanos() as u64 / interval_ns).max(1);
-                let line = timeline(&lat, per_window as usize, interval_ns);
+                let line = timeline(&lat, &woke_at, per_window as usize);
                 LatencyStats {
                     timeline_us: line,
                     ..stats(cpu, lat, realtime, pinned)
@@ -209,11 +214,21 @@ mod tests {
         assert_eq!(stats(0, vec![], false, false).max_us, 0);
         // The timeline keeps the order: a stall shows where it happened.
         let lat = [1_000, 2_000, 90_000, 1_000, 1_000, 3_000, 1_000];
+        // Wake-up 3 came half a second late (a stall): later windows move with it.
+        let woke = [
+            1_000_000,
+            2_000_000,
+            3_000_000,
+            504_000_000,
+            505_000_000,
+            506_000_000,
+            507_000_000,
+        ];
         assert_eq!(
-            timeline(&lat, 3, 1_000_000),
-            vec![(0.0, 90), (0.003, 3), (0.006, 1)]
+            timeline(&lat, &woke, 3),
+            vec![(0.001, 90), (0.504, 3), (0.507, 1)]
         );
-        assert!(timeline(&[], 0, 1).is_empty());
+        assert!(timeline(&[], &[], 0).is_empty());
     }
 
     #[test]

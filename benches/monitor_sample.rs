@@ -7,12 +7,13 @@
 //!   7-digit number (the worst case), and each row's real counts repeated
 //!   across the CPUs (the real mix of zeros and busy CPUs). The cost of merely
 //!   reading the bytes, of the first sample, of a sample + rates when nothing,
-//!   5 % or every line changed; the limit is 3x the read and under 1 ms;
+//!   a count in 5 % or in every line or every count changed; the limit is 3x the read and under 1 ms;
 //! * the live host: one sample + rates next to util-linux `lsirq` printing the
 //!   same per-IRQ table;
 //! * the monitor thread at 4 Hz: its CPU use in % of one core.
 //!
-//! `-- profile` or `-- profile-parse` loops one case for five seconds, for
+//! `-- profile`, `-- profile-parse` or `-- profile-changed` loops one case for
+//! five seconds, for
 //! `perf record`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
@@ -138,6 +139,31 @@ fn libc_rusage() -> libc::rusage {
 
 /// The 256-CPU report for one way of making up the counts; with `profile`
 /// set (`-- profile` / `-- profile-parse`) it loops one case instead.
+/// `line` with the counts `which(k)` picks (k = the CPU column) one higher,
+/// printed the kernel's way (`" %10u"`).
+fn bump_counts(line: &str, which: impl Fn(usize) -> bool) -> String {
+    let Some(colon) = line.find(':') else {
+        return line.to_string();
+    };
+    let mut out = line[..=colon].to_string();
+    let mut rest = &line[colon + 1..];
+    let mut k = 0;
+    while rest.len() >= 11 {
+        let Ok(v) = rest[..11].trim().parse::<u64>() else {
+            break;
+        };
+        if which(k) {
+            write!(out, " {:>10}", v + 1).unwrap();
+        } else {
+            out.push_str(&rest[..11]);
+        }
+        rest = &rest[11..];
+        k += 1;
+    }
+    out.push_str(rest);
+    out
+}
+
 fn big_report(mix: Counts, name: &str) {
     let dir = big_host(256, 1500, mix);
     let root = HostRoot::at(dir.path());
@@ -166,15 +192,16 @@ fn big_report(mix: Counts, name: &str) {
     }
     let parse_only = median(|| drop(std::hint::black_box(parse_interrupts(&text))), 50);
     let sample = median(|| drop(std::hint::black_box(read_host(&root))), 50);
-    // Between two samples of a real host most lines do not change: 5 % of the
-    // lines changed (every 20th), and the worst case, every line changed.
-    let changed = |every: usize| -> String {
+    // Between two samples of a real host most lines do not change, and a line
+    // that changes does so because a CPU or two took the interrupt: 5 % of the
+    // lines (every 20th) or every line with one count up, and the worst case,
+    // every count of every line up.
+    let changed = |every: usize, all_counts: bool| -> String {
         text.lines()
             .enumerate()
             .map(|(i, l)| {
-                // A changed line (here its description) is parsed in full.
                 if i > 0 && i % every == 0 {
-                    format!("{l}!")
+                    bump_counts(l, |k| all_counts || k == i % 256)
                 } else {
                     l.to_string()
                 }
@@ -189,8 +216,20 @@ fn big_report(mix: Counts, name: &str) {
         ..Default::default()
     };
     let mut report = Vec::new();
-    for (label, every) in [("5 % of lines changed", 20), ("every line changed", 1)] {
-        let next = changed(every);
+    for (label, every, all_counts) in [
+        ("5 % of lines, a count each", 20, false),
+        ("every line, a count each", 1, false),
+        ("every count changed", 1, true),
+    ] {
+        let next = changed(every, all_counts);
+        // `-- profile-changed`: "every line, a count each" only, for `perf`.
+        if every == 1 && !all_counts && std::env::args().any(|a| a == "profile-changed") {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                std::hint::black_box(parse_interrupts_reusing(&next, Some((&text, &prev_i))));
+            }
+            return;
+        }
         let t = median(
             || {
                 let i = parse_interrupts_reusing(&next, Some((&text, &prev_i)));
@@ -203,7 +242,13 @@ fn big_report(mix: Counts, name: &str) {
             },
             30,
         );
-        report.push((label, t));
+        let parse = median(
+            || {
+                std::hint::black_box(parse_interrupts_reusing(&next, Some((&text, &prev_i))));
+            },
+            30,
+        );
+        report.push((label, t, parse));
     }
     let prev = read_host(&root);
     // `cargo bench --bench monitor_sample -- profile`: only this case, for a
@@ -239,11 +284,12 @@ fn big_report(mix: Counts, name: &str) {
         us(sample_rates),
         us(sample_rates) / us(read_only)
     );
-    for (label, t) in &report {
+    for (label, t, parse) in &report {
         println!(
-            "  parse + rates, {label:<20} {:>8.0} µs  = {:.2}x the read (+ the read itself)",
+            "  parse + rates, {label:<26} {:>8.0} µs  = {:.2}x the read (+ the read itself; parse {:.0} µs)",
             us(*t),
-            us(*t) / us(read_only)
+            us(*t) / us(read_only),
+            us(*parse)
         );
     }
 }

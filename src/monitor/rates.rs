@@ -157,7 +157,7 @@ fn interrupts(
         }
         let old = old_row.per_cpu.as_slice();
         let mut total = 0u64;
-        let mut cpus = Vec::new();
+        let mut cpus = Vec::with_capacity(row.per_cpu.len().min(16));
         // Even a changed line moved on few CPUs: runs of eight columns that
         // did not move are skipped with one comparison.
         for (k, chunk) in row.per_cpu.chunks(8).enumerate() {

@@ -81,7 +81,18 @@ fn fixed_field(f: &[u8; 11]) -> Option<u64> {
 /// chain from one number's end to the next one's start), so a line of 256
 /// counts is a quarter of the work of token-by-token parsing. Returns false
 /// (and leaves `out` as it was) when the line is laid out any other way.
-pub fn fixed_width_counts(line: &[u8], start: usize, n: usize, out: &mut Vec<u64>) -> bool {
+///
+/// `before` is the same line in the previous sample, when it was laid out
+/// this way too. A line changes because one or two CPUs took the interrupt;
+/// every field whose bytes did not change keeps its old count, so such a line
+/// costs little more than comparing its bytes.
+pub fn fixed_width_counts(
+    line: &[u8],
+    start: usize,
+    n: usize,
+    out: &mut Vec<u64>,
+    before: Option<Before>,
+) -> bool {
     let Some(region) = start
         .checked_add(n.saturating_mul(11))
         .and_then(|end| line.get(start..end))
@@ -91,24 +102,60 @@ pub fn fixed_width_counts(line: &[u8], start: usize, n: usize, out: &mut Vec<u64
     if !matches!(line.get(start + region.len()), None | Some(b' ' | b'\t')) {
         return false;
     }
-    let before = out.len();
+    let mut before = before.filter(|b| b.bytes.len() == region.len() && b.counts.len() == n);
+    // Fields that changed so far: a line where most CPUs moved (the local
+    // timer) stops comparing with the old one and only parses.
+    let mut moved = 0;
+    let first = out.len();
     out.reserve(n);
-    // Eight idle CPUs in a row (a device interrupt goes to one or two CPUs):
-    // one 88-byte comparison instead of eight fields.
-    for group in region.chunks(ZEROS8.len()) {
+    // Eight fields at a time: eight idle CPUs in a row (a device interrupt
+    // goes to one or two CPUs), or eight that did not change since the last
+    // sample, cost one 88-byte comparison (or none, before the first changed
+    // byte) instead of eight fields.
+    for (g, group) in region.chunks(ZEROS8.len()).enumerate() {
+        let at = g * ZEROS8.len();
+        let old = before.map(|b| (&b.bytes[at..][..group.len()], &b.counts[g * 8..], b.equal));
+        if let Some((bytes, counts, equal)) = old
+            && (at + group.len() <= equal || bytes == group)
+        {
+            out.extend_from_slice(&counts[..group.len() / 11]);
+            continue;
+        }
         if group == &ZEROS8[..] {
             out.extend_from_slice(&[0; 8]);
             continue;
         }
-        for f in group.chunks_exact(11) {
-            let Some(v) = f.first_chunk::<11>().and_then(fixed_field) else {
-                out.truncate(before);
+        for (k, f) in group.chunks_exact(11).enumerate() {
+            let kept = old.and_then(|(bytes, counts, _)| {
+                let was = bytes.get(k * 11..)?.first_chunk::<11>()?;
+                (f.first_chunk::<11>() == Some(was)).then(|| counts[k])
+            });
+            if old.is_some() && kept.is_none() {
+                moved += 1;
+            }
+            let Some(v) = kept.or_else(|| f.first_chunk::<11>().and_then(fixed_field)) else {
+                out.truncate(first);
                 return false;
             };
             out.push(v);
         }
+        if moved > 16 && moved * 2 > out.len() - first {
+            before = None;
+        }
     }
     true
+}
+
+/// The same line in the previous sample, read as fixed-width fields.
+#[derive(Clone, Copy)]
+pub struct Before<'a> {
+    /// Its `n * 11` field bytes, from the same `start`.
+    pub bytes: &'a [u8],
+    /// The counts read from them.
+    pub counts: &'a [u64],
+    /// How many of `bytes` are known to equal the new line's (compared
+    /// already while pairing the lines).
+    pub equal: usize,
 }
 
 /// Eight fields of `" %10u"` holding 0.
@@ -231,7 +278,7 @@ mod tests {
         }
         line.extend(b"  IR-PCI-MSI 1-edge");
         let mut out = Vec::new();
-        assert!(fixed_width_counts(&line, 0, values.len(), &mut out));
+        assert!(fixed_width_counts(&line, 0, values.len(), &mut out, None));
         assert_eq!(out, values);
         // Runs of zeros (taken eight at a time) around counts, and a bad
         // field after a zero run still declines the whole line.
@@ -243,11 +290,11 @@ mod tests {
             line.extend(format!(" {v:>10}").bytes());
         }
         let mut out = Vec::new();
-        assert!(fixed_width_counts(&line, 0, zeros.len(), &mut out));
+        assert!(fixed_width_counts(&line, 0, zeros.len(), &mut out, None));
         assert_eq!(out, zeros);
         out.clear();
         line[11 * 17 + 10] = b'x';
-        assert!(!fixed_width_counts(&line, 0, zeros.len(), &mut out));
+        assert!(!fixed_width_counts(&line, 0, zeros.len(), &mut out, None));
         assert!(out.is_empty());
         // Fields not laid out the kernel's way: declined, `out` untouched.
         out.clear();
@@ -262,7 +309,7 @@ mod tests {
             b" 1234 67890",
         ] {
             assert!(
-                !fixed_width_counts(bad, 0, 1, &mut out),
+                !fixed_width_counts(bad, 0, 1, &mut out, None),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -285,7 +332,7 @@ mod tests {
             }
             f[11] = b' ';
             let mut got = Vec::new();
-            if fixed_width_counts(&f, 0, 1, &mut got) {
+            if fixed_width_counts(&f, 0, 1, &mut got, None) {
                 assert_eq!(
                     Some(got),
                     tokens(&f, 1),

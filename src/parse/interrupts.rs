@@ -3,7 +3,7 @@
 //! VFIO's own handlers name the passed-through device and the mode:
 //! `vfio-intx(0000:06:00.0)`, `vfio-msi[0](…)`, `vfio-msix[3](…)`.
 
-use super::digits::{fixed_width_counts, leading_number};
+use super::digits::{Before, fixed_width_counts, leading_number};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -15,6 +15,10 @@ pub struct InterruptRow {
     pub per_cpu: Vec<u64>,
     /// The text after the counts: chip, hwirq-trigger, handler names.
     pub description: String,
+    /// The counts were read as the kernel's fixed-width fields, so a changed
+    /// line in the next sample may keep the counts of unchanged fields.
+    #[serde(skip)]
+    fixed_width: bool,
 }
 
 impl InterruptRow {
@@ -36,18 +40,27 @@ pub struct Interrupts {
 /// A 256-CPU host has ~400k numbers per sample: they are read eight digits at
 /// a time (`digits.rs`), not by `str::parse` per token. A token that is not
 /// all digits (or overflows) ends the counts, as does reaching `columns`.
-fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize) {
+/// `before`: the same line in the previous sample (its bytes from the same
+/// offset, and its counts), when those were read as fixed-width fields.
+/// Returns the counts, where the description starts, and whether the counts
+/// were fixed-width fields.
+fn counts(
+    line: &[u8],
+    mut i: usize,
+    columns: Option<usize>,
+    before: Option<Before>,
+) -> (Vec<u64>, usize, bool) {
     let mut per_cpu = Vec::with_capacity(columns.unwrap_or(8));
     // The kernel prints each count as " %10u": try that layout first.
     if let Some(n) = columns
         && n > 0
-        && fixed_width_counts(line, i, n, &mut per_cpu)
+        && fixed_width_counts(line, i, n, &mut per_cpu, before)
     {
         i += 11 * n;
         while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
             i += 1;
         }
-        return (per_cpu, i);
+        return (per_cpu, i, true);
     }
     loop {
         while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
@@ -66,7 +79,7 @@ fn counts(line: &[u8], mut i: usize, columns: Option<usize>) -> (Vec<u64>, usize
         per_cpu.push(v);
         i = end;
     }
-    (per_cpu, i)
+    (per_cpu, i, false)
 }
 
 pub fn parse_interrupts(text: &str) -> Interrupts {
@@ -84,9 +97,45 @@ struct PairedLines<'a> {
     old_pos: usize,
 }
 
+/// One line of the new text: where it is, and the line at the same index in
+/// the old text.
+struct Paired {
+    start: usize,
+    end: usize,
+    /// (start, end) of the old line, when there is one.
+    old: Option<(usize, usize)>,
+    /// Byte-for-byte the old line.
+    same: bool,
+    /// How many bytes from the start the two lines have in common.
+    equal_prefix: usize,
+}
+
+/// How many leading bytes `a` and `b` have in common: 64-byte blocks compared
+/// at once (a vectorised `bcmp`), the differing block eight bytes at a time.
+fn equal_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
+    while let (Some(x), Some(y)) = (
+        a.get(i..).and_then(|r| r.first_chunk::<8>()),
+        b.get(i..).and_then(|r| r.first_chunk::<8>()),
+    ) {
+        let diff = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if diff != 0 {
+            return i + (diff.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 impl Iterator for PairedLines<'_> {
-    /// (start, end) of the line in the new text, and whether it is unchanged.
-    type Item = (usize, usize, bool);
+    type Item = Paired;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.pos >= self.new.len() {
@@ -97,20 +146,39 @@ impl Iterator for PairedLines<'_> {
         let line = &rest[..len];
         let start = self.pos;
         self.pos += len + 1;
-        let Some(old) = self.old else {
-            return Some((start, start + len, false));
+        let mut paired = Paired {
+            start,
+            end: start + len,
+            old: None,
+            same: false,
+            equal_prefix: 0,
         };
-        let old_rest = old.get(self.old_pos..).unwrap_or(&[]);
-        let same =
-            old_rest.get(..len) == Some(line) && matches!(old_rest.get(len), None | Some(b'\n'));
-        if same {
+        let Some(old) = self.old else {
+            return Some(paired);
+        };
+        let old_start = self.old_pos;
+        let old_rest = old.get(old_start..).unwrap_or(&[]);
+        // Most lines did not change: one comparison of the whole line first.
+        paired.equal_prefix = if old_rest.get(..len) == Some(line) {
+            len
+        } else {
+            equal_prefix(old_rest, line)
+        };
+        paired.same = paired.equal_prefix == len && matches!(old_rest.get(len), None | Some(b'\n'));
+        if paired.same {
             self.old_pos += len + 1;
+            paired.old = Some((old_start, old_start + len));
         } else if old_rest.is_empty() {
             self.old = None;
         } else {
-            self.old_pos += memchr::memchr(b'\n', old_rest).map_or(old_rest.len(), |e| e + 1);
+            // The bytes before the first difference are the new line's (no
+            // newline there): the old line's end is searched after it only.
+            let p = paired.equal_prefix;
+            let old_len = memchr::memchr(b'\n', &old_rest[p..]).map_or(old_rest.len(), |e| p + e);
+            self.old_pos += old_len + 1;
+            paired.old = Some((old_start, old_start + old_len));
         }
-        Some((start, start + len, same))
+        Some(paired)
     }
 }
 
@@ -128,7 +196,14 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         pos: 0,
         old_pos: 0,
     };
-    for (start, end, same) in lines {
+    for Paired {
+        start,
+        end,
+        old,
+        same,
+        equal_prefix,
+    } in lines
+    {
         // Split at ASCII `\n`: always a char boundary (no second UTF-8 scan).
         let Some(line) = text.get(start..end) else {
             continue;
@@ -155,15 +230,33 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         if label.contains(char::is_whitespace) {
             continue;
         }
-        if same
-            && let Some(row) = prev
-                .and_then(|(_, p)| p.rows.get(out.rows.len()))
-                .filter(|r| r.label == label)
-        {
+        let old_row = prev
+            .and_then(|(_, p)| p.rows.get(out.rows.len()))
+            .filter(|r| r.label == label);
+        if same && let Some(row) = old_row {
             out.rows.push(Arc::clone(row));
             continue;
         }
-        let (per_cpu, desc_at) = counts(t.as_bytes(), colon + 1, columns);
+        // A changed line: its fields start where the old line's did (same
+        // label, same indent), so unchanged fields keep their old counts.
+        let lead = line.len() - line.trim_start().len();
+        let before = old_row.filter(|r| r.fixed_width).and_then(|r| {
+            let (os, oe) = old?;
+            let old_t = prev?.0.get(os..oe)?.trim();
+            if old_t.get(..=colon)? != &t[..=colon] {
+                return None;
+            }
+            let bytes = old_t
+                .as_bytes()
+                .get(colon + 1..)?
+                .get(..r.per_cpu.len() * 11)?;
+            Some(Before {
+                bytes,
+                counts: &r.per_cpu,
+                equal: equal_prefix.saturating_sub(lead + colon + 1),
+            })
+        });
+        let (per_cpu, desc_at, fixed_width) = counts(t.as_bytes(), colon + 1, columns, before);
         let rest = t.get(desc_at..).unwrap_or("");
         let description = if rest.contains("  ") || rest.contains('\t') {
             rest.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -174,6 +267,7 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
             label: label.to_string(),
             per_cpu,
             description,
+            fixed_width,
         }));
     }
     if out.cpus.is_empty() {
@@ -280,6 +374,85 @@ mod tests {
                 .all(|(x, y)| !Arc::ptr_eq(x, y))
         );
         assert_eq!(pc, parse_interrupts(&c));
+    }
+
+    #[test]
+    fn equal_prefix_agrees_with_byte_by_byte() {
+        let base: Vec<u8> = (0..300u32).map(|i| b'a' + (i * 7 % 26) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 64, 65, 130, 300] {
+            for at in [0, 1, 7, 8, 63, 64, 65, 129, 200, 299] {
+                let a = &base[..len];
+                let mut b = base.clone();
+                if at < b.len() {
+                    b[at] = b'#';
+                }
+                for b in [&b[..], &b[..len.min(at)]] {
+                    let want = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                    assert_eq!(equal_prefix(a, b), want, "len {len}, at {at}");
+                    assert_eq!(equal_prefix(b, a), want, "len {len}, at {at}");
+                }
+            }
+        }
+    }
+
+    /// A kernel-format listing of `cpus` columns from `counts[line][cpu]`;
+    /// `None` prints a field that is not a count.
+    fn kernel_listing(counts: &[Vec<Option<u64>>]) -> String {
+        let cpus = counts.first().map_or(0, Vec::len);
+        let mut text: String = (0..cpus)
+            .map(|c| format!("{:>11}", format!("CPU{c}")))
+            .collect();
+        for (l, row) in counts.iter().enumerate() {
+            text.push_str(&format!("\n{l:>4}:"));
+            for c in row {
+                match c {
+                    Some(v) => text.push_str(&format!(" {v:>10}")),
+                    None => text.push_str("    1 2 3 4"),
+                }
+            }
+            text.push_str(&format!("  IR-PCI-MSI {l}-edge      dev{l}"));
+        }
+        text
+    }
+
+    #[test]
+    fn changed_lines_keep_unchanged_fields_and_agree_with_a_full_parse() {
+        // 20 CPUs (groups of eight and a partial one), 30 lines; each step
+        // bumps a few counts, sometimes spoils a field (token parsing) and
+        // mends it later, and chains the samples like the monitor does.
+        let mut counts: Vec<Vec<Option<u64>>> = (0..30)
+            .map(|l| {
+                (0..20)
+                    .map(|c| Some(((l * 7 + c) % 5) as u64 * 1000))
+                    .collect()
+            })
+            .collect();
+        let mut text = kernel_listing(&counts);
+        let mut parsed = parse_interrupts(&text);
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for step in 0..300 {
+            for _ in 0..4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (l, c) = ((x % 30) as usize, ((x >> 8) % 20) as usize);
+                counts[l][c] = match (x >> 16) % 9 {
+                    0 => None,
+                    1 => Some(4_294_967_295),
+                    _ => Some(counts[l][c].unwrap_or(0) + (x >> 24) % 100_000),
+                };
+            }
+            let next = kernel_listing(&counts);
+            let reused = parse_interrupts_reusing(&next, Some((&text, &parsed)));
+            assert_eq!(reused, parse_interrupts(&next), "step {step}");
+            for (row, want) in reused.rows.iter().zip(&counts) {
+                if want.iter().all(Option::is_some) {
+                    let want: Vec<u64> = want.iter().flatten().copied().collect();
+                    assert_eq!(row.per_cpu, want, "step {step}, line {}", row.label);
+                }
+            }
+            (text, parsed) = (next, reused);
+        }
     }
 
     #[test]

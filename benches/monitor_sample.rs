@@ -350,6 +350,7 @@ fn main() {
             uri: None,
             domain: None,
             interval: Duration::from_millis(250),
+            only_changes: false,
         },
         stop.clone(),
         || {},

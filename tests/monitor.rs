@@ -220,6 +220,7 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
             uri: Some("qemu:///system".into()),
             domain: Some(name.clone()),
             interval: Duration::from_millis(200),
+            only_changes: false,
         },
         stop.clone(),
         || {},
@@ -316,4 +317,56 @@ fn kvm_debugfs_whole_vm_counters_become_totals() {
         r.kvm.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
         vec!["exits"]
     );
+}
+
+/// The app's sampler sends (and wakes the window) only when what the page
+/// shows changed; the CLI's sends every sample.
+#[test]
+fn the_app_is_woken_only_when_something_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let proc = dir.path().join("proc");
+    std::fs::create_dir_all(&proc).unwrap();
+    let n100 = listing("intel-n100-minipc-proc-interrupts.txt");
+    std::fs::write(proc.join("interrupts"), &n100).unwrap();
+    std::fs::write(proc.join("stat"), "cpu0 1 0 1 100 0 0 0 0 0 0\n").unwrap();
+    let run = |only_changes: bool| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = woken.clone();
+        let rx = spawn(
+            MonitorConfig {
+                root: HostRoot::at(dir.path()),
+                uri: None,
+                domain: None,
+                interval: Duration::from_millis(50),
+                only_changes,
+            },
+            stop.clone(),
+            move || {
+                w.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+        .unwrap();
+        (rx, stop, woken)
+    };
+    // A captured host: nothing moves after the first update.
+    let (rx, stop, woken) = run(true);
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        rx.try_recv().is_err(),
+        "no second update when nothing moved"
+    );
+    assert_eq!(woken.load(Ordering::Relaxed), 1);
+    // An interrupt arrives: the next sample is sent.
+    std::fs::write(proc.join("interrupts"), bump(&n100, "LOC", 2, 50)).unwrap();
+    let u = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(u.rates.sources.iter().any(|s| s.label == "LOC"));
+    stop.store(true, Ordering::Relaxed);
+    // The CLI's sampler: every sample.
+    let (rx, stop, _) = run(false);
+    for _ in 0..4 {
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
 }

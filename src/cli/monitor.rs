@@ -117,6 +117,7 @@ pub fn run(root: &HostRoot, args: &MonitorArgs, demo: bool) -> anyhow::Result<i3
         uri: Some(args.connect.uri(demo).to_string()),
         domain: args.domain.clone(),
         interval: Duration::from_millis(args.interval_ms),
+        only_changes: false,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let rx = spawn(config, stop.clone(), || {})?;

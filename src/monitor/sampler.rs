@@ -23,6 +23,9 @@ pub struct MonitorConfig {
     pub uri: Option<String>,
     pub domain: Option<String>,
     pub interval: Duration,
+    /// Send an update only when it would show something new (the app: no
+    /// repaint when nothing moved). The CLI prints every sample.
+    pub only_changes: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +39,16 @@ pub struct Update {
 }
 
 /// Everything the thread keeps between samples.
+impl Update {
+    /// Whether `other` would draw the same page: the same rates, the same VM
+    /// and the same problems; only the time and the interval length differ.
+    pub fn shows_the_same(&self, other: &Update) -> bool {
+        let mut a = self.rates.clone();
+        a.dt_s = other.rates.dt_s;
+        a == other.rates && self.vm == other.vm && self.vm_problem == other.vm_problem
+    }
+}
+
 struct Monitor {
     config: MonitorConfig,
     hv: Option<Box<dyn Hypervisor + Send>>,
@@ -137,9 +150,18 @@ pub fn spawn(
         .name("monitor".into())
         .spawn(move || {
             let interval = config.interval.max(Duration::from_millis(50));
+            let only_changes = config.only_changes;
             let mut m = Monitor::new(config);
+            let mut shown: Option<Update> = None;
             while !stop.load(Ordering::Relaxed) {
                 if let Some(u) = m.step() {
+                    // Nothing moved (an idle or captured host): the window is
+                    // not woken to draw the same thing again.
+                    if only_changes && shown.as_ref().is_some_and(|s| s.shows_the_same(&u)) {
+                        std::thread::sleep(interval);
+                        continue;
+                    }
+                    shown = Some(u.clone());
                     if tx.send(u).is_err() {
                         break;
                     }

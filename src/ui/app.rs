@@ -230,6 +230,7 @@ impl App {
             uri: Some(self.wizard_uri()),
             domain: (!domain.is_empty()).then(|| domain.to_string()),
             interval: Duration::from_secs(1),
+            only_changes: true,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = ctx.clone();

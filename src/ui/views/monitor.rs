@@ -2,7 +2,8 @@
 //! VM's CPUs marked with their vCPU; a compact strip on request),
 //! the busiest interrupt sources, where each vCPU ran against its pinning,
 //! KVM exit rates by kind with what they mean, and the last minutes as plots.
-//! The sampler thread wakes the window only when a sample arrives.
+//! The sampler thread wakes the window only when a sample would show something
+//! new (`MonitorConfig::only_changes`).
 
 use crate::host::HostSnapshot;
 use crate::host::topology::Topology;

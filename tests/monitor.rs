@@ -370,3 +370,62 @@ fn the_app_is_woken_only_when_something_moved() {
     }
     stop.store(true, Ordering::Relaxed);
 }
+
+/// Interrupts on CPUs isolated with isolcpus/nohz_full are flagged even
+/// without a VM to follow; the sets are read from sysfs with the first sample.
+#[test]
+fn interrupts_on_isolated_cpus_are_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let put = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let text = listing("intel-n100-minipc-proc-interrupts.txt");
+    put("proc/interrupts", &text);
+    put("proc/stat", "cpu0 1 0 1 100 0 0 0 0 0 0\n");
+    put("sys/devices/system/cpu/isolated", "2-3\n");
+    put("sys/devices/system/cpu/nohz_full", "3\n");
+    let root = HostRoot::at(dir.path());
+    let first = read_host(&root);
+    assert_eq!(first.isolated, vec![2, 3]);
+    // Carried over, not read again (they change only at boot).
+    put("sys/devices/system/cpu/isolated", "garbage\n");
+    put(
+        "proc/interrupts",
+        &bump(&bump(&text, "LOC", 2, 500), "26", 1, 100),
+    );
+    let later = vfio_assistant::monitor::sample::read_host_after(&root, Some(&first));
+    assert_eq!(later.isolated, vec![2, 3]);
+    let r = rates(
+        &first,
+        &Sample {
+            t_ns: first.t_ns + 1_000_000_000,
+            ..later.clone()
+        },
+        None,
+    );
+    let loc = r.sources.iter().find(|s| s.label == "LOC").unwrap();
+    assert_eq!(loc.on_isolated_cpus, vec![2]);
+    assert_eq!(loc.misplaced().as_deref(), Some("isolated CPUs [2]"));
+    let ish = r.sources.iter().find(|s| s.label == "26").unwrap();
+    assert_eq!(ish.misplaced(), None, "CPU 1 is the host's");
+    // A VM pinned to CPU 2: said once, as the VM's.
+    let vm = VmThreads {
+        pins: BTreeMap::from([(0, vec![2])]),
+        ..VmThreads::default()
+    };
+    let r = rates(
+        &first,
+        &Sample {
+            t_ns: first.t_ns + 1_000_000_000,
+            ..later
+        },
+        Some(&vm),
+    );
+    let loc = r.sources.iter().find(|s| s.label == "LOC").unwrap();
+    assert_eq!(loc.misplaced().as_deref(), Some("VM CPUs [2]"));
+    // Unreadable or garbage files: nothing isolated, nothing flagged.
+    put("sys/devices/system/cpu/nohz_full", "(null)\n");
+    assert!(read_host(&root).isolated.is_empty());
+}

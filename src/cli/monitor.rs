@@ -59,11 +59,10 @@ pub fn render(u: &Update) -> String {
             .vfio
             .map(|m| format!(" [passed-through device, {m:?}]"))
             .unwrap_or_default();
-        let vm = if s.on_vm_cpus.is_empty() {
-            String::new()
-        } else {
-            format!(" — lands on VM CPUs {:?}", s.on_vm_cpus)
-        };
+        let vm = s
+            .misplaced()
+            .map(|m| format!(" — lands on {m}"))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
             "  {:>6}/s  {:<6} {}{vfio}{vm}",

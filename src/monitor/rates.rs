@@ -19,8 +19,30 @@ pub struct SourceRate {
     pub cpus: Vec<u32>,
     /// Of those, the VM's CPUs (pinned vCPUs): interrupts there steal guest time.
     pub on_vm_cpus: Vec<u32>,
+    /// Of those, the isolated CPUs (`isolcpus`/`nohz_full`): set aside for the
+    /// VM, yet interrupted. (`Sample::isolated` is sorted.)
+    pub on_isolated_cpus: Vec<u32>,
     /// A passed-through device's interrupt, and how it signals.
     pub vfio: Option<VfioIrqMode>,
+}
+
+impl SourceRate {
+    /// Where it lands that it should not, in words: "VM CPUs [2, 3]",
+    /// "isolated CPUs [4]", or both; None when neither.
+    pub fn misplaced(&self) -> Option<String> {
+        let isolated: Vec<u32> = self
+            .on_isolated_cpus
+            .iter()
+            .copied()
+            .filter(|c| !self.on_vm_cpus.contains(c))
+            .collect();
+        let parts: Vec<String> = [("VM CPUs", &self.on_vm_cpus), ("isolated CPUs", &isolated)]
+            .into_iter()
+            .filter(|(_, c)| !c.is_empty())
+            .map(|(what, c)| format!("{what} {c:?}"))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(" and "))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -187,12 +209,18 @@ fn interrupts(
             .copied()
             .filter(|c| vm_cpus.contains(c))
             .collect();
+        let on_isolated_cpus = cpus
+            .iter()
+            .copied()
+            .filter(|c| cur.isolated.binary_search(c).is_ok())
+            .collect();
         r.sources.push(SourceRate {
             label: row.label.clone(),
             description: row.description.clone(),
             per_s: total as f64 / dt,
             cpus,
             on_vm_cpus,
+            on_isolated_cpus,
             vfio: vfio_handlers(&row.description).next().map(|(m, _)| m),
         });
     }

@@ -3,12 +3,13 @@
 //! they ran, run and wait time, context switches) and KVM's per-vCPU counters.
 //! A source that cannot be read yields nothing and a reason in `problems`.
 
+use crate::parse::cpulist::parse_cpulist;
 use crate::parse::interrupts::{Interrupts, parse_interrupts_reusing};
 use crate::parse::procstat::{CpuTimes, parse_cpu_times};
 use crate::parse::task::{parse_ctxt_switches, parse_schedstat, parse_task_stat};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A running VM's threads and pinning, found once (see `vm.rs`).
@@ -59,6 +60,10 @@ pub struct Sample {
     pub kvm: Vec<(u32, String, u64)>,
     /// Where `kvm` came from.
     pub kvm_source: Option<super::vm::KvmSource>,
+    /// CPUs set aside from the host's scheduler or timer tick (`isolcpus`,
+    /// `nohz_full`): an interrupt there disturbs what they were set aside for.
+    /// Read with the first sample (they change only at boot) and carried over.
+    pub isolated: Vec<u32>,
     /// "source: why" for each source that gave nothing.
     pub problems: Vec<String>,
 }
@@ -81,6 +86,20 @@ pub fn monotonic_ns() -> u64 {
         .unwrap_or(0)
         .saturating_mul(1_000_000_000)
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+/// `isolcpus` and `nohz_full` CPUs, from sysfs (empty when neither is set
+/// or the files cannot be read: nothing to flag then).
+fn read_isolated(root: &HostRoot) -> Vec<u32> {
+    let mut cpus = BTreeSet::new();
+    for f in ["isolated", "nohz_full"] {
+        if let Ok(t) = root.read_text(&HostPath::sys(&format!("devices/system/cpu/{f}")))
+            && let Ok(list) = parse_cpulist(t.trim())
+        {
+            cpus.extend(list);
+        }
+    }
+    cpus.into_iter().collect()
 }
 
 /// Interrupts, CPU times and frequencies.
@@ -110,6 +129,10 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
         Ok(t) => s.cpu_times = parse_cpu_times(&t),
         Err(e) => s.problems.push(format!("CPU time: {e}")),
     }
+    s.isolated = match prev {
+        Some(p) => p.isolated.clone(),
+        None => read_isolated(root),
+    };
     // Frequencies move slowly next to interrupts: read them once a second.
     if let Some(p) = prev.filter(|p| s.t_ns.saturating_sub(p.freq_t_ns) < FREQ_EVERY_NS) {
         s.freq_khz = p.freq_khz.clone();

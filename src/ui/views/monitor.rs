@@ -359,13 +359,16 @@ fn page(
                 line.push_str(&format!("  [passed-through, {m:?}]"));
             }
             // One line each (truncated, the whole line on hover): columns stay aligned.
-            if s.on_vm_cpus.is_empty() {
-                ui.add(egui::Label::new(RichText::new(line.clone()).monospace()).truncate())
-                    .on_hover_text(line);
-            } else {
-                let line = format!("{line}  - on VM CPUs {:?}", s.on_vm_cpus);
-                ui.add(egui::Label::new(RichText::new(line.clone()).monospace().color(WARN)).truncate())
-                    .on_hover_text(format!("{line}\n\nAn interrupt handled on a vCPU's host CPU interrupts the guest: steer it away with irqaffinity= or /proc/irq/N/smp_affinity."));
+            match s.misplaced() {
+                None => {
+                    ui.add(egui::Label::new(RichText::new(line.clone()).monospace()).truncate())
+                        .on_hover_text(line);
+                }
+                Some(m) => {
+                    let line = format!("{line}  - on {m}");
+                    ui.add(egui::Label::new(RichText::new(line.clone()).monospace().color(WARN)).truncate())
+                        .on_hover_text(format!("{line}\n\nAn interrupt handled on a CPU set aside for the guest (a vCPU's host CPU, or one isolated with isolcpus/nohz_full) interrupts the guest: steer it away with irqaffinity= on the kernel command line or /proc/irq/N/smp_affinity_list."));
+                }
             }
         }
         let ui = &mut cols[1];

@@ -142,6 +142,27 @@ fn vfio_rows_on_128_cpus_and_counter_resets() {
         "{:?}",
         back.problems
     );
+    // A 32-bit count that wrapped around 2^32 (a busy line after months of
+    // uptime): the interrupts across the wrap are counted, not dropped.
+    let near_top = bump(&text, &vfio_label, 100, 4_294_967_000);
+    let wrapped = bump(&text, &vfio_label, 100, 200);
+    let w = rates(
+        &sample(0, &near_top, ""),
+        &sample(1_000_000_000, &wrapped, ""),
+        None,
+    );
+    assert_eq!(w.sources.len(), 1, "{:?}", w.problems);
+    assert_eq!(w.irq_per_cpu[100], (100, 496.0));
+    assert!(w.problems.is_empty(), "{:?}", w.problems);
+    // Near the top but back to a small number far beyond what one second
+    // could hold: a reset after all.
+    let reset = rates(
+        &sample(0, &bump(&text, &vfio_label, 100, 3_000_000_000), ""),
+        &sample(1_000_000_000, &wrapped, ""),
+        None,
+    );
+    assert!(reset.sources.is_empty());
+    assert!(reset.problems.iter().any(|p| p.contains("went backwards")));
     // Same instant: no rates, no division by zero.
     let same = rates(&sample(5, &text, ""), &sample(5, &later, ""), None);
     assert!(same.sources.is_empty() && !same.problems.is_empty());

@@ -139,6 +139,25 @@ pub fn kvm_meaning(name: &str) -> &'static str {
     }
 }
 
+/// Interrupt counts are 32-bit in the kernel (`unsigned int`, printed as
+/// `%10u`): a count near 2^32 that comes back small has wrapped around, and
+/// the interrupts in between are counted. Anything else that went backwards
+/// (a driver freed and requested its IRQ again) is a reset: zero, and said.
+/// A "wrap" worth more than `most` interrupts is not believed (no source
+/// fires 2 million times a second on one CPU).
+fn irq_delta(a: u64, b: u64, most: u64, resets: &mut usize) -> u64 {
+    if b >= a {
+        return b - a;
+    }
+    match b.checked_add(1u64 << 32).and_then(|w| w.checked_sub(a)) {
+        Some(d) if a <= u64::from(u32::MAX) && d <= most => d,
+        _ => {
+            *resets += 1;
+            0
+        }
+    }
+}
+
 fn delta(a: u64, b: u64, resets: &mut usize) -> u64 {
     b.checked_sub(a).unwrap_or_else(|| {
         *resets += 1;
@@ -161,6 +180,7 @@ fn interrupts(
     // the same order), by label only when a line came or went.
     let mut by_label: Option<HashMap<&str, &Arc<InterruptRow>>> = None;
     let mut per_cpu = vec![0u64; b.cpus.len()];
+    let most = (dt * 2e6) as u64;
     for (idx, row) in b.rows.iter().enumerate() {
         let old_row = match a.rows.get(idx).filter(|o| o.label == row.label) {
             Some(o) => o,
@@ -189,7 +209,7 @@ fn interrupts(
             }
             for (j, &now) in chunk.iter().enumerate() {
                 let i = at + j;
-                let d = delta(old.get(i).copied().unwrap_or(0), now, resets);
+                let d = irq_delta(old.get(i).copied().unwrap_or(0), now, most, resets);
                 if d > 0 {
                     if let Some(slot) = per_cpu.get_mut(i) {
                         *slot = slot.saturating_add(d);

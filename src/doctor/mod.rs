@@ -61,7 +61,10 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
                 titles.join("; ")
             ),
         )
-    } else if !relevant.iter().any(|f| f.status == Status::Pass) {
+    } else if !relevant
+        .iter()
+        .any(|f| matches!(f.status, Status::Pass | Status::Info))
+    {
         (
             Outcome::CannotTell,
             format!(
@@ -75,16 +78,24 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
             ),
         )
     } else {
+        // Info: checked, not wrong, but worth a look for this symptom (no
+        // hugepages, no isolated CPUs).
+        let count = |st: Status| relevant.iter().filter(|f| f.status == st).count();
+        let mut parts = vec![format!("{} check(s) passed", count(Status::Pass))];
+        if count(Status::Info) > 0 {
+            parts.push(format!(
+                "{} suggestion(s) below could still help",
+                count(Status::Info)
+            ));
+        }
+        if unknown > 0 {
+            parts.push(format!("{unknown} could not be read"));
+        }
         (
             Outcome::NothingFound,
             format!(
-                "The host side looks right for this symptom ({} check(s) passed{}). {}",
-                relevant.iter().filter(|f| f.status == Status::Pass).count(),
-                if unknown > 0 {
-                    format!(", {unknown} could not be read")
-                } else {
-                    String::new()
-                },
+                "No clear cause on the host side ({}). {}",
+                parts.join(", "),
                 symptom.cannot_see
             ),
         )
@@ -134,6 +145,11 @@ mod tests {
             diagnose(s, &[pass, unknown.clone()]).outcome,
             Outcome::NothingFound
         );
+        // Checked but only worth considering: not "cannot tell".
+        let info = Finding::new("mem.hugepages", "No hugepages reserved", Status::Info);
+        let d = diagnose(s, &[info]);
+        assert_eq!(d.outcome, Outcome::NothingFound);
+        assert!(d.summary.contains("1 suggestion(s) below"), "{}", d.summary);
         assert_eq!(diagnose(s, &[unknown]).outcome, Outcome::CannotTell);
         assert_eq!(diagnose(s, &[]).outcome, Outcome::CannotTell);
     }

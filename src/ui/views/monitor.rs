@@ -162,8 +162,43 @@ fn plot(ui: &mut egui::Ui, v: &MonitorView) {
         });
 }
 
+/// Where the probe runs when the field is left empty, and why there: while a
+/// VM runs, on the housekeeping CPUs (a real-time probe on the VM's CPUs
+/// would itself disturb the guest); before it starts, on the CPUs the CPU
+/// page's board pins it to, or else on the isolated ones.
+pub fn default_probe_cpus(
+    t: &Topology,
+    state: &State,
+    vm_cpus: &BTreeSet<u32>,
+) -> Option<(Vec<u32>, &'static str)> {
+    let online: Vec<u32> = t.online_cpus().map(|c| c.id).collect();
+    if !vm_cpus.is_empty() {
+        let house: Vec<u32> = online
+            .iter()
+            .copied()
+            .filter(|c| !vm_cpus.contains(c))
+            .collect();
+        return (!house.is_empty())
+            .then_some((house, "the housekeeping CPUs (the VM runs on the others)"));
+    }
+    let pinned: BTreeSet<u32> = state.board.pins.values().copied().collect();
+    if !pinned.is_empty() {
+        return Some((
+            pinned.into_iter().collect(),
+            "the CPUs the CPU page pins the vCPUs to, before the VM starts",
+        ));
+    }
+    let isolated: Vec<u32> = t
+        .online_cpus()
+        .filter(|c| c.isolated || c.nohz_full)
+        .map(|c| c.id)
+        .collect();
+    (!isolated.is_empty()).then_some((isolated, "the isolated CPUs (isolcpus/nohz_full)"))
+}
+
 fn latency_ui(
     ui: &mut egui::Ui,
+    t: &Topology,
     v: &MonitorView,
     state: &mut State,
     vm_cpus: &BTreeSet<u32>,
@@ -171,11 +206,10 @@ fn latency_ui(
     out: &mut Vec<Command>,
 ) {
     ui.label(RichText::new("Timer latency (cyclictest-style)").strong());
-    let hint = if vm_cpus.is_empty() {
-        "e.g. 2-5".to_string()
-    } else {
-        format_cpulist(&vm_cpus.iter().copied().collect::<Vec<_>>())
-    };
+    let default = default_probe_cpus(t, state, vm_cpus);
+    let hint = default
+        .as_ref()
+        .map_or_else(|| "e.g. 2-5".to_string(), |(c, _)| format_cpulist(c));
     ui.horizontal(|ui| {
         let l = ui.label("Probe CPUs");
         ui.add(
@@ -202,6 +236,10 @@ fn latency_ui(
             }
         if busy {
             ui.weak("measuring…");
+        } else if let Some((_, why)) = &default
+            && state.latency_cpus.trim().is_empty()
+        {
+            ui.weak(format!("empty: {why}"));
         }
     });
     match &v.latency {
@@ -403,5 +441,5 @@ fn page(
         ui.weak(format!("note: {p}"));
     }
     ui.separator();
-    latency_ui(ui, v, state, &vm_cpus, busy, out);
+    latency_ui(ui, &snap.topology, v, state, &vm_cpus, busy, out);
 }

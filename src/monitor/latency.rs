@@ -172,6 +172,11 @@ pub fn probe(
                 let realtime = go_realtime(priority);
                 let mut lat = Vec::with_capacity(loops);
                 let mut woke_at = Vec::with_capacity(loops);
+                // Touched before measuring: no page fault inside the loop.
+                lat.resize(loops, 1u64);
+                woke_at.resize(loops, 1u64);
+                lat.clear();
+                woke_at.clear();
                 let start = now_ns();
                 let mut next = start + interval_ns;
                 for _ in 0..loops {

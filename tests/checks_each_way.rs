@@ -363,3 +363,98 @@ fn runtime_checks_each_way() {
         assert!(x.title.contains("not in this capture"), "{}", x.title);
     }
 }
+
+/// intel_idle's Skylake client table (torvalds/linux drivers/idle/intel_idle.c,
+/// `skl_cstates`: exit latencies in µs), laid out as sysfs shows it.
+const SKYLAKE_STATES: &[(&str, u64)] = &[
+    ("POLL", 0),
+    ("C1", 2),
+    ("C1E", 10),
+    ("C3", 70),
+    ("C6", 85),
+    ("C7s", 124),
+    ("C8", 200),
+];
+
+fn idle_states(root: &Path, driver: &str, states: &[(&str, u64)], off_from: usize) {
+    put(
+        root,
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        &format!("{driver}\n"),
+    );
+    put(
+        root,
+        "sys/devices/system/cpu/cpuidle/current_governor",
+        "menu\n",
+    );
+    for cpu in 0..12 {
+        for (k, (name, lat)) in states.iter().enumerate() {
+            let d = format!("sys/devices/system/cpu/cpu{cpu}/cpuidle/state{k}");
+            put(root, &format!("{d}/name"), &format!("{name}\n"));
+            put(root, &format!("{d}/latency"), &format!("{lat}\n"));
+            put(
+                root,
+                &format!("{d}/disable"),
+                if k >= off_from { "1\n" } else { "0\n" },
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_idle_states_each_way() {
+    let dir = good_host();
+    let r = dir.path();
+    // No cpuidle at all (the fixture host): nothing said.
+    assert!(find(&findings(r, None), "cpu.idle_states", None).is_none());
+    // Every Skylake state on: deep states, a suggestion with how to measure.
+    idle_states(r, "intel_idle", SKYLAKE_STATES, usize::MAX);
+    let f = findings(r, None);
+    expect(
+        &f,
+        "cpu.idle_states",
+        None,
+        Status::Info,
+        "vfio-assistant latency",
+    );
+    let x = find(&f, "cpu.idle_states", None).unwrap();
+    assert!(x.title.contains("C8 takes up to 200 µs"), "{}", x.title);
+    assert!(
+        x.evidence
+            .iter()
+            .any(|e| e.value == "intel_idle (governor menu)")
+    );
+    // C3 and deeper turned off: C1E is the deepest, shallow enough.
+    idle_states(r, "intel_idle", SKYLAKE_STATES, 3);
+    put(
+        r,
+        "proc/cmdline",
+        "BOOT_IMAGE=/vmlinuz ro amd_iommu=on iommu=pt intel_idle.max_cstate=2\n",
+    );
+    let f = findings(r, None);
+    expect(&f, "cpu.idle_states", None, Status::Pass, "");
+    let x = find(&f, "cpu.idle_states", None).unwrap();
+    assert!(x.title.contains("C1E, wakes in 10 µs"), "{}", x.title);
+    assert!(
+        x.evidence
+            .iter()
+            .any(|e| e.value.contains("C6 85 µs (off)"))
+    );
+    assert!(
+        x.evidence
+            .iter()
+            .any(|e| e.value == "intel_idle.max_cstate=2")
+    );
+    // A state with a garbage latency is skipped, not a crash.
+    put(
+        r,
+        "sys/devices/system/cpu/cpu0/cpuidle/state2/latency",
+        "ten\n",
+    );
+    let f = findings(r, None);
+    let x = find(&f, "cpu.idle_states", None).unwrap();
+    assert!(x.title.contains("C1, wakes in 2 µs"), "{}", x.title);
+    // The stutter flow looks at it.
+    let sym = vfio_assistant::doctor::find_symptom("stutter").unwrap();
+    assert!(sym.checks.contains(&"cpu.idle_states"));
+}

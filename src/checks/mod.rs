@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod devices;
+pub mod idle;
 pub mod initramfs;
 pub mod model;
 pub mod platform;
@@ -45,6 +46,7 @@ pub const CHECK_IDS: &[&str] = &[
     "mem.fragmentation",
     "mem.ksm",
     "time.clocksource",
+    "cpu.idle_states",
     "cpu.isolation",
     "cpu.irq_affinity",
     "cpu.split_lock",
@@ -66,6 +68,7 @@ pub fn run_checks(s: &HostSnapshot, device: Option<&str>) -> Vec<Finding> {
     platform::check(s, &mut out);
     devices::check(s, device, &mut out);
     runtime::check(s, &mut out);
+    idle::check(s, &mut out);
     initramfs::check(s, &mut out);
     out.sort_by_key(|f| f.status);
     out

@@ -53,6 +53,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "cpu.irq_affinity",
             "irq.vfio_mode",
             "time.clocksource",
+            "cpu.idle_states",
             "cpu.split_lock",
             "mem.thp",
             "mem.ksm",

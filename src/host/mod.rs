@@ -3,6 +3,7 @@
 //! warnings instead of failing.
 
 pub mod cpu;
+pub mod cpuidle;
 pub mod firmware;
 pub mod freq;
 pub mod hex;
@@ -106,7 +107,9 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
             let cpu = cpu::read_cpu_summary(root, &mut cw);
             let topology = topology::read_topology(root, &mut cw);
             let kernel = kernel::read_kernel(root, &mut cw);
-            let system = system::read_system(root, &mut cw);
+            let mut system = system::read_system(root, &mut cw);
+            let online: Vec<u32> = topology.online_cpus().map(|c| c.id).collect();
+            system.cpuidle = cpuidle::read_cpuidle(root, &online, &mut cw);
             (cpu, topology, kernel, system, cw)
         });
         let mut devices = pci::read_pci_devices(root, &mut w);

@@ -183,6 +183,8 @@ pub struct SystemState {
     pub initramfs: InitramfsState,
     /// A battery exists: this is a laptop.
     pub battery: bool,
+    /// CPU idle states (filled by `scan`, which knows the online CPUs).
+    pub cpuidle: super::cpuidle::CpuIdle,
     /// `kvm_intel`/`kvm_amd` present as loaded or built-in module directories.
     pub kvm_vendor_module: Option<String>,
     /// Interrupts of devices handed to running VMs, from `/proc/interrupts`.
@@ -409,6 +411,7 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         .collect();
     let initramfs = read_state(root, release.as_deref(), &pairs);
     SystemState {
+        cpuidle: super::cpuidle::CpuIdle::default(),
         kernel_log,
         iomem_framebuffers,
         modprobe,

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod support;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,28 +30,6 @@ fn json_of(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(p.clone());
-                key_paths(child, &p, out);
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                key_paths(item, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 fn all_roots() -> Vec<PathBuf> {
@@ -93,24 +73,18 @@ fn scan_json_has_the_promised_fields_on_every_fixture() {
 
 #[test]
 fn every_json_field_is_documented() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scan-json.md"))
-            .unwrap();
     let mut keys = BTreeSet::new();
     for root in all_roots() {
-        key_paths(
+        support::json::key_paths(
             &json_of(&["scan", "--json", "--root", root.to_str().unwrap()]),
             "",
             &mut keys,
         );
     }
-    key_paths(&json_of(&["scan", "--json", "--demo"]), "", &mut keys);
-    key_paths(&json_of(&["scan", "--json"]), "", &mut keys);
+    support::json::key_paths(&json_of(&["scan", "--json", "--demo"]), "", &mut keys);
+    support::json::key_paths(&json_of(&["scan", "--json"]), "", &mut keys);
     // A list is documented by its elements' row (`x[]`).
-    let missing: Vec<&String> = keys
-        .iter()
-        .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
-        .collect();
+    let missing = support::json::undocumented(&keys, "scan-json.md");
     assert!(
         missing.is_empty(),
         "fields missing from docs/scan-json.md: {missing:#?}"
@@ -342,4 +316,37 @@ fn latency_probe_measures_and_refuses_nonsense() {
         "1",
     ]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `monitor --json` on this machine: one object per sample, every field in
+/// docs/monitor-json.md (the VM's fields are checked with a real guest in
+/// tests/monitor.rs).
+#[test]
+fn monitor_json_fields_are_documented() {
+    let out = run(&[
+        "monitor",
+        "--json",
+        "--duration-s",
+        "1",
+        "--interval-ms",
+        "250",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut keys = BTreeSet::new();
+    let mut lines = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        support::json::key_paths(&v, "", &mut keys);
+        lines += 1;
+    }
+    assert!(lines >= 2, "one object per sample: {lines}");
+    let missing = support::json::undocumented(&keys, "monitor-json.md");
+    assert!(
+        missing.is_empty(),
+        "missing from docs/monitor-json.md: {missing:#?}"
+    );
 }

@@ -250,8 +250,11 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
     let mut seen_vcpus = 0;
     let mut exits_rate = 0.0;
     let mut kvm_source = None;
+    let mut keys = std::collections::BTreeSet::new();
     for _ in 0..6 {
         let u = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // What `monitor --json --domain` prints for it: documented field by field.
+        support::json::key_paths(&serde_json::to_value(&u).unwrap(), "", &mut keys);
         let Some(vm) = &u.vm else { continue };
         assert_eq!(vm.name, name);
         seen_vcpus = u.rates.vcpus.len();
@@ -274,6 +277,12 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
             .map_or(0.0, |k| k.per_s);
     }
     stop.store(true, Ordering::Relaxed);
+    assert!(keys.contains("rates.vcpus[].on_pin") && keys.contains("vm.pins.N"));
+    let missing = support::json::undocumented(&keys, "monitor-json.md");
+    assert!(
+        missing.is_empty(),
+        "missing from docs/monitor-json.md: {missing:#?}"
+    );
     assert_eq!(seen_vcpus, 2);
     assert_eq!(kvm_source, Some(KvmSource::Libvirt));
     assert!(exits_rate > 0.0, "KVM exits move while the guest runs");

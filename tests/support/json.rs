@@ -1,0 +1,45 @@
+//! JSON documentation checks: every key path a command prints must appear in
+//! its doc (`a.b`, lists as `a[]`, numeric object keys as `N`).
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Every key path in `v`: `a.b`, list elements as `a[]`, number keys as `N`.
+pub fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let k = if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) {
+                    "N"
+                } else {
+                    k.as_str()
+                };
+                let p = if prefix.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(p.clone());
+                key_paths(child, &p, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                key_paths(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The keys of `keys` that `doc_file` (under docs/) does not name.
+pub fn undocumented(keys: &BTreeSet<String>, doc_file: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(doc_file);
+    let doc = std::fs::read_to_string(path).unwrap_or_default();
+    keys.iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
+        .cloned()
+        .collect()
+}

@@ -124,19 +124,21 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         "iommu.firmware",
         None,
         Status::Fail,
-        "<iommu model='intel'/>",
+        "<driver intremap='on'/>",
     );
+    let x = find(&f, "iommu.firmware", None).unwrap();
+    assert!(x.title.contains("itself a VM"));
     assert!(
-        find(&f, "iommu.firmware", None)
-            .unwrap()
-            .title
-            .contains("itself a VM")
+        x.evidence
+            .iter()
+            .any(|e| e.source == "/proc/cpuinfo" && e.value == "hypervisor flag set")
     );
 
     // Not allowed to read the ACPI tables (no directory in the capture).
     fs::remove_dir_all(r.join("sys/firmware/acpi")).unwrap();
     let f = findings(r, None);
     expect(&f, "iommu.firmware", None, Status::Unknown, "root");
+    expect(&f, "iommu.firmware", None, Status::Unknown, "itself a VM");
 }
 
 #[test]

@@ -134,6 +134,20 @@ fn the_probe_defaults_to_the_right_cpus() {
         None,
         "nothing left for the host"
     );
+    // No board, no VM: the CPUs isolated on the kernel command line.
+    let dir = tempfile::tempdir().unwrap();
+    support::hosts::copy_tree(&root, dir.path());
+    std::fs::write(
+        dir.path().join("sys/devices/system/cpu/isolated"),
+        "3-5,9-11\n",
+    )
+    .unwrap();
+    let t = vfio_assistant::host::scan(&vfio_assistant::sysroot::HostRoot::at(dir.path()))
+        .unwrap()
+        .topology;
+    let (cpus, why) = default_probe_cpus(&t, &State::default(), &BTreeSet::new()).unwrap();
+    assert_eq!(cpus, vec![3, 4, 5, 9, 10, 11]);
+    assert!(why.contains("isolated"));
 }
 
 #[test]

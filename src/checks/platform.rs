@@ -40,6 +40,9 @@ impl Vendor {
     }
 }
 
+/// What a VM needs for an IOMMU of its own.
+const VIOMMU: &str = "GPU passthrough needs the real machine: run VFIO Assistant on the bare-metal host. To practise inside a VM, give it a virtual IOMMU with interrupt remapping (QEMU: -machine q35,kernel-irqchip=split -device intel-iommu,intremap=on; libvirt: <iommu model='intel'><driver intremap='on'/></iommu> and <ioapic driver='qemu'/> under <features>).";
+
 fn cmdline_value(s: &HostSnapshot) -> String {
     s.kernel
         .cmdline
@@ -151,12 +154,17 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
     } else if s.iommu.active {
         Finding { status: Status::Pass, title: "The IOMMU is on (groups exist), the ACPI table was not in what we read".into(), ..fw }
     } else if !s.firmware.acpi_tables_visible {
-        Finding { status: Status::Unknown, title: "Could not read the ACPI tables".into(), ..fw }.fix("Run as root to read /sys/firmware/acpi/tables.")
+        let fix = if s.cpu.hypervisor {
+            format!("Run as root to read /sys/firmware/acpi/tables. This host is itself a VM: {VIOMMU}")
+        } else {
+            "Run as root to read /sys/firmware/acpi/tables.".to_string()
+        };
+        Finding { status: Status::Unknown, title: "Could not read the ACPI tables".into(), ..fw }.fix(fix)
     } else if s.cpu.hypervisor {
         // A VM's "firmware" is its hypervisor: no setup screen to visit.
         Finding { status: Status::Fail, title: "No IOMMU table: this host is itself a VM without a virtual IOMMU".into(), ..fw }
             .evidence(HostPath::proc("cpuinfo").to_string(), "hypervisor flag set")
-            .fix("GPU passthrough needs the real machine: run VFIO Assistant on the bare-metal host. To practise inside a VM, give it a virtual IOMMU (QEMU: -device intel-iommu,intremap=on with the q35 machine; libvirt: <iommu model='intel'/>).")
+            .fix(VIOMMU)
     } else {
         Finding { status: Status::Fail, title: "No IOMMU table: the IOMMU is off in the firmware".into(), ..fw }
             .fix(format!("Enable {} in the firmware setup. On some boards it only appears after enabling the CPU virtualization setting first.", vendor.iommu_setting()))

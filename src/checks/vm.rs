@@ -153,11 +153,6 @@ fn pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
     )
 }
 
-/// Per-CPU interrupts every CPU takes (timer, IPIs): not a device to move.
-fn per_cpu_kind(label: &str) -> bool {
-    label.parse::<u32>().is_err()
-}
-
 fn irq_finding(v: &VmLive) -> Finding {
     let why = "Every device interrupt handled on a CPU that runs a vCPU stops the guest for the handler's time: audio crackle and frame-time spikes.";
     let Some(r) = &v.rates else {
@@ -173,10 +168,7 @@ fn irq_finding(v: &VmLive) -> Finding {
         .sources
         .iter()
         .filter(|s| {
-            !s.on_vm_cpus.is_empty()
-                && !per_cpu_kind(&s.label)
-                && s.per_s >= 10.0
-                && s.vfio.is_none()
+            !s.on_vm_cpus.is_empty() && s.is_device() && s.per_s >= 10.0 && s.vfio.is_none()
         })
         .collect();
     let mut f = Finding::new(

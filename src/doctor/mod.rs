@@ -51,6 +51,14 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
         .iter()
         .filter(|f| f.status == Status::Unknown)
         .count();
+    let passed = relevant.iter().filter(|f| f.status == Status::Pass).count();
+    // An Info finding with a fix was checked and is worth a look for this
+    // symptom (no hugepages, deep idle states); one without a fix only
+    // informs ("the VM is shut off") and checks nothing.
+    let suggestions = relevant
+        .iter()
+        .filter(|f| f.status == Status::Info && f.fix.is_some())
+        .count();
     let (outcome, summary) = if !problems.is_empty() {
         let titles: Vec<&str> = problems.iter().map(|f| f.title.as_str()).collect();
         (
@@ -61,10 +69,7 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
                 titles.join("; ")
             ),
         )
-    } else if !relevant
-        .iter()
-        .any(|f| matches!(f.status, Status::Pass | Status::Info))
-    {
+    } else if passed + suggestions == 0 {
         (
             Outcome::CannotTell,
             format!(
@@ -78,14 +83,13 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
             ),
         )
     } else {
-        // Info: checked, not wrong, but worth a look for this symptom (no
-        // hugepages, no isolated CPUs).
-        let count = |st: Status| relevant.iter().filter(|f| f.status == st).count();
-        let mut parts = vec![format!("{} check(s) passed", count(Status::Pass))];
-        if count(Status::Info) > 0 {
+        let mut parts = Vec::new();
+        if passed > 0 {
+            parts.push(format!("{passed} check(s) passed"));
+        }
+        if suggestions > 0 {
             parts.push(format!(
-                "{} suggestion(s) below could still help",
-                count(Status::Info)
+                "{suggestions} suggestion(s) below could still help"
             ));
         }
         if unknown > 0 {
@@ -146,10 +150,19 @@ mod tests {
             Outcome::NothingFound
         );
         // Checked but only worth considering: not "cannot tell".
-        let info = Finding::new("mem.hugepages", "No hugepages reserved", Status::Info);
+        let info = Finding::new("mem.hugepages", "No hugepages reserved", Status::Info)
+            .fix("Reserve some.");
         let d = diagnose(s, &[info]);
         assert_eq!(d.outcome, Outcome::NothingFound);
-        assert!(d.summary.contains("1 suggestion(s) below"), "{}", d.summary);
+        assert!(
+            d.summary
+                .starts_with("No clear cause on the host side (1 suggestion(s) below"),
+            "{}",
+            d.summary
+        );
+        // Information alone (a VM that is shut off) checked nothing.
+        let state = Finding::new("vm.state", "'win11' is shut off", Status::Info);
+        assert_eq!(diagnose(s, &[state]).outcome, Outcome::CannotTell);
         assert_eq!(diagnose(s, &[unknown]).outcome, Outcome::CannotTell);
         assert_eq!(diagnose(s, &[]).outcome, Outcome::CannotTell);
     }

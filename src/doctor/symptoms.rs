@@ -60,7 +60,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "mem.hugepages",
         ],
         device_scoped: false,
-        cannot_see: "Much of it lives in the guest and in the VM's pinning: name the VM (doctor --domain NAME, or the VM field in the app) to have its pinning and the interrupts on its CPUs read.",
+        cannot_see: "Much of it lives in the guest and in the VM's pinning: with the VM named (doctor --domain NAME, or the VM field in the app) its pinning and the interrupts on its CPUs are read too.",
         next_steps: &[
             "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (`vfio-assistant pin --vcpus N` or the CPU page plans it; `doctor stutter --domain NAME` checks the pinning a domain has).",
             "In Windows: put the GPU and its HDMI audio in MSI mode (MSI utility v3 or the MSISupported registry value).",

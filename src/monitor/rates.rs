@@ -27,9 +27,21 @@ pub struct SourceRate {
 }
 
 impl SourceRate {
-    /// Where it lands that it should not, in words: "VM CPUs [2, 3]",
-    /// "isolated CPUs [4]", or both; None when neither.
+    /// A device's interrupt (a numbered line with a `/proc/irq/N`), which can
+    /// be steered to other CPUs; the per-CPU kinds (`LOC`, `RES`, `CAL`,
+    /// `TLB`…) every CPU takes cannot.
+    pub fn is_device(&self) -> bool {
+        self.label.parse::<u32>().is_ok()
+    }
+
+    /// Where a device interrupt lands that it should not, in words: "VM CPUs
+    /// [2, 3]", "isolated CPUs [4]", or both; None when neither, for the
+    /// per-CPU kinds (a timer tick on an isolated CPU is expected) and for a
+    /// passed-through device's own interrupts (they are the guest's).
     pub fn misplaced(&self) -> Option<String> {
+        if !self.is_device() || self.vfio.is_some() {
+            return None;
+        }
         let isolated: Vec<u32> = self
             .on_isolated_cpus
             .iter()
@@ -180,7 +192,8 @@ fn interrupts(
     // the same order), by label only when a line came or went.
     let mut by_label: Option<HashMap<&str, &Arc<InterruptRow>>> = None;
     let mut per_cpu = vec![0u64; b.cpus.len()];
-    let most = (dt * 2e6) as u64;
+    // Past 2^31 a "wrap" and a reset cannot be told apart (long intervals).
+    let most = ((dt * 2e6) as u64).min(1 << 31);
     for (idx, row) in b.rows.iter().enumerate() {
         let old_row = match a.rows.get(idx).filter(|o| o.label == row.label) {
             Some(o) => o,

@@ -38,7 +38,6 @@ pub struct Update {
     pub vm_problem: Option<String>,
 }
 
-/// Everything the thread keeps between samples.
 impl Update {
     /// Whether `other` would draw the same page: the same rates, the same VM
     /// and the same problems; only the time and the interval length differ.
@@ -49,6 +48,7 @@ impl Update {
     }
 }
 
+/// Everything the thread keeps between samples.
 struct Monitor {
     config: MonitorConfig,
     hv: Option<Box<dyn Hypervisor + Send>>,
@@ -153,16 +153,22 @@ pub fn spawn(
             let only_changes = config.only_changes;
             let mut m = Monitor::new(config);
             let mut shown: Option<Update> = None;
+            // The last update held back: sent just before the next one that
+            // shows something new, so a plot stays flat up to the change
+            // instead of sloping across the quiet stretch.
+            let mut held: Option<Update> = None;
             while !stop.load(Ordering::Relaxed) {
                 if let Some(u) = m.step() {
                     // Nothing moved (an idle or captured host): the window is
                     // not woken to draw the same thing again.
                     if only_changes && shown.as_ref().is_some_and(|s| s.shows_the_same(&u)) {
+                        held = Some(u);
                         std::thread::sleep(interval);
                         continue;
                     }
                     shown = Some(u.clone());
-                    if tx.send(u).is_err() {
+                    let sent = held.take().is_none_or(|h| tx.send(h).is_ok());
+                    if !sent || tx.send(u).is_err() {
                         break;
                     }
                     wake();

@@ -34,6 +34,14 @@ pub struct Interrupts {
     /// Shared, so that a row whose line did not change between two samples is
     /// the same row (see `parse_interrupts_reusing`).
     pub rows: Vec<Arc<InterruptRow>>,
+    /// The line (0-based, in the text parsed) each row came from: a row is
+    /// reused only for the line at the same place.
+    #[serde(skip)]
+    row_lines: Vec<u32>,
+    /// The header's column count (None without a header): a different one
+    /// means nothing can be reused.
+    #[serde(skip)]
+    columns: Option<usize>,
 }
 
 /// The counts after `label:` on one line, and where the description starts.
@@ -196,14 +204,22 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         pos: 0,
         old_pos: 0,
     };
-    for Paired {
-        start,
-        end,
-        old,
-        same,
-        equal_prefix,
-    } in lines
+    // The old rows are walked alongside the lines: `old_at` is the first old
+    // row whose line is not before the current one.
+    let mut old_at = 0;
+    let mut header_checked = false;
+    for (
+        k,
+        Paired {
+            start,
+            end,
+            old,
+            same,
+            equal_prefix,
+        },
+    ) in lines.enumerate()
     {
+        let k = u32::try_from(k).unwrap_or(u32::MAX);
         // Split at ASCII `\n`: always a char boundary (no second UTF-8 scan).
         let Some(line) = text.get(start..end) else {
             continue;
@@ -230,11 +246,25 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         if label.contains(char::is_whitespace) {
             continue;
         }
-        let old_row = prev
-            .and_then(|(_, p)| p.rows.get(out.rows.len()))
-            .filter(|r| r.label == label);
+        if !header_checked {
+            header_checked = true;
+            if prev.is_some_and(|(_, p)| p.columns != columns) {
+                prev = None;
+            }
+        }
+        // The old row of the old line at this place, if that line made one.
+        let old_row = prev.and_then(|(_, p)| {
+            while p.row_lines.get(old_at).is_some_and(|&l| l < k) {
+                old_at += 1;
+            }
+            (p.row_lines.get(old_at) == Some(&k))
+                .then(|| p.rows.get(old_at))
+                .flatten()
+                .filter(|r| r.label == label)
+        });
         if same && let Some(row) = old_row {
             out.rows.push(Arc::clone(row));
+            out.row_lines.push(k);
             continue;
         }
         // A changed line: its fields start where the old line's did (same
@@ -269,7 +299,9 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
             description,
             fixed_width,
         }));
+        out.row_lines.push(k);
     }
+    out.columns = columns;
     if out.cpus.is_empty() {
         let widest = out.rows.iter().map(|r| r.per_cpu.len()).max().unwrap_or(0);
         out.cpus = (0..u32::try_from(widest).unwrap_or(0)).collect();
@@ -417,12 +449,14 @@ mod tests {
 
     #[test]
     fn changed_lines_keep_unchanged_fields_and_agree_with_a_full_parse() {
-        // 20 CPUs (groups of eight and a partial one), 30 lines; each step
+        // 44 CPUs (groups of eight and a partial one), 30 lines; each step
         // bumps a few counts, sometimes spoils a field (token parsing) and
-        // mends it later, and chains the samples like the monitor does.
+        // mends it later, every tenth step moves every count of one line (a
+        // local timer: the comparison gives up and parses), and the samples
+        // are chained like the monitor does.
         let mut counts: Vec<Vec<Option<u64>>> = (0..30)
             .map(|l| {
-                (0..20)
+                (0..44)
                     .map(|c| Some(((l * 7 + c) % 5) as u64 * 1000))
                     .collect()
             })
@@ -435,12 +469,17 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let (l, c) = ((x % 30) as usize, ((x >> 8) % 20) as usize);
+                let (l, c) = ((x % 30) as usize, ((x >> 8) % 44) as usize);
                 counts[l][c] = match (x >> 16) % 9 {
                     0 => None,
                     1 => Some(4_294_967_295),
                     _ => Some(counts[l][c].unwrap_or(0) + (x >> 24) % 100_000),
                 };
+            }
+            if step % 10 == 0 {
+                for c in counts[step % 30].iter_mut().flatten() {
+                    *c += 1 + step as u64;
+                }
             }
             let next = kernel_listing(&counts);
             let reused = parse_interrupts_reusing(&next, Some((&text, &parsed)));
@@ -452,6 +491,33 @@ mod tests {
                 }
             }
             (text, parsed) = (next, reused);
+        }
+    }
+
+    #[test]
+    fn reuse_needs_the_same_line_and_the_same_header() {
+        let pairs = [
+            // A line that makes no row before repeated labels: the old row of
+            // the second `A` must not serve the first.
+            (
+                "CPU0\nx\n A:          1  p\n A:          2  q",
+                "CPU0\n A:          7  p\n A:          1  q",
+            ),
+            ("CPU0\nx\n A:          1  p", "CPU0\n A:          1  p"),
+            // The header went missing: the counts are not cut at one column.
+            ("CPU0\n A: 1 2 desc", "#\n A: 1 2 desc"),
+            (
+                "CPU0 CPU1\n A:          1          2  d",
+                "CPU0\n A:          1          2  d",
+            ),
+        ];
+        for (a, b) in pairs {
+            let pa = parse_interrupts(a);
+            assert_eq!(
+                parse_interrupts_reusing(b, Some((a, &pa))),
+                parse_interrupts(b),
+                "{a:?} then {b:?}"
+            );
         }
     }
 

@@ -162,10 +162,11 @@ fn plot(ui: &mut egui::Ui, v: &MonitorView) {
         });
 }
 
-/// Where the probe runs when the field is left empty, and why there: while a
-/// VM runs, on the housekeeping CPUs (a real-time probe on the VM's CPUs
-/// would itself disturb the guest); before it starts, on the CPUs the CPU
-/// page's board pins it to, or else on the isolated ones.
+/// Where the probe runs when the field is left empty, and why there: while
+/// the VM this page follows runs, on the housekeeping CPUs (a real-time probe
+/// on the VM's CPUs would itself disturb the guest); otherwise on the CPUs
+/// the CPU page's board pins it to, said to be for before it starts (a VM
+/// not followed here may be running), or else on the isolated ones.
 pub fn default_probe_cpus(
     t: &Topology,
     state: &State,
@@ -185,7 +186,7 @@ pub fn default_probe_cpus(
     if !pinned.is_empty() {
         return Some((
             pinned.into_iter().collect(),
-            "the CPUs the CPU page pins the vCPUs to, before the VM starts",
+            "the CPUs the CPU page pins the vCPUs to: run it before the VM starts, a running guest there would be disturbed",
         ));
     }
     let isolated: Vec<u32> = t

@@ -6,6 +6,7 @@
 
 use super::model::{Finding, Status};
 use crate::parse::option_rom::{CodeType, OptionRom, parse_option_rom};
+use crate::sysroot::HostPath;
 
 const WHY: &str = "In a UEFI VM (OVMF, which Windows 11 and modern GPUs need) the card's ROM must carry an x64 UEFI driver (GOP) for anything to appear on screen before Windows loads the GPU driver; a ROM file with a header in front, or made for another card, leaves a black screen or Code 43.";
 
@@ -70,7 +71,7 @@ pub fn rom_finding(
     let f = judge(device, card.map(|c| (c.vendor, c.device)), source, bytes);
     // The boot GPU's sysfs ROM is often the shadow copy at 0xC0000: legacy
     // only, its chain broken. Say so rather than blame the card's flash.
-    let from_sysfs = source.starts_with("/sys/") && source.ends_with("/rom");
+    let from_sysfs = is_sysfs_rom(source);
     if card.is_some_and(|c| c.boot_vga)
         && from_sysfs
         && matches!(f.status, Status::Fail | Status::Warn)
@@ -85,6 +86,11 @@ pub fn rom_finding(
     f
 }
 
+/// Whether `source` names a card's ROM file in sysfs (as `HostPath` shows it).
+fn is_sysfs_rom(source: &str) -> bool {
+    source.starts_with(&HostPath::sys("bus/pci/devices/").to_string()) && source.ends_with("/rom")
+}
+
 fn judge(
     device: Option<&str>,
     card: Option<(u16, u16)>,
@@ -97,7 +103,7 @@ fn judge(
     }
     let who = device.unwrap_or("the card");
     // Titles name a file by its path, a card's own ROM as such.
-    let name = if device.is_some() && source.starts_with("/sys/") && source.ends_with("/rom") {
+    let name = if device.is_some() && is_sysfs_rom(source) {
         "The card's ROM"
     } else {
         source

@@ -409,7 +409,9 @@ mod tests {
     fn equal_prefix_agrees_with_byte_by_byte() {
         let base: Vec<u8> = (0..700u32).map(|i| b'a' + (i * 7 % 26) as u8).collect();
         for len in [0, 1, 7, 8, 9, 63, 64, 65, 130, 255, 256, 257, 300, 700] {
-            for at in [0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699] {
+            for at in [
+                0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699,
+            ] {
                 let a = &base[..len];
                 let mut b = base.clone();
                 if at < b.len() {

@@ -318,6 +318,40 @@ fn latency_probe_measures_and_refuses_nonsense() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `latency --compare-idle`: measured as configured and with every CPU held
+/// out of deep idle states. As root the PM QoS request is made and withdrawn
+/// when the process ends (what cyclictest does by default); otherwise the
+/// command says it needs root.
+#[test]
+fn latency_compares_with_deep_idle_held_off() {
+    let out = run(&[
+        "latency",
+        "--cpus",
+        "0",
+        "--duration-s",
+        "1",
+        "--compare-idle",
+        "--json",
+    ]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert_ne!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("root"));
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["as_configured", "deep_idle_held_off"] {
+        let r = &v[key][0];
+        assert_eq!(r["cpu"], 0, "{key}");
+        assert!(r["samples"].as_u64().unwrap() >= 900, "{key}: {r}");
+    }
+}
+
 /// `monitor --json` on this machine: one object per sample, every field in
 /// docs/monitor-json.md (the VM's fields are checked with a real guest in
 /// tests/monitor.rs).

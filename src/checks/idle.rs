@@ -37,7 +37,7 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
         Status::Pass,
     )
     .evidence(format!("{dir}/state*/{{name,latency,disable}}"), listed.join(", "))
-    .why("An idle CPU sleeps in the deepest state it is allowed, and waking from it takes that state's exit latency. A vCPU that idles between frames or audio buffers pays it on every wake-up: it shows as DPC latency and audio crackle in the guest. Deep states save power and heat, so this is a trade, not a fault.");
+    .why("An idle CPU sleeps in the deepest state it is allowed, and waking from it takes that state's exit latency. A vCPU that idles between frames or audio buffers pays it on every wake-up: it shows as DPC latency and audio crackle in the guest. Deep states save power and heat, so this is a trade, not a fault. The latencies are what the idle driver declares; `vfio-assistant latency --cpus LIST --compare-idle` measures what they really cost here.");
     if let Some(d) = &idle.driver {
         let gov = idle.governor.as_deref().unwrap_or("?");
         f = f.evidence(
@@ -58,7 +58,7 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
             "Deep CPU idle states are in use: {} takes up to {} µs to wake",
             deepest.name, deepest.exit_latency_us
         );
-        f = f.fix("Measure before changing anything: `vfio-assistant latency --cpus LIST` on the CPUs the VM will use (or the Monitor page's probe). If the p99 is high: keep those CPUs out of deep states while the VM runs (`tuned-adm profile latency-performance`, or write 1 to /sys/devices/system/cpu/cpuN/cpuidle/stateK/disable for the deep states on the VM's CPUs from a libvirt hook, and 0 when it stops), or for good add intel_idle.max_cstate=1 (Intel) or processor.max_cstate=1 (AMD, acpi_idle) to the kernel command line. The cost: more power and heat while idle.");
+        f = f.fix("Measure before changing anything: `vfio-assistant latency --cpus LIST --compare-idle` on the CPUs the VM will use measures them as configured and held out of deep idle states. If the p99 drops a lot when held: keep those CPUs out of deep states while the VM runs (`tuned-adm profile latency-performance`, or write 1 to /sys/devices/system/cpu/cpuN/cpuidle/stateK/disable for the deep states on the VM's CPUs from a libvirt hook, and 0 when it stops), or for good add intel_idle.max_cstate=1 (Intel) or processor.max_cstate=1 (AMD, acpi_idle) to the kernel command line. The cost: more power and heat while idle.");
     }
     out.push(f);
 }

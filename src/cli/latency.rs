@@ -1,9 +1,13 @@
-//! `vfio-assistant latency --cpus LIST [--interval-us N] [--duration-s N] [--json]`:
-//! timer wake-up latency per CPU, like cyclictest, with a histogram and (in
-//! JSON, and as "stalls" in text) the worst wake-up per 100 ms over time.
+//! `vfio-assistant latency --cpus LIST [--interval-us N] [--duration-s N]
+//! [--compare-idle] [--json]`: timer wake-up latency per CPU, like
+//! cyclictest, with a histogram and (in JSON, and as "stalls" in text) the
+//! worst wake-up per 100 ms over time; with `--compare-idle`, measured again
+//! with every CPU held out of deep idle states.
 
-use crate::monitor::latency::probe;
+use crate::monitor::idle_hold::hold_shallow_idle;
+use crate::monitor::latency::{LatencyStats, probe};
 use crate::parse::cpulist::parse_cpulist;
+use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
 use std::time::Duration;
@@ -22,6 +26,11 @@ pub struct LatencyArgs {
     /// SCHED_FIFO priority of the probe threads (when permitted).
     #[arg(long, default_value_t = 80)]
     pub priority: i32,
+    /// Measure twice: as the host is configured, then with every CPU held out
+    /// of its deep idle states (root; a PM QoS request withdrawn when the
+    /// probe ends, nothing stays changed), to show what they cost here.
+    #[arg(long)]
+    pub compare_idle: bool,
     /// Print the statistics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -32,18 +41,62 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("--cpus {:?}", args.cpus))?
         .into_iter()
         .collect();
-    let results = probe(
-        &cpus,
-        Duration::from_micros(args.interval_us),
-        Duration::from_secs(args.duration_s),
-        args.priority,
-    )?;
+    let measure = || {
+        probe(
+            &cpus,
+            Duration::from_micros(args.interval_us),
+            Duration::from_secs(args.duration_s),
+            args.priority,
+        )
+    };
+    let results = measure()?;
+    // The same again with deep idle states held off, the request withdrawn
+    // as soon as the probe is done.
+    let held = if args.compare_idle {
+        let guard = hold_shallow_idle(&HostRoot::live()).map_err(anyhow::Error::msg)?;
+        let r = measure()?;
+        drop(guard);
+        Some(r)
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        match &held {
+            None => println!("{}", serde_json::to_string_pretty(&results)?),
+            Some(h) => println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "as_configured": results,
+                    "deep_idle_held_off": h,
+                }))?
+            ),
+        }
         return Ok(0);
     }
+    table(args, "", &results);
+    if let Some(h) = &held {
+        table(args, ", every CPU held out of deep idle states", h);
+        println!("\nWhat deep idle states cost here (as configured vs held off):");
+        for (a, b) in results.iter().zip(h) {
+            println!(
+                "  CPU {}: p50 {} vs {} µs, p99 {} vs {} µs, max {} vs {} µs",
+                a.cpu, a.p50_us, b.p50_us, a.p99_us, b.p99_us, a.max_us, b.max_us
+            );
+        }
+        println!(
+            "A large drop means the CPUs' idle states add to the guest's latency: see cpu.idle_states in `vfio-assistant check` for how to limit them while the VM runs."
+        );
+    }
     println!(
-        "Timer latency, {} µs interval, {} s ({}):",
+        "\nWhat it means: a vCPU pinned there waits this long for the host to run it. Under ~50 µs p99 is good for games; spikes in the hundreds of µs are audio crackle and stutter (look at `vfio-assistant doctor stutter`)."
+    );
+    Ok(0)
+}
+
+/// One measurement as a table, with the stalls over 4x each CPU's p99.
+fn table(args: &LatencyArgs, how: &str, results: &[LatencyStats]) {
+    println!(
+        "Timer latency, {} µs interval, {} s ({}){how}:",
         args.interval_us,
         args.duration_s,
         if results.iter().all(|r| r.realtime) {
@@ -53,7 +106,7 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
         }
     );
     println!("  CPU  samples   min   avg   p50   p99    max (µs)");
-    for r in &results {
+    for r in results {
         println!(
             "  {:>3} {:>8} {:>5} {:>5} {:>5} {:>5} {:>6}{}",
             r.cpu,
@@ -68,7 +121,7 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
     }
     // When the worst wake-ups came: a few isolated stalls point at a periodic
     // host job; stalls everywhere at load.
-    for r in &results {
+    for r in results {
         let limit = r.p99_us.max(1).saturating_mul(4);
         let at: Vec<String> = r
             .timeline_us
@@ -85,8 +138,4 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    println!(
-        "\nWhat it means: a vCPU pinned there waits this long for the host to run it. Under ~50 µs p99 is good for games; spikes in the hundreds of µs are audio crackle and stutter (look at `vfio-assistant doctor stutter`)."
-    );
-    Ok(0)
 }

@@ -3,6 +3,7 @@
 //! running VM's vCPU threads, pinning and KVM counters, `sampler.rs` runs it all
 //! on one thread with bounded history.
 
+pub mod idle_hold;
 pub mod latency;
 pub mod rates;
 pub mod sample;

@@ -105,6 +105,37 @@ fn the_latency_probe_runs_from_the_page() {
     assert!(h.state().is_monitoring());
 }
 
+/// The probe run twice from the page: as configured and with every CPU held
+/// out of deep idle states (as root; otherwise the page says why not).
+#[test]
+fn the_probe_compares_with_deep_idle_held_off() {
+    let mut h = live_monitor("");
+    wait_for(&mut h, 20, |a| a.monitor.irq_total.len() >= 2);
+    h.state_mut().state.latency_cpus = "0".into();
+    h.step();
+    h.get_by_label("and with deep idle states held off").click();
+    h.step();
+    h.step();
+    assert!(h.state().state.latency_compare_idle);
+    h.get_by_label("Run the probe (2 x 5 s)").click();
+    wait_for(&mut h, 40, |a| a.monitor.latency.is_some());
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match h.state().monitor.latency_held.clone() {
+        Some(Ok(held)) => {
+            assert!(root);
+            assert_eq!(held[0].cpu, 0);
+            assert!(held[0].samples > 1000, "{:?}", held[0]);
+            h.get_by_label_contains("held out of deep idle: p50 ");
+        }
+        Some(Err(e)) => {
+            assert!(!root, "{e}");
+            h.get_by_label_contains("Held out of deep idle states: not measured");
+        }
+        None => panic!("the second run was asked for"),
+    }
+}
+
 /// With the field empty the probe goes where it is useful and harmless: the
 /// housekeeping CPUs while a VM runs, the board's pins before it starts, the
 /// isolated CPUs otherwise. On the real Ryzen 5 1600 topology (12 CPUs).

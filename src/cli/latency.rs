@@ -4,7 +4,7 @@
 //! worst wake-up per 100 ms over time; with `--compare-idle`, measured again
 //! with every CPU held out of deep idle states.
 
-use crate::monitor::idle_hold::hold_shallow_idle;
+use crate::monitor::idle_hold::probe_held_shallow;
 use crate::monitor::latency::{LatencyStats, probe};
 use crate::parse::cpulist::parse_cpulist;
 use crate::sysroot::HostRoot;
@@ -41,22 +41,25 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("--cpus {:?}", args.cpus))?
         .into_iter()
         .collect();
-    let measure = || {
-        probe(
-            &cpus,
-            Duration::from_micros(args.interval_us),
-            Duration::from_secs(args.duration_s),
-            args.priority,
-        )
-    };
-    let results = measure()?;
+    let results = probe(
+        &cpus,
+        Duration::from_micros(args.interval_us),
+        Duration::from_secs(args.duration_s),
+        args.priority,
+    )?;
     // The same again with deep idle states held off, the request withdrawn
     // as soon as the probe is done.
     let held = if args.compare_idle {
-        let guard = hold_shallow_idle(&HostRoot::live()).map_err(anyhow::Error::msg)?;
-        let r = measure()?;
-        drop(guard);
-        Some(r)
+        Some(
+            probe_held_shallow(
+                &HostRoot::live(),
+                &cpus,
+                Duration::from_micros(args.interval_us),
+                Duration::from_secs(args.duration_s),
+                args.priority,
+            )
+            .map_err(anyhow::Error::msg)?,
+        )
     } else {
         None
     };

@@ -36,6 +36,21 @@ pub fn hold_shallow_idle(root: &HostRoot) -> Result<ShallowIdle, String> {
     Ok(ShallowIdle { _file: file })
 }
 
+/// The latency probe run while every CPU is held out of deep idle states;
+/// the request is withdrawn as soon as it is done.
+pub fn probe_held_shallow(
+    root: &HostRoot,
+    cpus: &[u32],
+    interval: std::time::Duration,
+    duration: std::time::Duration,
+    priority: i32,
+) -> Result<Vec<super::latency::LatencyStats>, String> {
+    let guard = hold_shallow_idle(root)?;
+    let r = super::latency::probe(cpus, interval, duration, priority).map_err(|e| e.to_string());
+    drop(guard);
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -190,7 +190,10 @@ impl App {
             JobResult::Validated { ok, lines } => self.wizard.validation = Some((ok, lines)),
             JobResult::Defined(r) => self.wizard.defined = Some(r),
             JobResult::Applied(r) => self.wizard.applied = Some(r),
-            JobResult::Latency(r) => self.monitor.latency = Some(r),
+            JobResult::Latency(r, held) => {
+                self.monitor.latency = Some(r);
+                self.monitor.latency_held = held;
+            }
             JobResult::Picked(field, path) => self.picked(field, path),
             JobResult::VmFindings(r) => self.vm_findings = Some(r),
             JobResult::Rom(addr, f) => {

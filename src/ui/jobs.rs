@@ -11,6 +11,7 @@ use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{Hypervisor, Libvirt};
+use crate::monitor::idle_hold::probe_held_shallow;
 use crate::monitor::latency::{LatencyStats, probe};
 use crate::pinning::PinPlan;
 use crate::sysroot::HostRoot;
@@ -40,10 +41,12 @@ pub enum Job {
     },
     /// A file dialog (the desktop's, through xdg-desktop-portal) for a wizard field.
     PickFile(PickField),
-    /// The timer latency probe on these CPUs for this long.
+    /// The timer latency probe on these CPUs for this long; with
+    /// `compare_idle`, again with every CPU held out of deep idle states.
     Latency {
         cpus: Vec<u32>,
         seconds: u64,
+        compare_idle: bool,
     },
     /// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
     ReadRom {
@@ -71,7 +74,11 @@ pub enum JobResult {
     },
     Defined(Result<String, String>),
     Applied(Result<String, String>),
-    Latency(Result<Vec<LatencyStats>, String>),
+    /// As configured, and (when asked) held out of deep idle states.
+    Latency(
+        Result<Vec<LatencyStats>, String>,
+        Option<Result<Vec<LatencyStats>, String>>,
+    ),
     VmFindings(Result<Vec<Finding>, String>),
     /// A card's ROM, judged: (address, the `device.rom` finding).
     Rom(String, Finding),
@@ -211,15 +218,20 @@ fn run(job: Job) -> JobResult {
             field,
             field.dialog().pick_file().map(|p| p.display().to_string()),
         ),
-        Job::Latency { cpus, seconds } => JobResult::Latency(
-            probe(
-                &cpus,
+        Job::Latency {
+            cpus,
+            seconds,
+            compare_idle,
+        } => {
+            let (interval, duration) = (
                 Duration::from_micros(1000),
                 Duration::from_secs(seconds.clamp(1, 60)),
-                80,
-            )
-            .map_err(|e| e.to_string()),
-        ),
+            );
+            let configured = probe(&cpus, interval, duration, 80).map_err(|e| e.to_string());
+            let held = compare_idle
+                .then(|| probe_held_shallow(&HostRoot::live(), &cpus, interval, duration, 80));
+            JobResult::Latency(configured, held)
+        }
         Job::ReadRom { addr, card, root } => {
             let path = crate::host::rom::rom_path(&addr).to_string();
             let bytes = match &root {

@@ -52,6 +52,8 @@ pub struct State {
     pub monitor_domain: String,
     /// The Monitor page's latency probe CPUs (empty: the VM's, if followed).
     pub latency_cpus: String,
+    /// Monitor: run the probe again with deep idle states held off.
+    pub latency_compare_idle: bool,
     /// Monitor: interrupts as a compact strip instead of over the topology.
     pub monitor_strip: bool,
     /// The CPU page's drag-to-pin board.

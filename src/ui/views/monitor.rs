@@ -28,6 +28,8 @@ pub struct MonitorView {
     pub busy_avg: Series,
     /// The last latency probe's answer.
     pub latency: Option<Result<Vec<LatencyStats>, String>>,
+    /// The same probe with every CPU held out of deep idle states, when asked.
+    pub latency_held: Option<Result<Vec<LatencyStats>, String>>,
 }
 
 impl MonitorView {
@@ -38,13 +40,16 @@ impl MonitorView {
             exits: Series::new(600),
             busy_avg: Series::new(600),
             latency: None,
+            latency_held: None,
         }
     }
     /// A new sampler starts from scratch; the last probe result stays.
     pub fn restart(&mut self) {
         let latency = self.latency.take();
+        let held = self.latency_held.take();
         *self = MonitorView::new();
         self.latency = latency;
+        self.latency_held = held;
     }
     pub fn push(&mut self, u: Update) {
         let r = &u.rates;
@@ -225,14 +230,22 @@ fn latency_ui(
             state.latency_cpus.clone()
         };
         let cpus = parse_cpulist(&text).ok().filter(|c| !c.is_empty());
+        let label = if state.latency_compare_idle {
+            "Run the probe (2 x 5 s)"
+        } else {
+            "Run the probe (5 s)"
+        };
         let run = ui
-            .add_enabled(cpus.is_some() && !busy, egui::Button::new("Run the probe (5 s)"))
+            .add_enabled(cpus.is_some() && !busy, egui::Button::new(label))
             .on_hover_text("Wakes a real-time thread on each CPU every millisecond and records how late it woke: the delay a vCPU pinned there would see from the host. Run it before starting the VM on the CPUs you will pin, or while it runs on the housekeeping CPUs.");
+        ui.checkbox(&mut state.latency_compare_idle, "and with deep idle states held off")
+            .on_hover_text("Measures a second time while every CPU is kept out of its deep idle states (root; a request the kernel drops as soon as the probe ends). A big difference means idle states add to the guest's latency: see the CPU idle states check on the Overview.");
         if run.clicked()
             && let Some(cpus) = cpus {
                 out.push(Command::Job(Job::Latency {
                     cpus: cpus.into_iter().collect(),
                     seconds: 5,
+                    compare_idle: state.latency_compare_idle,
                 }));
             }
         if busy {
@@ -258,6 +271,20 @@ fn latency_ui(
                     ))
                     .monospace(),
                 );
+                if let Some(Ok(held)) = &v.latency_held
+                    && let Some(h) = held.iter().find(|h| h.cpu == s.cpu)
+                {
+                    ui.label(
+                        RichText::new(format!(
+                            "       held out of deep idle: p50 {} vs {} µs, p99 {} vs {} µs, max {} vs {} µs",
+                            s.p50_us, h.p50_us, s.p99_us, h.p99_us, s.max_us, h.max_us
+                        ))
+                        .monospace(),
+                    );
+                }
+            }
+            if let Some(Err(e)) = &v.latency_held {
+                ui.weak(format!("Held out of deep idle states: not measured ({e})"));
             }
             let mut buckets: Vec<u64> = Vec::new();
             for s in stats {

@@ -266,8 +266,8 @@ fn latency_ui(
                 };
                 ui.label(
                     RichText::new(format!(
-                        "CPU {}: min {} µs, avg {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
-                        s.cpu, s.min_us, s.avg_us, s.p99_us, s.max_us, s.samples
+                        "CPU {}: min {} µs, avg {} µs, p50 {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
+                        s.cpu, s.min_us, s.avg_us, s.p50_us, s.p99_us, s.max_us, s.samples
                     ))
                     .monospace(),
                 );

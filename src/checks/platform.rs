@@ -154,10 +154,11 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
     } else if s.iommu.active {
         Finding { status: Status::Pass, title: "The IOMMU is on (groups exist), the ACPI table was not in what we read".into(), ..fw }
     } else if !s.firmware.acpi_tables_visible {
+        let read = format!("Run as root to read {tables}.");
         let fix = if s.cpu.hypervisor {
-            format!("Run as root to read /sys/firmware/acpi/tables. This host is itself a VM: {VIOMMU}")
+            format!("{read} This host is itself a VM: {VIOMMU}")
         } else {
-            "Run as root to read /sys/firmware/acpi/tables.".to_string()
+            read
         };
         Finding { status: Status::Unknown, title: "Could not read the ACPI tables".into(), ..fw }.fix(fix)
     } else if s.cpu.hypervisor {

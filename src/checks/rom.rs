@@ -86,9 +86,14 @@ pub fn rom_finding(
     f
 }
 
-/// Whether `source` names a card's ROM file in sysfs (as `HostPath` shows it).
+/// Whether `source` names a card's ROM file in sysfs (`…/rom` under the
+/// host's `/sys`, by any of its paths).
 fn is_sysfs_rom(source: &str) -> bool {
-    source.starts_with(&HostPath::sys("bus/pci/devices/").to_string()) && source.ends_with("/rom")
+    let sys = HostPath::sys("").to_string();
+    source
+        .strip_prefix(sys.trim_end_matches('/'))
+        .is_some_and(|rest| rest.starts_with('/'))
+        && source.ends_with("/rom")
 }
 
 fn judge(
@@ -195,6 +200,7 @@ fn judge(
             ", made for device {:04x} (the card is {d:04x}: a sibling model? check it is the same board)",
             i.device_id
         ));
+        return f.fix("Prefer the ROM dumped from this very card (`vfio-assistant rom ADDRESS --save FILE` as root). A file for another device id of the same family can work, but often leaves the screen dark or gives Code 43.");
     }
     f
 }
@@ -203,6 +209,22 @@ fn judge(
 mod tests {
     use super::*;
     use crate::parse::option_rom::fixture;
+
+    #[test]
+    fn sysfs_roms_by_any_path() {
+        assert!(is_sysfs_rom("/sys/bus/pci/devices/0000:01:00.0/rom"));
+        assert!(is_sysfs_rom(
+            "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/rom"
+        ));
+        for not in [
+            "/sysfs/x/rom",
+            "/var/lib/libvirt/vbios/rom",
+            "card.rom",
+            "/sys/x/rom.bin",
+        ] {
+            assert!(!is_sysfs_rom(not), "{not}");
+        }
+    }
 
     #[test]
     fn verdicts_on_real_roms() {

@@ -27,7 +27,11 @@ fn summary_ui(ui: &mut egui::Ui, s: &HostSnapshot) {
     ui.label(virt);
     let iommu = if s.iommu.active {
         RichText::new(format!("IOMMU on: {} IOMMU groups. A group is the smallest set of devices that can be handed to a VM.", s.iommu.groups)).color(GOOD)
-    } else if s.cpu.hypervisor && !s.firmware.acpi_dmar && !s.firmware.acpi_ivrs {
+    } else if s.cpu.hypervisor
+        && s.firmware.acpi_tables_visible
+        && !s.firmware.acpi_dmar
+        && !s.firmware.acpi_ivrs
+    {
         RichText::new("IOMMU not active: this host is a VM without a virtual IOMMU, so it has no device to pass through. Passthrough is set up on the bare-metal host.").color(BAD)
     } else {
         RichText::new("IOMMU not active: no device can be passed through until VT-d / AMD-Vi is on in the firmware and the kernel.").color(BAD)

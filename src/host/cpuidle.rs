@@ -2,12 +2,25 @@
 //! CPU sleeps in the deepest state its idle governor thinks worth it, and
 //! waking from that state takes the state's exit latency. For a VM whose
 //! vCPUs idle between frames or audio buffers, that wake-up is paid again and
-//! again: it shows as DPC latency in the guest. Read from the first CPU that
-//! has states (the kernel gives every CPU the boot CPU's table).
+//! again: it shows as DPC latency in the guest.
+//!
+//! The state table is read from the first online CPU that has one (on x86
+//! every CPU has the boot CPU's table; ARM clusters may differ, and then the
+//! first cluster's table stands for all); which states are turned off is read
+//! per CPU, since users turn them off on the VM's CPUs only. A program
+//! holding `/dev/cpu_dma_latency` (tuned, cyclictest) limits every CPU to the
+//! states that wake within its value.
 
 use super::warnings::Warnings;
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
+
+/// Wake-up times up to this (C1/C1E class) do not show in a guest's latency;
+/// "shallow idle only" means states within it.
+pub const SHALLOW_IDLE_US: u64 = 10;
+
+/// The PM QoS default: no limit.
+const NO_QOS_LIMIT: i32 = 2_000_000_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IdleState {
@@ -17,8 +30,6 @@ pub struct IdleState {
     pub name: String,
     /// Worst-case wake-up time in µs (the `latency` file).
     pub exit_latency_us: u64,
-    /// Turned off for this CPU (the `disable` file is 1).
-    pub disabled: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -26,23 +37,35 @@ pub struct CpuIdle {
     /// `intel_idle`, `acpi_idle`, `haltpoll`, `none`…
     pub driver: Option<String>,
     pub governor: Option<String>,
-    /// The CPU the states were read from.
+    /// The CPU the state table was read from (None: no CPU has one).
     pub cpu: Option<u32>,
     pub states: Vec<IdleState>,
+    /// Each CPU with idle states and the state indexes turned off on it.
+    pub disabled: Vec<(u32, Vec<u32>)>,
+    /// The limit a program holds on `/dev/cpu_dma_latency`, in µs (None: no
+    /// limit, or not readable: root only).
+    pub qos_limit_us: Option<u64>,
 }
 
 impl CpuIdle {
-    /// The deepest state not turned off (the largest exit latency).
-    pub fn deepest_enabled(&self) -> Option<&IdleState> {
+    /// The deepest state `cpu` may enter: not turned off there and within the
+    /// PM QoS limit. None when it has no idle states or may use none (polls).
+    pub fn deepest_for(&self, cpu: u32) -> Option<&IdleState> {
+        let off = self
+            .disabled
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map(|(_, d)| d.as_slice())?;
         self.states
             .iter()
-            .filter(|s| !s.disabled)
+            .filter(|s| !off.contains(&s.index))
+            .filter(|s| self.qos_limit_us.is_none_or(|l| s.exit_latency_us <= l))
             .max_by_key(|s| s.exit_latency_us)
     }
 }
 
-/// One state directory's files, or None when it is not a usable state (a
-/// file missing or not a number: skipped, with the reason in `warnings`).
+/// One state's name and exit latency, or None when either file is missing or
+/// not a number (skipped, with the reason in `warnings`).
 fn read_state(
     root: &HostRoot,
     dir: &str,
@@ -53,24 +76,34 @@ fn read_state(
     let name = warnings.take(root.read_attr(&attr("name")))?;
     let exit_latency_us =
         warnings.take_opt(root.read_parsed(&attr("latency"), |t| t.parse::<u64>()))?;
-    let disabled = warnings
-        .take_opt(root.read_attr_opt(&attr("disable")))
-        .is_some_and(|v| v != "0");
     Some(IdleState {
         index,
         name,
         exit_latency_us,
-        disabled,
     })
 }
 
-/// The idle driver, governor and states; empty when the host has no cpuidle
-/// (no driver: the CPUs only halt, or poll).
+/// The `stateK` indexes under a CPU's cpuidle directory, sorted; None when it
+/// has none.
+fn state_indexes(root: &HostRoot, dir: &str) -> Option<Vec<u32>> {
+    let entries = root.list_dir(&HostPath::sys(dir)).ok()?;
+    let mut indexes: Vec<u32> = entries
+        .iter()
+        .filter_map(|e| e.strip_prefix("state")?.parse().ok())
+        .collect();
+    indexes.sort_unstable();
+    (!indexes.is_empty()).then_some(indexes)
+}
+
+/// The idle driver, governor, state table, what is turned off per CPU and
+/// the PM QoS limit; empty when the host has no cpuidle (the CPUs only halt,
+/// or poll).
 pub fn read_cpuidle(root: &HostRoot, online: &[u32], warnings: &mut Warnings) -> CpuIdle {
     let attr = |f: &str| {
-        warnings_free(
-            root.read_attr_opt(&HostPath::sys(&format!("devices/system/cpu/cpuidle/{f}"))),
-        )
+        root.read_attr_opt(&HostPath::sys(&format!("devices/system/cpu/cpuidle/{f}")))
+            .ok()
+            .flatten()
+            .filter(|v| !v.is_empty())
     };
     let mut idle = CpuIdle {
         driver: attr("current_driver"),
@@ -79,29 +112,34 @@ pub fn read_cpuidle(root: &HostRoot, online: &[u32], warnings: &mut Warnings) ->
     };
     for &cpu in online {
         let dir = format!("devices/system/cpu/cpu{cpu}/cpuidle");
-        let Ok(entries) = root.list_dir(&HostPath::sys(&dir)) else {
+        let Some(indexes) = state_indexes(root, &dir) else {
             continue;
         };
-        let mut indexes: Vec<u32> = entries
-            .iter()
-            .filter_map(|e| e.strip_prefix("state")?.parse().ok())
-            .collect();
-        if indexes.is_empty() {
-            continue;
+        if idle.cpu.is_none() {
+            idle.cpu = Some(cpu);
+            idle.states = indexes
+                .iter()
+                .filter_map(|&k| read_state(root, &dir, k, warnings))
+                .collect();
         }
-        indexes.sort_unstable();
-        idle.cpu = Some(cpu);
-        idle.states = indexes
+        // `disable` is world-readable; an unreadable one counts as on.
+        let off: Vec<u32> = indexes
             .into_iter()
-            .filter_map(|k| read_state(root, &dir, k, warnings))
+            .filter(|k| {
+                root.read_attr(&HostPath::sys(&format!("{dir}/state{k}/disable")))
+                    .is_ok_and(|v| v != "0")
+            })
             .collect();
-        break;
+        idle.disabled.push((cpu, off));
+    }
+    // Root only; a capture holds an empty placeholder: then no limit known.
+    if let Ok(b) = root.read_bytes(&HostPath::dev("cpu_dma_latency"), 4)
+        && let Ok(raw) = <[u8; 4]>::try_from(b.as_slice())
+    {
+        let v = i32::from_ne_bytes(raw);
+        idle.qos_limit_us = (0..NO_QOS_LIMIT)
+            .contains(&v)
+            .then(|| u64::from(v.unsigned_abs()));
     }
     idle
-}
-
-/// A file that may be absent or unreadable without it being worth a warning
-/// (the driver and governor names only label the evidence).
-fn warnings_free(r: Result<Option<String>, crate::sysroot::ReadError>) -> Option<String> {
-    r.ok().flatten().filter(|v| !v.is_empty())
 }

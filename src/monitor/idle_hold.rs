@@ -1,54 +1,76 @@
-//! Holding every CPU out of its deep idle states for a while, through the
-//! kernel's PM QoS interface: a process that writes a 32-bit latency limit
-//! (here 0 µs) to `/dev/cpu_dma_latency` and keeps the file open makes the
-//! idle governor choose only states that wake within it. Closing the file
-//! (dropping the guard, or the process ending) withdraws the request: nothing
-//! stays changed. cyclictest does this by default; we do it only on request,
-//! to show what deep idle states cost on this host (probe once as configured,
-//! once held).
+//! Keeping every CPU in shallow idle states for a while, through the kernel's
+//! PM QoS interface: a process that writes a 32-bit latency limit to
+//! `/dev/cpu_dma_latency` and keeps the file open makes the idle governor
+//! choose only states that wake within it. Closing the file (dropping the
+//! guard, or the process ending, even by a crash) withdraws the request:
+//! nothing stays changed. The limit is `SHALLOW_IDLE_US` (C1/C1E stay
+//! allowed), the same line the `cpu.idle_states` check and its advice draw,
+//! so the comparison shows what following that advice would gain.
 
+use super::latency::{LatencyStats, ProbeError, probe};
+use crate::host::cpuidle::SHALLOW_IDLE_US;
 use crate::sysroot::{HostPath, HostRoot};
 use std::io::Write;
+use std::time::Duration;
 
-/// The request, in force while this lives.
+/// The open PM QoS device. Opening registers no limit yet; `hold` sets one.
 #[derive(Debug)]
-pub struct ShallowIdle {
-    _file: std::fs::File,
+pub struct IdleHold {
+    file: std::fs::File,
+    path: HostPath,
 }
 
-/// Ask for 0 µs wake-ups on every CPU until the guard is dropped.
-pub fn hold_shallow_idle(root: &HostRoot) -> Result<ShallowIdle, String> {
-    let path = HostPath::dev("cpu_dma_latency");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(root.resolve(&path))
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => {
-                format!("{path}: run as root to hold the CPUs out of deep idle states")
-            }
-            std::io::ErrorKind::NotFound => {
-                format!("{path} does not exist (a kernel without PM QoS)")
-            }
-            _ => format!("{path}: {e}"),
-        })?;
-    file.write_all(&0i32.to_ne_bytes())
-        .map_err(|e| format!("writing {path}: {e}"))?;
-    Ok(ShallowIdle { _file: file })
+impl IdleHold {
+    /// Open the device (root), so that a missing permission shows before
+    /// anything is measured.
+    pub fn open(root: &HostRoot) -> Result<IdleHold, String> {
+        let path = HostPath::dev("cpu_dma_latency");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.resolve(&path))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("{path}: run as root to keep the CPUs in shallow idle states")
+                }
+                std::io::ErrorKind::NotFound => {
+                    format!("{path} does not exist (a kernel without PM QoS)")
+                }
+                _ => format!("{path}: {e}"),
+            })?;
+        Ok(IdleHold { file, path })
+    }
+
+    /// Limit every CPU to idle states that wake within `SHALLOW_IDLE_US`,
+    /// until this is dropped.
+    pub fn hold_shallow(&mut self) -> Result<(), String> {
+        let limit = i32::try_from(SHALLOW_IDLE_US).unwrap_or(i32::MAX);
+        self.file
+            .write_all(&limit.to_ne_bytes())
+            .map_err(|e| format!("writing {}: {e}", self.path))
+    }
 }
 
-/// The latency probe run while every CPU is held out of deep idle states;
-/// the request is withdrawn as soon as it is done.
-pub fn probe_held_shallow(
-    root: &HostRoot,
+/// The probe as configured, and (when asked) with shallow idle states only,
+/// or why that second run could not be made.
+pub type Compared = (Vec<LatencyStats>, Option<Result<Vec<LatencyStats>, String>>);
+
+/// The probe as the host is configured, then (with `hold`) again while every
+/// CPU is kept in shallow idle states; the request ends with the second run.
+pub fn probe_compared(
     cpus: &[u32],
-    interval: std::time::Duration,
-    duration: std::time::Duration,
+    interval: Duration,
+    duration: Duration,
     priority: i32,
-) -> Result<Vec<super::latency::LatencyStats>, String> {
-    let guard = hold_shallow_idle(root)?;
-    let r = super::latency::probe(cpus, interval, duration, priority).map_err(|e| e.to_string());
-    drop(guard);
-    r
+    hold: Option<IdleHold>,
+) -> Result<Compared, ProbeError> {
+    let configured = probe(cpus, interval, duration, priority)?;
+    let held = hold.map(|mut h| {
+        h.hold_shallow()?;
+        let r = probe(cpus, interval, duration, priority).map_err(|e| e.to_string());
+        drop(h);
+        r
+    });
+    Ok((configured, held))
 }
 
 #[cfg(test)]
@@ -56,17 +78,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn writes_a_zero_limit_and_says_why_not() {
+    fn writes_the_shallow_limit_and_says_why_not() {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::at(dir.path());
-        let err = hold_shallow_idle(&root).unwrap_err();
+        let err = IdleHold::open(&root).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
         // A temporary root's stand-in for the device node.
         std::fs::create_dir_all(dir.path().join("dev")).unwrap();
-        std::fs::write(dir.path().join("dev/cpu_dma_latency"), b"\x7f\x7f\x7f\x7f").unwrap();
-        let held = hold_shallow_idle(&root).unwrap();
-        let bytes = std::fs::read(dir.path().join("dev/cpu_dma_latency")).unwrap();
-        assert_eq!(bytes, 0i32.to_ne_bytes());
-        drop(held);
+        let dev = dir.path().join("dev/cpu_dma_latency");
+        std::fs::write(&dev, b"").unwrap();
+        let mut held = IdleHold::open(&root).unwrap();
+        assert!(
+            std::fs::read(&dev).unwrap().is_empty(),
+            "opening sets nothing"
+        );
+        held.hold_shallow().unwrap();
+        let limit = i32::try_from(SHALLOW_IDLE_US).unwrap();
+        assert_eq!(std::fs::read(&dev).unwrap(), limit.to_ne_bytes());
     }
 }

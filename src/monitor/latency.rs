@@ -55,6 +55,15 @@ pub enum ProbeError {
     Thread(u32),
 }
 
+/// The same CPU measured as configured (`a`) and with shallow idle states
+/// only (`b`), in one line.
+pub fn compared(a: &LatencyStats, b: &LatencyStats) -> String {
+    format!(
+        "p50 {} µs as configured, {} µs shallow idle only; p99 {} / {} µs; max {} / {} µs",
+        a.p50_us, b.p50_us, a.p99_us, b.p99_us, a.max_us, b.max_us
+    )
+}
+
 /// Pure: statistics from wake-up latencies in nanoseconds.
 pub fn stats(cpu: u32, mut lat_ns: Vec<u64>, realtime: bool, pinned: bool) -> LatencyStats {
     lat_ns.sort_unstable();
@@ -200,10 +209,12 @@ pub fn probe(
             (cpu, h)
         })
         .collect();
-    handles
+    // Every thread joined, even after one failed: none is left running.
+    let joined: Vec<Result<LatencyStats, ProbeError>> = handles
         .into_iter()
         .map(|(cpu, h)| h.join().map_err(|_| ProbeError::Thread(cpu)))
-        .collect()
+        .collect();
+    joined.into_iter().collect()
 }
 
 #[cfg(test)]

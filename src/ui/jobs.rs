@@ -11,8 +11,8 @@ use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
 use crate::libvirt::{Hypervisor, Libvirt};
-use crate::monitor::idle_hold::probe_held_shallow;
-use crate::monitor::latency::{LatencyStats, probe};
+use crate::monitor::idle_hold::{IdleHold, probe_compared};
+use crate::monitor::latency::LatencyStats;
 use crate::pinning::PinPlan;
 use crate::sysroot::HostRoot;
 use std::sync::Arc;
@@ -227,9 +227,16 @@ fn run(job: Job) -> JobResult {
                 Duration::from_micros(1000),
                 Duration::from_secs(seconds.clamp(1, 60)),
             );
-            let configured = probe(&cpus, interval, duration, 80).map_err(|e| e.to_string());
-            let held = compare_idle
-                .then(|| probe_held_shallow(&HostRoot::live(), &cpus, interval, duration, 80));
+            // Opened first: without root the second run is refused at once.
+            let (hold, refused) = match compare_idle.then(|| IdleHold::open(&HostRoot::live())) {
+                Some(Ok(h)) => (Some(h), None),
+                Some(Err(e)) => (None, Some(Err(e))),
+                None => (None, None),
+            };
+            let (configured, held) = match probe_compared(&cpus, interval, duration, 80, hold) {
+                Ok((c, h)) => (Ok(c), h.or(refused)),
+                Err(e) => (Err(e.to_string()), refused),
+            };
             JobResult::Latency(configured, held)
         }
         Job::ReadRom { addr, card, root } => {

@@ -7,7 +7,7 @@
 
 use crate::host::HostSnapshot;
 use crate::host::topology::Topology;
-use crate::monitor::latency::{LatencyStats, TIMELINE_WINDOW};
+use crate::monitor::latency::{LatencyStats, TIMELINE_WINDOW, compared};
 use crate::monitor::rates::Rates;
 use crate::monitor::sampler::{Series, Update};
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
@@ -238,8 +238,8 @@ fn latency_ui(
         let run = ui
             .add_enabled(cpus.is_some() && !busy, egui::Button::new(label))
             .on_hover_text("Wakes a real-time thread on each CPU every millisecond and records how late it woke: the delay a vCPU pinned there would see from the host. Run it before starting the VM on the CPUs you will pin, or while it runs on the housekeeping CPUs.");
-        ui.checkbox(&mut state.latency_compare_idle, "and with deep idle states held off")
-            .on_hover_text("Measures a second time while every CPU is kept out of its deep idle states (root; a request the kernel drops as soon as the probe ends). A big difference means idle states add to the guest's latency: see the CPU idle states check on the Overview.");
+        ui.checkbox(&mut state.latency_compare_idle, "and with shallow idle states only")
+            .on_hover_text("Measures a second time while every CPU is kept to idle states that wake within 10 µs, like C1/C1E (root; a request the kernel drops as soon as the probe ends). A big difference means deep idle states add to the guest's latency: see the CPU idle states check on the Overview.");
         if run.clicked()
             && let Some(cpus) = cpus {
                 out.push(Command::Job(Job::Latency {
@@ -274,17 +274,11 @@ fn latency_ui(
                 if let Some(Ok(held)) = &v.latency_held
                     && let Some(h) = held.iter().find(|h| h.cpu == s.cpu)
                 {
-                    ui.label(
-                        RichText::new(format!(
-                            "       held out of deep idle: p50 {} vs {} µs, p99 {} vs {} µs, max {} vs {} µs",
-                            s.p50_us, h.p50_us, s.p99_us, h.p99_us, s.max_us, h.max_us
-                        ))
-                        .monospace(),
-                    );
+                    ui.label(RichText::new(format!("       {}", compared(s, h))).monospace());
                 }
             }
             if let Some(Err(e)) = &v.latency_held {
-                ui.weak(format!("Held out of deep idle states: not measured ({e})"));
+                ui.weak(format!("With shallow idle states only: not measured ({e})"));
             }
             let mut buckets: Vec<u64> = Vec::new();
             for s in stats {

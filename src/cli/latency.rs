@@ -2,7 +2,7 @@
 //! [--compare-idle] [--json]`: timer wake-up latency per CPU, like
 //! cyclictest, with a histogram and (in JSON, and as "stalls" in text) the
 //! worst wake-up per 100 ms over time; with `--compare-idle`, measured again
-//! with every CPU held out of deep idle states.
+//! with every CPU kept to shallow idle states (C1/C1E).
 
 use crate::host::cpuidle::SHALLOW_IDLE_US;
 use crate::monitor::idle_hold::{IdleHold, probe_compared};

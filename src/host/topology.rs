@@ -204,6 +204,15 @@ fn read_list(root: &HostRoot, path: &HostPath, warnings: &mut Warnings) -> Optio
     warnings.take_opt(root.read_parsed(path, parse_cpulist))
 }
 
+/// The CPUs isolated with `isolcpus` (`isolated`) and those without a timer
+/// tick (`nohz_full`); none where a file is absent or unreadable.
+pub fn read_isolation(root: &HostRoot, warnings: &mut Warnings) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let base = HostPath::sys("devices/system/cpu");
+    let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
+    let nohz_full = read_list(root, &base.join("nohz_full"), warnings).unwrap_or_default();
+    (isolated, nohz_full)
+}
+
 /// Read the whole topology. Never fails: what cannot be read is a warning.
 pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
     let base = HostPath::sys("devices/system/cpu");
@@ -217,8 +226,7 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
         read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
     let present: BTreeSet<u32> = present.union(&dir_ids).copied().collect();
     let online_list = read_list(root, &base.join("online"), warnings);
-    let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
-    let nohz_full = read_list(root, &base.join("nohz_full"), warnings).unwrap_or_default();
+    let (isolated, nohz_full) = read_isolation(root, warnings);
     let freq = read_cpufreq(root, &present, warnings);
 
     let mut cpus = Vec::new();

@@ -3,13 +3,12 @@
 //! they ran, run and wait time, context switches) and KVM's per-vCPU counters.
 //! A source that cannot be read yields nothing and a reason in `problems`.
 
-use crate::parse::cpulist::parse_cpulist;
 use crate::parse::interrupts::{Interrupts, parse_interrupts_reusing};
 use crate::parse::procstat::{CpuTimes, parse_cpu_times};
 use crate::parse::task::{parse_ctxt_switches, parse_schedstat, parse_task_stat};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A running VM's threads and pinning, found once (see `vm.rs`).
@@ -88,18 +87,14 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
-/// `isolcpus` and `nohz_full` CPUs, from sysfs (empty when neither is set
-/// or the files cannot be read: nothing to flag then).
+/// `isolcpus` and `nohz_full` CPUs, read as the topology reads them (none
+/// when neither is set or the files cannot be read: nothing to flag then).
 fn read_isolated(root: &HostRoot) -> Vec<u32> {
-    let mut cpus = BTreeSet::new();
-    for f in ["isolated", "nohz_full"] {
-        if let Ok(t) = root.read_text(&HostPath::sys(&format!("devices/system/cpu/{f}")))
-            && let Ok(list) = parse_cpulist(t.trim())
-        {
-            cpus.extend(list);
-        }
-    }
-    cpus.into_iter().collect()
+    let (isolated, nohz_full) = crate::host::topology::read_isolation(
+        root,
+        &mut crate::host::warnings::Warnings::default(),
+    );
+    isolated.union(&nohz_full).copied().collect()
 }
 
 /// Interrupts, CPU times and frequencies.

@@ -163,15 +163,14 @@ pub fn spawn(
                     // not woken to draw the same thing again.
                     if only_changes && shown.as_ref().is_some_and(|s| s.shows_the_same(&u)) {
                         held = Some(u);
-                        std::thread::sleep(interval);
-                        continue;
+                    } else {
+                        shown = Some(u.clone());
+                        let sent = held.take().is_none_or(|h| tx.send(h).is_ok());
+                        if !sent || tx.send(u).is_err() {
+                            break;
+                        }
+                        wake();
                     }
-                    shown = Some(u.clone());
-                    let sent = held.take().is_none_or(|h| tx.send(h).is_ok());
-                    if !sent || tx.send(u).is_err() {
-                        break;
-                    }
-                    wake();
                 }
                 std::thread::sleep(interval);
             }

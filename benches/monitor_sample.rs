@@ -12,8 +12,8 @@
 //!   same per-IRQ table;
 //! * the monitor thread at 4 Hz: its CPU use in % of one core.
 //!
-//! `-- profile`, `-- profile-parse` or `-- profile-changed` loops one case for
-//! five seconds, for
+//! `-- profile`, `-- profile-parse`, `-- profile-changed` or
+//! `-- profile-changed-rates` loops one case for five seconds, for
 //! `perf record`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
@@ -223,10 +223,24 @@ fn big_report(mix: Counts, name: &str) {
     ] {
         let next = changed(every, all_counts);
         // `-- profile-changed`: "every line, a count each" only, for `perf`.
+        // `-- profile-changed-rates`: the same with the rates, as measured.
         if every == 1 && !all_counts && std::env::args().any(|a| a == "profile-changed") {
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(5) {
                 std::hint::black_box(parse_interrupts_reusing(&next, Some((&text, &prev_i))));
+            }
+            return;
+        }
+        if every == 1 && !all_counts && std::env::args().any(|a| a == "profile-changed-rates") {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                let i = parse_interrupts_reusing(&next, Some((&text, &prev_i)));
+                let cur = vfio_assistant::monitor::sample::Sample {
+                    t_ns: 1_000_000_000,
+                    interrupts: Some(i),
+                    ..Default::default()
+                };
+                std::hint::black_box(rates(&prev_s, &cur, None));
             }
             return;
         }

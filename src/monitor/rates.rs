@@ -170,6 +170,32 @@ fn irq_delta(a: u64, b: u64, most: u64, resets: &mut usize) -> u64 {
     }
 }
 
+/// The columns of `new` from the first that differs from `old` to the last
+/// (all of them when the rows are not equally long), eight at a time from
+/// both ends.
+fn moved_span(old: &[u64], new: &[u64]) -> std::ops::Range<usize> {
+    if old.len() != new.len() {
+        return 0..new.len();
+    }
+    let differs = |a: &[u64], b: &[u64]| a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) != 0;
+    let n = new.len();
+    let mut start = 0;
+    while start + 8 <= n && !differs(&old[start..start + 8], &new[start..start + 8]) {
+        start += 8;
+    }
+    while start < n && old[start] == new[start] {
+        start += 1;
+    }
+    let mut end = n;
+    while end >= start + 8 && !differs(&old[end - 8..end], &new[end - 8..end]) {
+        end -= 8;
+    }
+    while end > start && old[end - 1] == new[end - 1] {
+        end -= 1;
+    }
+    start..end
+}
+
 fn delta(a: u64, b: u64, resets: &mut usize) -> u64 {
     b.checked_sub(a).unwrap_or_else(|| {
         *resets += 1;
@@ -213,10 +239,16 @@ fn interrupts(
         let old = old_row.per_cpu.as_slice();
         let mut total = 0u64;
         let mut cpus = Vec::with_capacity(row.per_cpu.len().min(16));
-        // Even a changed line moved on few CPUs: runs of eight columns that
-        // did not move are skipped with one comparison.
-        for (k, chunk) in row.per_cpu.chunks(8).enumerate() {
-            let at = k * 8;
+        // Even a changed line moved on few CPUs: the columns before the first
+        // and after the last that moved are skipped, and between them runs
+        // of eight that did not move are skipped with one comparison.
+        // The parse knows which columns it read anew; else compare.
+        let moved = row
+            .may_differ_from(old_row)
+            .unwrap_or_else(|| moved_span(old, &row.per_cpu));
+        let start = moved.start;
+        for (k, chunk) in row.per_cpu[moved].chunks(8).enumerate() {
+            let at = start + k * 8;
             if old.get(at..at + chunk.len()) == Some(chunk) {
                 continue;
             }
@@ -405,4 +437,95 @@ pub fn rates(prev: &Sample, cur: &Sample, vm: Option<&VmThreads>) -> Rates {
         ));
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{moved_span, rates};
+    use crate::monitor::sample::Sample;
+    use crate::parse::interrupts::{parse_interrupts, parse_interrupts_reusing};
+
+    /// Rates from rows that know which columns the parse read anew agree
+    /// with rates from rows parsed afresh (every column compared), over
+    /// chained samples where a few counts move, a line is spoiled and
+    /// mended, and now and then every count of a line moves.
+    #[test]
+    fn the_parse_s_moved_columns_give_the_compared_rates() {
+        let mut counts: Vec<Vec<u64>> = (0..12)
+            .map(|l| (0..40).map(|c| ((l * 5 + c) % 3) as u64 * 700).collect())
+            .collect();
+        let listing = |counts: &[Vec<u64>], spoil: Option<usize>| {
+            let mut t: String = (0..40)
+                .map(|c| format!("{:>11}", format!("CPU{c}")))
+                .collect();
+            for (l, row) in counts.iter().enumerate() {
+                t.push_str(&format!("\n{l:>4}:"));
+                for (c, v) in row.iter().enumerate() {
+                    if spoil == Some(l) && c == 7 {
+                        t.push_str("      7 7 7");
+                    } else {
+                        t.push_str(&format!(" {v:>10}"));
+                    }
+                }
+                t.push_str(&format!("  IR-PCI-MSI {l}-edge  dev{l}"));
+            }
+            t
+        };
+        let sample = |t_ns: u64, text: &str, i| Sample {
+            t_ns,
+            interrupts: Some(i),
+            interrupts_text: Some(std::sync::Arc::new(text.to_string())),
+            ..Sample::default()
+        };
+        let mut text = listing(&counts, None);
+        let mut prev = sample(0, &text, parse_interrupts(&text));
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for step in 1..200u64 {
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (l, c) = ((x % 12) as usize, ((x >> 8) % 40) as usize);
+                counts[l][c] += 1 + (x >> 20) % 5000;
+            }
+            if step % 7 == 0 {
+                counts[step as usize % 12]
+                    .iter_mut()
+                    .for_each(|v| *v += step);
+            }
+            let spoil = (step % 11 == 0).then_some(step as usize % 12);
+            let next = listing(&counts, spoil);
+            let t_ns = step * 250_000_000;
+            let reused =
+                parse_interrupts_reusing(&next, Some((&text, prev.interrupts.as_ref().unwrap())));
+            let fresh = sample(t_ns, &next, parse_interrupts(&next));
+            let cur = sample(t_ns, &next, reused);
+            assert_eq!(
+                rates(&prev, &cur, None),
+                rates(&prev, &fresh, None),
+                "step {step}"
+            );
+            (text, prev) = (next, cur);
+        }
+    }
+
+    #[test]
+    fn moved_span_is_first_to_last_difference() {
+        for n in [0usize, 1, 7, 8, 9, 16, 17, 44, 256] {
+            let old: Vec<u64> = (0..n as u64).map(|i| i * 3).collect();
+            for a in 0..n.min(20) {
+                for b in [a, a + 1, a + 9, n.saturating_sub(1)] {
+                    if b >= n || b < a {
+                        continue;
+                    }
+                    let mut new = old.clone();
+                    new[a] += 1;
+                    new[b] += 2;
+                    assert_eq!(moved_span(&old, &new), a..b + 1, "n {n}, {a}..={b}");
+                }
+            }
+            assert!(moved_span(&old, &old).is_empty(), "n {n}");
+            assert_eq!(moved_span(&old, &old[..n / 2]), 0..n / 2);
+        }
+    }
 }

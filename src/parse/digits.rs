@@ -3,6 +3,8 @@
 //! digit, `v = v * 10 + d` is a chain of dependent multiplies, and that chain
 //! was most of a full parse. Here up to eight digits cost three multiplies.
 
+use std::ops::Range;
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 
 /// How many of the word's bytes, lowest (first in memory) first, are ASCII
@@ -79,44 +81,58 @@ fn fixed_field(f: &[u8; 11]) -> Option<u64> {
 /// `n` counts printed the kernel's way from `start`: 11 bytes each, followed
 /// by the end of the line or a blank. Each field is parsed on its own (no
 /// chain from one number's end to the next one's start), so a line of 256
-/// counts is a quarter of the work of token-by-token parsing. Returns false
+/// counts is a quarter of the work of token-by-token parsing. Returns None
 /// (and leaves `out` as it was) when the line is laid out any other way.
 ///
 /// `before` is the same line in the previous sample, when it was laid out
 /// this way too. A line changes because one or two CPUs took the interrupt;
 /// every field whose bytes did not change keeps its old count, so such a line
-/// costs little more than comparing its bytes.
+/// costs little more than comparing its bytes. Returns the fields whose count
+/// may differ from `before`'s (all of them without it): the rates need look
+/// at no others.
 pub fn fixed_width_counts(
     line: &[u8],
     start: usize,
     n: usize,
     out: &mut Vec<u64>,
     before: Option<Before>,
-) -> bool {
-    let Some(region) = start
-        .checked_add(n.saturating_mul(11))
-        .and_then(|end| line.get(start..end))
-    else {
-        return false;
-    };
+) -> Option<Range<usize>> {
+    let region = line.get(start..start.checked_add(n.checked_mul(11)?)?)?;
     if !matches!(line.get(start + region.len()), None | Some(b' ' | b'\t')) {
-        return false;
+        return None;
     }
-    let mut before = before.filter(|b| b.bytes.len() == region.len() && b.counts.len() == n);
+    let whole = before.filter(|b| b.bytes.len() == region.len() && b.counts.len() == n);
+    // Whole fields before the first changed byte and after the last one keep
+    // their counts: only the fields between are compared or parsed.
+    let (kept_to, kept_from) = whole.map_or((0, n), |b| {
+        let to = (b.equal / 11).min(n);
+        (to, b.equal_from.div_ceil(11).clamp(to, n))
+    });
+    let first = out.len();
+    out.reserve(n);
+    if let Some(b) = whole {
+        out.extend_from_slice(&b.counts[..kept_to]);
+    }
+    let middle = &region[kept_to * 11..kept_from * 11];
+    // The old line's fields and counts beside the middle.
+    let mut before = whole.map(|b| {
+        (
+            &b.bytes[kept_to * 11..kept_from * 11],
+            &b.counts[kept_to..kept_from],
+        )
+    });
     // Fields that changed so far: a line where most CPUs moved (the local
     // timer) stops comparing with the old one and only parses.
     let mut moved = 0;
-    let first = out.len();
-    out.reserve(n);
+    let middle_first = out.len();
     // Eight fields at a time: eight idle CPUs in a row (a device interrupt
     // goes to one or two CPUs), or eight that did not change since the last
-    // sample, cost one 88-byte comparison (or none, before the first changed
-    // byte) instead of eight fields.
-    for (g, group) in region.chunks(ZEROS8.len()).enumerate() {
+    // sample, cost one 88-byte comparison instead of eight fields.
+    for (g, group) in middle.chunks(ZEROS8.len()).enumerate() {
         let at = g * ZEROS8.len();
-        let old = before.map(|b| (&b.bytes[at..][..group.len()], &b.counts[g * 8..], b.equal));
-        if let Some((bytes, counts, equal)) = old
-            && (at + group.len() <= equal || bytes == group)
+        let old = before.map(|(bytes, counts)| (&bytes[at..][..group.len()], &counts[g * 8..]));
+        if let Some((bytes, counts)) = old
+            && bytes == group
         {
             out.extend_from_slice(&counts[..group.len() / 11]);
             continue;
@@ -126,7 +142,7 @@ pub fn fixed_width_counts(
             continue;
         }
         for (k, f) in group.chunks_exact(11).enumerate() {
-            let kept = old.and_then(|(bytes, counts, _)| {
+            let kept = old.and_then(|(bytes, counts)| {
                 let was = bytes.get(k * 11..)?.first_chunk::<11>()?;
                 (f.first_chunk::<11>() == Some(was)).then(|| counts[k])
             });
@@ -135,15 +151,18 @@ pub fn fixed_width_counts(
             }
             let Some(v) = kept.or_else(|| f.first_chunk::<11>().and_then(fixed_field)) else {
                 out.truncate(first);
-                return false;
+                return None;
             };
             out.push(v);
         }
-        if moved > 16 && moved * 2 > out.len() - first {
+        if moved > 16 && moved * 2 > out.len() - middle_first {
             before = None;
         }
     }
-    true
+    if let Some(b) = whole {
+        out.extend_from_slice(&b.counts[kept_from..]);
+    }
+    Some(kept_to..kept_from)
 }
 
 /// The same line in the previous sample, read as fixed-width fields.
@@ -156,6 +175,9 @@ pub struct Before<'a> {
     /// How many of `bytes` are known to equal the new line's (compared
     /// already while pairing the lines).
     pub equal: usize,
+    /// From which of `bytes` on they are all known to equal the new line's
+    /// (`bytes.len()` when nothing is known).
+    pub equal_from: usize,
 }
 
 /// Eight fields of `" %10u"` holding 0.
@@ -278,7 +300,10 @@ mod tests {
         }
         line.extend(b"  IR-PCI-MSI 1-edge");
         let mut out = Vec::new();
-        assert!(fixed_width_counts(&line, 0, values.len(), &mut out, None));
+        assert_eq!(
+            fixed_width_counts(&line, 0, values.len(), &mut out, None),
+            Some(0..values.len())
+        );
         assert_eq!(out, values);
         // Runs of zeros (taken eight at a time) around counts, and a bad
         // field after a zero run still declines the whole line.
@@ -290,11 +315,11 @@ mod tests {
             line.extend(format!(" {v:>10}").bytes());
         }
         let mut out = Vec::new();
-        assert!(fixed_width_counts(&line, 0, zeros.len(), &mut out, None));
+        assert!(fixed_width_counts(&line, 0, zeros.len(), &mut out, None).is_some());
         assert_eq!(out, zeros);
         out.clear();
         line[11 * 17 + 10] = b'x';
-        assert!(!fixed_width_counts(&line, 0, zeros.len(), &mut out, None));
+        assert!(fixed_width_counts(&line, 0, zeros.len(), &mut out, None).is_none());
         assert!(out.is_empty());
         // Fields not laid out the kernel's way: declined, `out` untouched.
         out.clear();
@@ -309,7 +334,7 @@ mod tests {
             b" 1234 67890",
         ] {
             assert!(
-                !fixed_width_counts(bad, 0, 1, &mut out, None),
+                fixed_width_counts(bad, 0, 1, &mut out, None).is_none(),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -332,7 +357,7 @@ mod tests {
             }
             f[11] = b' ';
             let mut got = Vec::new();
-            if fixed_width_counts(&f, 0, 1, &mut got, None) {
+            if fixed_width_counts(&f, 0, 1, &mut got, None).is_some() {
                 assert_eq!(
                     Some(got),
                     tokens(&f, 1),

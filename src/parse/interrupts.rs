@@ -5,9 +5,11 @@
 
 use super::digits::{Before, fixed_width_counts, leading_number};
 use serde::Serialize;
+use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct InterruptRow {
     /// `16`, `NMI`, `LOC`, `IPI0`…
     pub label: String,
@@ -19,11 +21,50 @@ pub struct InterruptRow {
     /// line in the next sample may keep the counts of unchanged fields.
     #[serde(skip)]
     fixed_width: bool,
+    /// This row's identity, unique for the life of the process (0: none).
+    #[serde(skip)]
+    id: u64,
+    /// Read beside the row `base` of the previous sample: only the columns
+    /// `start..end` can differ from it.
+    #[serde(skip)]
+    moved: Option<MovedSince>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct MovedSince {
+    base: u64,
+    start: u32,
+    end: u32,
+}
+
+/// Rows are equal when what they say is: not where they came from.
+impl PartialEq for InterruptRow {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label
+            && self.per_cpu == other.per_cpu
+            && self.description == other.description
+            && self.fixed_width == other.fixed_width
+    }
+}
+
+impl Eq for InterruptRow {}
+
+/// Row ids are handed out a block per parse (a line index within it).
+static NEXT_ROW_IDS: AtomicU64 = AtomicU64::new(1);
+const IDS_PER_PARSE: u64 = 1 << 24;
 
 impl InterruptRow {
     pub fn total(&self) -> u64 {
         self.per_cpu.iter().sum()
+    }
+
+    /// The columns in which this row's counts can differ from `earlier`'s,
+    /// when this row was read beside that one (the parse compared their
+    /// bytes already); None when that is not known.
+    pub fn may_differ_from(&self, earlier: &InterruptRow) -> Option<Range<usize>> {
+        let m = self.moved?;
+        (earlier.id != 0 && m.base == earlier.id && earlier.per_cpu.len() == self.per_cpu.len())
+            .then(|| m.start as usize..(m.end as usize).min(self.per_cpu.len()))
     }
 }
 
@@ -42,6 +83,10 @@ pub struct Interrupts {
     /// means nothing can be reused.
     #[serde(skip)]
     columns: Option<usize>,
+    /// Where each line of the text parsed ends (its `\n` or the text's end):
+    /// the next parse pairs its lines with these without searching again.
+    #[serde(skip)]
+    line_ends: Vec<u32>,
 }
 
 /// The counts after `label:` on one line, and where the description starts.
@@ -50,25 +95,25 @@ pub struct Interrupts {
 /// all digits (or overflows) ends the counts, as does reaching `columns`.
 /// `before`: the same line in the previous sample (its bytes from the same
 /// offset, and its counts), when those were read as fixed-width fields.
-/// Returns the counts, where the description starts, and whether the counts
-/// were fixed-width fields.
+/// Returns the counts, where the description starts, and when the counts
+/// were fixed-width fields, those that may differ from `before`'s.
 fn counts(
     line: &[u8],
     mut i: usize,
     columns: Option<usize>,
     before: Option<Before>,
-) -> (Vec<u64>, usize, bool) {
+) -> (Vec<u64>, usize, Option<Range<usize>>) {
     let mut per_cpu = Vec::with_capacity(columns.unwrap_or(8));
     // The kernel prints each count as " %10u": try that layout first.
     if let Some(n) = columns
         && n > 0
-        && fixed_width_counts(line, i, n, &mut per_cpu, before)
+        && let Some(moved) = fixed_width_counts(line, i, n, &mut per_cpu, before)
     {
         i += 11 * n;
         while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
             i += 1;
         }
-        return (per_cpu, i, true);
+        return (per_cpu, i, Some(moved));
     }
     loop {
         while i < line.len() && (line[i] == b' ' || line[i] == b'\t') {
@@ -87,7 +132,7 @@ fn counts(
         per_cpu.push(v);
         i = end;
     }
-    (per_cpu, i, false)
+    (per_cpu, i, None)
 }
 
 pub fn parse_interrupts(text: &str) -> Interrupts {
@@ -95,14 +140,22 @@ pub fn parse_interrupts(text: &str) -> Interrupts {
 }
 
 /// The lines of `text` (without the `\n`), each with whether it is
-/// byte-for-byte the line at the same index in `old`. One SIMD newline search
-/// over the new text; the old text is only compared, not searched, while the
-/// lines keep matching (the usual case: counts are padded to a fixed width).
+/// byte-for-byte the line at the same index in `old`. The old text is not
+/// searched: where its lines end was kept when it was parsed (`line_ends`).
+/// A new line is first assumed to be as long as the old one (counts are
+/// padded to a fixed width, so it usually is): comparing it with the old
+/// line from both ends finds what changed and proves where it ends, and
+/// only the changed middle is searched for a newline. Otherwise one SIMD
+/// newline search finds its end.
 struct PairedLines<'a> {
     new: &'a [u8],
     old: Option<&'a [u8]>,
+    /// Where each line of `old` ends (its `\n`, or the end of the text);
+    /// empty or wrong: the old text is searched instead.
+    old_ends: &'a [u32],
     pos: usize,
     old_pos: usize,
+    index: usize,
 }
 
 /// One line of the new text: where it is, and the line at the same index in
@@ -116,6 +169,9 @@ struct Paired {
     same: bool,
     /// How many bytes from the start the two lines have in common.
     equal_prefix: usize,
+    /// How many bytes at the end the two lines have in common, when they are
+    /// equally long (0 otherwise, or when not compared).
+    equal_suffix: usize,
 }
 
 /// How many leading bytes `a` and `b` have in common: 256-byte blocks
@@ -144,6 +200,55 @@ fn equal_prefix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// How many trailing bytes `a` and `b` have in common, `equal_prefix` from
+/// the other end.
+fn equal_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut i = n;
+    while i >= BLOCK && a[i - BLOCK..i] == b[i - BLOCK..i] {
+        i -= BLOCK;
+    }
+    while i >= 8 {
+        let (Some(x), Some(y)) = (
+            a[i - 8..i].first_chunk::<8>(),
+            b[i - 8..i].first_chunk::<8>(),
+        ) else {
+            break;
+        };
+        // The last byte in memory is the word's most significant one.
+        let diff = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if diff != 0 {
+            return n - i + (diff.leading_zeros() / 8) as usize;
+        }
+        i -= 8;
+    }
+    while i > 0 && a[i - 1] == b[i - 1] {
+        i -= 1;
+    }
+    n - i
+}
+
+impl PairedLines<'_> {
+    /// Where the old line at `old_start` (the `index`th) ends: the kept end
+    /// when it is one (a `\n` or the end of the text), else searched.
+    fn old_end(&self, old: &[u8], old_start: usize) -> usize {
+        let kept = self.old_ends.get(self.index).map(|&e| e as usize);
+        match kept {
+            Some(e)
+                if e >= old_start && e <= old.len() && matches!(old.get(e), None | Some(b'\n')) =>
+            {
+                e
+            }
+            _ => {
+                let rest = old.get(old_start..).unwrap_or(&[]);
+                old_start + memchr::memchr(b'\n', rest).unwrap_or(rest.len())
+            }
+        }
+    }
+}
+
 impl Iterator for PairedLines<'_> {
     type Item = Paired;
 
@@ -152,37 +257,59 @@ impl Iterator for PairedLines<'_> {
             return None;
         }
         let rest = &self.new[self.pos..];
-        let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let line = &rest[..len];
         let start = self.pos;
-        self.pos += len + 1;
         let mut paired = Paired {
             start,
-            end: start + len,
+            end: start,
             old: None,
             same: false,
             equal_prefix: 0,
+            equal_suffix: 0,
         };
-        let Some(old) = self.old else {
+        let old = self.old.filter(|o| self.old_pos < o.len());
+        let Some(old) = old else {
+            // No old text (left): every line is new.
+            self.old = None;
+            let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            self.pos += len + 1;
+            paired.end = start + len;
             return Some(paired);
         };
         let old_start = self.old_pos;
-        let old_rest = old.get(old_start..).unwrap_or(&[]);
-        paired.equal_prefix = equal_prefix(old_rest, line);
-        paired.same = paired.equal_prefix == len && matches!(old_rest.get(len), None | Some(b'\n'));
-        if paired.same {
-            self.old_pos += len + 1;
-            paired.old = Some((old_start, old_start + len));
-        } else if old_rest.is_empty() {
-            self.old = None;
-        } else {
-            // The bytes before the first difference are the new line's (no
-            // newline there): the old line's end is searched after it only.
-            let p = paired.equal_prefix;
-            let old_len = memchr::memchr(b'\n', &old_rest[p..]).map_or(old_rest.len(), |e| p + e);
-            self.old_pos += old_len + 1;
-            paired.old = Some((old_start, old_start + old_len));
+        let old_end = self.old_end(old, old_start);
+        let old_line = &old[old_start..old_end];
+        let n = old_line.len();
+        self.old_pos = old_end + 1;
+        self.index += 1;
+        paired.old = Some((old_start, old_end));
+        // As long as the old line? Its bytes before the first difference and
+        // after the last one are the old line's (no newline there).
+        let mut len = None;
+        if rest.len() == n || rest.get(n) == Some(&b'\n') {
+            let p = equal_prefix(old_line, &rest[..n]);
+            if p == n {
+                paired.same = true;
+                len = Some(n);
+            } else {
+                let s = equal_suffix(&old_line[p..], &rest[p..n]);
+                if memchr::memchr(b'\n', &rest[p..n - s]).is_none() {
+                    (paired.equal_prefix, paired.equal_suffix) = (p, s);
+                    len = Some(n);
+                }
+            }
         }
+        let len = len.unwrap_or_else(|| {
+            let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            paired.equal_prefix = equal_prefix(old_line, &rest[..len]);
+            paired.same = paired.equal_prefix == len && len == n;
+            len
+        });
+        if paired.same {
+            paired.equal_prefix = len;
+            paired.equal_suffix = len;
+        }
+        self.pos += len + 1;
+        paired.end = start + len;
         Some(paired)
     }
 }
@@ -193,13 +320,16 @@ impl Iterator for PairedLines<'_> {
 /// parsing 256 numbers. A changed header (CPU hot-plug) disables the reuse.
 pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -> Interrupts {
     let mut out = Interrupts::default();
+    let ids = NEXT_ROW_IDS.fetch_add(IDS_PER_PARSE, Ordering::Relaxed);
     let mut columns: Option<usize> = None;
     let mut prev = prev;
     let lines = PairedLines {
         new: text.as_bytes(),
         old: prev.map(|(t, _)| t.as_bytes()),
+        old_ends: prev.map_or(&[], |(_, p)| p.line_ends.as_slice()),
         pos: 0,
         old_pos: 0,
+        index: 0,
     };
     // The old rows are walked alongside the lines: `old_at` is the first old
     // row whose line is not before the current one.
@@ -213,10 +343,12 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
             old,
             same,
             equal_prefix,
+            equal_suffix,
         },
     ) in lines.enumerate()
     {
         let k = u32::try_from(k).unwrap_or(u32::MAX);
+        out.line_ends.push(u32::try_from(end).unwrap_or(u32::MAX));
         // Split at ASCII `\n`: always a char boundary (no second UTF-8 scan).
         let Some(line) = text.get(start..end) else {
             continue;
@@ -277,24 +409,40 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
                 .as_bytes()
                 .get(colon + 1..)?
                 .get(..r.per_cpu.len() * 11)?;
+            let fields_at = lead + colon + 1;
             Some(Before {
                 bytes,
                 counts: &r.per_cpu,
-                equal: equal_prefix.saturating_sub(lead + colon + 1),
+                equal: equal_prefix.saturating_sub(fields_at),
+                equal_from: (line.len() - equal_suffix.min(line.len())).saturating_sub(fields_at),
             })
         });
-        let (per_cpu, desc_at, fixed_width) = counts(t.as_bytes(), colon + 1, columns, before);
+        let base = before.and(old_row).map(|r| r.id);
+        let (per_cpu, desc_at, fixed) = counts(t.as_bytes(), colon + 1, columns, before);
         let rest = t.get(desc_at..).unwrap_or("");
         let description = if rest.contains("  ") || rest.contains('\t') {
             rest.split_whitespace().collect::<Vec<_>>().join(" ")
         } else {
             rest.to_string()
         };
+        let moved = base.zip(fixed.clone()).and_then(|(base, m)| {
+            Some(MovedSince {
+                base,
+                start: u32::try_from(m.start).ok()?,
+                end: u32::try_from(m.end).ok()?,
+            })
+        });
         out.rows.push(Arc::new(InterruptRow {
             label: label.to_string(),
+            fixed_width: fixed.is_some(),
             per_cpu,
             description,
-            fixed_width,
+            id: if u64::from(k) < IDS_PER_PARSE {
+                ids + u64::from(k)
+            } else {
+                0
+            },
+            moved,
         }));
         out.row_lines.push(k);
     }
@@ -424,6 +572,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn equal_suffix_agrees_with_byte_by_byte() {
+        let base: Vec<u8> = (0..700u32).map(|i| b'a' + (i * 11 % 26) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 64, 65, 130, 255, 256, 257, 300, 700] {
+            for at in [
+                0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699,
+            ] {
+                let a = &base[..len];
+                let mut b = a.to_vec();
+                if at < b.len() {
+                    b[at] = b'#';
+                }
+                // Equally long, and one cut short at the front.
+                for b in [&b[..], &b[len.min(at)..]] {
+                    let want = a
+                        .iter()
+                        .rev()
+                        .zip(b.iter().rev())
+                        .take_while(|(x, y)| x == y)
+                        .count();
+                    assert_eq!(equal_suffix(a, b), want, "len {len}, at {at}");
+                    assert_eq!(equal_suffix(b, a), want, "len {len}, at {at}");
+                }
+            }
+        }
+    }
+
+    /// Lines are first assumed as long as before: a newline moved inside the
+    /// changed bytes, a line that grew or shrank, and old line ends that do
+    /// not belong to the old text all still give the full parse's answer.
+    #[test]
+    fn assumed_line_lengths_are_proven_or_dropped() {
+        let a = "CPU0 CPU1\n 1:          5          7  x\n 2:          0          0  y\n";
+        let pa = parse_interrupts(a);
+        for b in [
+            // Same length overall, but the first line is now two.
+            "CPU0 CPU1\n 1:          5\n         7  x 2:          0          0  y\n",
+            // The first line one byte longer, the second one shorter.
+            "CPU0 CPU1\n 1:          5          7  xx\n 2:          0          0  \n",
+            "CPU0 CPU1\n 1:          6          7  x\n 2:          0          0  y",
+            "CPU0 CPU1\n 1:          6          7  x\n",
+        ] {
+            assert_eq!(
+                parse_interrupts_reusing(b, Some((a, &pa))),
+                parse_interrupts(b),
+                "{b:?}"
+            );
+        }
+        // Rows parsed from other text: wrong, but never a panic.
+        let other = parse_interrupts(&listing("intel-n100-minipc-proc-interrupts.txt"));
+        let _ = parse_interrupts_reusing(a, Some((a, &other)));
+        let _ = parse_interrupts_reusing(a, Some(("", &other)));
     }
 
     /// A kernel-format listing of `cpus` columns from `counts[line][cpu]`;

@@ -229,3 +229,39 @@ fn troubleshoot_reads_a_real_guest() {
             .is_some()
     );
 }
+
+/// A captured host with cpufreq: each CPU says its clock and governor, and
+/// the page says which governor runs where.
+#[test]
+fn the_page_says_clock_and_governor_per_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let put = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    put(
+        "proc/interrupts",
+        "           CPU0       CPU1\n  0:         10          0   IO-APIC   2-edge      timer\nLOC:        500        400   Local timer interrupts\n",
+    );
+    put(
+        "proc/stat",
+        "cpu  2 0 2 200 0 0 0 0 0 0\ncpu0 1 0 1 100 0 0 0 0 0 0\ncpu1 1 0 1 100 0 0 0 0 0 0\n",
+    );
+    for (cpu, khz, gov) in [(0, "3400000", "performance"), (1, "800000", "powersave")] {
+        let d = format!("sys/devices/system/cpu/cpu{cpu}/cpufreq");
+        put(&format!("{d}/scaling_cur_freq"), khz);
+        put(&format!("{d}/scaling_governor"), gov);
+    }
+    let state = State {
+        page: Page::Monitor,
+        monitor_strip: true,
+        ..State::default()
+    };
+    let app = App::with_source(Source::Root(dir.path().into()), state, || {});
+    let mut h = support::gui::harness(app, [1200.0, 900.0]);
+    wait_for(&mut h, 20, |a| a.monitor.last.is_some());
+    h.get_by_label_contains("CPU frequency governor: performance on 0, powersave on 1");
+    h.get_by_label_contains("3400 MHz (performance)");
+    h.get_by_label_contains("800 MHz (powersave)");
+}

@@ -483,3 +483,85 @@ fn interrupts_on_isolated_cpus_are_flagged() {
     put("sys/devices/system/cpu/nohz_full", "(null)\n");
     assert!(read_host(&root).isolated.is_empty());
 }
+
+/// Frequencies and governors per CPU, read with the first sample and again
+/// once a second (carried over between): a governor switched by a libvirt
+/// hook when the VM starts shows within a second. A garbage governor file is
+/// no governor; a CPU without cpufreq (a VM) has neither.
+#[test]
+fn frequencies_and_governors_per_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let put = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    put(
+        "proc/interrupts",
+        &listing("intel-n100-minipc-proc-interrupts.txt"),
+    );
+    put(
+        "proc/stat",
+        "cpu  4 0 4 400 0 0 0 0 0 0\ncpu0 1 0 1 100 0 0 0 0 0 0\ncpu1 1 0 1 100 0 0 0 0 0 0\ncpu2 1 0 1 100 0 0 0 0 0 0\ncpu3 1 0 1 100 0 0 0 0 0 0\n",
+    );
+    let cpufreq = |cpu: u32, file: &str| format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/{file}");
+    for (cpu, khz, gov) in [
+        (0, "3400000\n", "performance\n"),
+        (1, "800000\n", "powersave\n"),
+        (2, "garbage\n", "power save; rm -rf\n"),
+    ] {
+        put(&cpufreq(cpu, "scaling_cur_freq"), khz);
+        put(&cpufreq(cpu, "scaling_governor"), gov);
+    }
+    let root = HostRoot::at(dir.path());
+    let first = read_host(&root);
+    assert_eq!(first.freq_khz, vec![(0, 3_400_000), (1, 800_000)]);
+    let govs = |s: &Sample| {
+        s.governors
+            .iter()
+            .map(|g| (g.governor.clone(), g.cpus.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        govs(&first),
+        vec![
+            ("performance".into(), vec![0]),
+            ("powersave".into(), vec![1])
+        ]
+    );
+    // The hook switches CPU 1: not read again within the second...
+    put(&cpufreq(1, "scaling_governor"), "performance\n");
+    let soon = vfio_assistant::monitor::sample::read_host_after(&root, Some(&first));
+    assert_eq!(govs(&soon), govs(&first));
+    // ...but after it.
+    let aged = Sample {
+        freq_t_ns: first.freq_t_ns.saturating_sub(2_000_000_000),
+        ..first.clone()
+    };
+    let later = vfio_assistant::monitor::sample::read_host_after(&root, Some(&aged));
+    assert_eq!(govs(&later), vec![("performance".into(), vec![0, 1])]);
+    let r = rates(
+        &first,
+        &Sample {
+            t_ns: first.t_ns + 1_000_000_000,
+            ..soon
+        },
+        None,
+    );
+    assert_eq!(r.freq_mhz, vec![(0, 3400.0), (1, 800.0)]);
+    assert_eq!(r.governors_text(), "performance on 0, powersave on 1");
+    let block = vfio_assistant::cli::monitor::render(&vfio_assistant::monitor::sampler::Update {
+        t_s: 1.0,
+        rates: r,
+        vm: None,
+        vm_problem: None,
+    });
+    assert!(
+        block.contains("MHz per CPU           0:3400 1:800"),
+        "{block}"
+    );
+    assert!(
+        block.contains("governor              performance on 0, powersave on 1"),
+        "{block}"
+    );
+}

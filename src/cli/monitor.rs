@@ -54,6 +54,16 @@ pub fn render(u: &Update) -> String {
         "  busy % per CPU        {}",
         per_cpu(&busy, |v| format!("{v:.0}"))
     );
+    if !r.freq_mhz.is_empty() {
+        let _ = writeln!(
+            o,
+            "  MHz per CPU           {}",
+            per_cpu(&r.freq_mhz, |v| format!("{v:.0}"))
+        );
+    }
+    if !r.governors.is_empty() {
+        let _ = writeln!(o, "  governor              {}", r.governors_text());
+    }
     for s in r.sources.iter().take(5) {
         let vfio = s
             .vfio

@@ -2,8 +2,9 @@
 //! backwards (a reset, a CPU that went offline and came back) give a rate of
 //! zero for that sample and a note, never a huge number.
 
-use super::sample::{Sample, VmThreads};
+use super::sample::{GovernorCpus, Sample, VmThreads};
 use super::vm::{KvmSource, WHOLE_VM};
+use crate::parse::cpulist::format_cpulist;
 use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_handlers};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -105,12 +106,25 @@ pub struct Rates {
     pub sources: Vec<SourceRate>,
     pub cpu_use: Vec<CpuUse>,
     pub freq_mhz: Vec<(u32, f64)>,
+    /// The cpufreq governors and their CPUs (read with the frequencies).
+    pub governors: Vec<GovernorCpus>,
     pub vcpus: Vec<VcpuRate>,
     /// The KVM counters that moved, busiest first.
     pub kvm: Vec<KvmRate>,
     /// Where they came from (libvirt, QMP, debugfs).
     pub kvm_source: Option<KvmSource>,
     pub problems: Vec<String>,
+}
+
+impl Rates {
+    /// `performance on 0-3, powersave on 4-7`.
+    pub fn governors_text(&self) -> String {
+        self.governors
+            .iter()
+            .map(|g| format!("{} on {}", g.governor, format_cpulist(&g.cpus)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// What each KVM counter says about the guest, in plain words.
@@ -423,6 +437,7 @@ pub fn rates(prev: &Sample, cur: &Sample, vm: Option<&VmThreads>) -> Rates {
     let mut resets = 0;
     interrupts(prev, cur, &vm_cpus, dt, &mut r, &mut resets);
     cpu_use(prev, cur, &mut r, &mut resets);
+    r.governors = cur.governors.clone();
     r.freq_mhz = cur
         .freq_khz
         .iter()

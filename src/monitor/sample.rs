@@ -49,10 +49,14 @@ pub struct Sample {
     pub cpu_times: Vec<CpuTimes>,
     /// (CPU, current kHz).
     pub freq_khz: Vec<(u32, u64)>,
-    /// When `freq_khz` was read (it is carried over between samples: one sysfs
-    /// file per CPU is the dearest part of a sample on a big host).
+    /// When `freq_khz` and `governors` were read (they are carried over
+    /// between samples: one sysfs file per CPU is the dearest part of a
+    /// sample on a big host).
     #[serde(skip)]
     pub freq_t_ns: u64,
+    /// The cpufreq governor and the CPUs it runs (`scaling_governor`), read
+    /// with the frequencies.
+    pub governors: Vec<GovernorCpus>,
     pub threads: Vec<ThreadSample>,
     /// (vCPU index, counter name, value): KVM's own counters. The index is
     /// `vm::WHOLE_VM` for counters known only per VM (debugfs).
@@ -131,22 +135,48 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
     // Frequencies move slowly next to interrupts: read them once a second.
     if let Some(p) = prev.filter(|p| s.t_ns.saturating_sub(p.freq_t_ns) < FREQ_EVERY_NS) {
         s.freq_khz = p.freq_khz.clone();
+        s.governors = p.governors.clone();
         s.freq_t_ns = p.freq_t_ns;
         return s;
     }
     s.freq_t_ns = s.t_ns;
+    let mut governors: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for c in &s.cpu_times {
-        let p = HostPath::sys(&format!(
-            "devices/system/cpu/cpu{}/cpufreq/scaling_cur_freq",
-            c.cpu
-        ));
-        if let Ok(t) = root.read_text(&p)
+        let file = |name: &str| {
+            root.read_text(&HostPath::sys(&format!(
+                "devices/system/cpu/cpu{}/cpufreq/{name}",
+                c.cpu
+            )))
+        };
+        if let Ok(t) = file("scaling_cur_freq")
             && let Ok(khz) = t.trim().parse::<u64>()
         {
             s.freq_khz.push((c.cpu, khz));
         }
+        // A governor name is one short word; anything else is not one.
+        if let Ok(t) = file("scaling_governor")
+            && let g = t.trim()
+            && !g.is_empty()
+            && g.len() <= 32
+            && g.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            governors.entry(g.to_string()).or_default().push(c.cpu);
+        }
     }
+    s.governors = governors
+        .into_iter()
+        .map(|(governor, cpus)| GovernorCpus { governor, cpus })
+        .collect();
     s
+}
+
+/// One cpufreq governor and the CPUs that run it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GovernorCpus {
+    /// `performance`, `powersave`, `schedutil`, `ondemand`…
+    pub governor: String,
+    pub cpus: Vec<u32>,
 }
 
 /// The vCPU threads' placement, run/wait time and context switches.

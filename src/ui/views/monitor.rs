@@ -110,16 +110,52 @@ fn heat_strip(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
 /// What the pointer on a CPU shows: its rate, how busy it is, whose it is.
 fn cpu_text(r: &Rates, cpu: u32, v: f64, vm_cpu: bool) -> String {
     let busy = r.cpu_use.iter().find(|c| c.cpu == cpu);
+    let freq = r.freq_mhz.iter().find(|(c, _)| *c == cpu);
+    let governor = r.governors.iter().find(|g| g.cpus.contains(&cpu));
     format!(
-        "CPU {cpu}: {v:.0} interrupts/s{}{}",
+        "CPU {cpu}: {v:.0} interrupts/s{}{}{}{}",
         busy.map(|b| format!(
             ", {:.0}% busy ({:.0}% in IRQ/softirq)",
             b.busy * 100.0,
             (b.irq + b.softirq) * 100.0
         ))
         .unwrap_or_default(),
+        freq.map(|(_, mhz)| format!(", {mhz:.0} MHz"))
+            .unwrap_or_default(),
+        governor
+            .map(|g| format!(" ({})", g.governor))
+            .unwrap_or_default(),
         if vm_cpu { " - a VM CPU" } else { "" }
     )
+}
+
+/// Which cpufreq governor runs where; in the warning colour when a CPU of
+/// the followed VM is not on `performance`.
+fn governors_ui(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
+    if r.governors.is_empty() {
+        return;
+    }
+    let text = format!("CPU frequency governor: {}", r.governors_text());
+    let slow: Vec<u32> = r
+        .governors
+        .iter()
+        .filter(|g| g.governor != "performance")
+        .flat_map(|g| g.cpus.iter().copied())
+        .filter(|c| vm_cpus.contains(c))
+        .collect();
+    let why = "A power-saving governor lets cores clock down between frames; the guest then waits for them to ramp up again (stutter, audio crackle). The CPU frequency governor check on the Overview says how to switch while gaming.";
+    if slow.is_empty() {
+        ui.weak(text).on_hover_text(why);
+    } else {
+        ui.colored_label(
+            WARN,
+            format!(
+                "{text} - the VM's CPUs {} are not on performance",
+                format_cpulist(&slow)
+            ),
+        )
+        .on_hover_text(why);
+    }
 }
 
 /// The interrupt heat on each CPU of the topology drawing: SMT siblings,
@@ -409,6 +445,7 @@ fn page(
     } else {
         heat_topology(ui, &snap.topology, u, &vm_cpus);
     }
+    governors_ui(ui, r, &vm_cpus);
     plot(ui, v);
     ui.columns(2, |cols| {
         let ui = &mut cols[0];

@@ -63,8 +63,9 @@ impl InterruptRow {
     /// bytes already); None when that is not known.
     pub fn may_differ_from(&self, earlier: &InterruptRow) -> Option<Range<usize>> {
         let m = self.moved?;
+        let end = (m.end as usize).min(self.per_cpu.len());
         (earlier.id != 0 && m.base == earlier.id && earlier.per_cpu.len() == self.per_cpu.len())
-            .then(|| m.start as usize..(m.end as usize).min(self.per_cpu.len()))
+            .then(|| (m.start as usize).min(end)..end)
     }
 }
 
@@ -87,6 +88,9 @@ pub struct Interrupts {
     /// the next parse pairs its lines with these without searching again.
     #[serde(skip)]
     line_ends: Vec<u32>,
+    /// The length of the text parsed: `line_ends` serve only text as long.
+    #[serde(skip)]
+    text_len: usize,
 }
 
 /// The counts after `label:` on one line, and where the description starts.
@@ -151,7 +155,9 @@ struct PairedLines<'a> {
     new: &'a [u8],
     old: Option<&'a [u8]>,
     /// Where each line of `old` ends (its `\n`, or the end of the text);
-    /// empty or wrong: the old text is searched instead.
+    /// where they are missing or do not fit the text the old text is searched
+    /// instead. Ends from other text of the same length give wrong lines,
+    /// never a panic.
     old_ends: &'a [u32],
     pos: usize,
     old_pos: usize,
@@ -326,7 +332,9 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
     let lines = PairedLines {
         new: text.as_bytes(),
         old: prev.map(|(t, _)| t.as_bytes()),
-        old_ends: prev.map_or(&[], |(_, p)| p.line_ends.as_slice()),
+        old_ends: prev
+            .filter(|(t, p)| t.len() == p.text_len)
+            .map_or(&[], |(_, p)| p.line_ends.as_slice()),
         pos: 0,
         old_pos: 0,
         index: 0,
@@ -401,7 +409,8 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         let lead = line.len() - line.trim_start().len();
         let before = old_row.filter(|r| r.fixed_width).and_then(|r| {
             let (os, oe) = old?;
-            let old_t = prev?.0.get(os..oe)?.trim();
+            let old_line = prev?.0.get(os..oe)?;
+            let old_t = old_line.trim();
             if old_t.get(..=colon)? != &t[..=colon] {
                 return None;
             }
@@ -414,7 +423,13 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
                 bytes,
                 counts: &r.per_cpu,
                 equal: equal_prefix.saturating_sub(fields_at),
-                equal_from: (line.len() - equal_suffix.min(line.len())).saturating_sub(fields_at),
+                // The equal tail says where the fields are equal only when
+                // they start at the same place in both lines.
+                equal_from: if old_line.len() - old_line.trim_start().len() == lead {
+                    (line.len() - equal_suffix.min(line.len())).saturating_sub(fields_at)
+                } else {
+                    bytes.len()
+                },
             })
         });
         let base = before.and(old_row).map(|r| r.id);
@@ -447,6 +462,7 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
         out.row_lines.push(k);
     }
     out.columns = columns;
+    out.text_len = text.len();
     if out.cpus.is_empty() {
         let widest = out.rows.iter().map(|r| r.per_cpu.len()).max().unwrap_or(0);
         out.cpus = (0..u32::try_from(widest).unwrap_or(0)).collect();
@@ -622,10 +638,25 @@ mod tests {
                 "{b:?}"
             );
         }
+        // An indent that changed by a field's width, the line as long as
+        // before: the equal tail is not where the old fields were.
+        let a2 = "CPU0 CPU1\n             1:          5          7  x";
+        let b2 = "CPU0 CPU1\n  1:          9          5          7  x";
+        assert_eq!(a2.len(), b2.len());
+        let p2 = parse_interrupts(a2);
+        assert_eq!(
+            parse_interrupts_reusing(b2, Some((a2, &p2))),
+            parse_interrupts(b2)
+        );
         // Rows parsed from other text: wrong, but never a panic.
         let other = parse_interrupts(&listing("intel-n100-minipc-proc-interrupts.txt"));
         let _ = parse_interrupts_reusing(a, Some((a, &other)));
         let _ = parse_interrupts_reusing(a, Some(("", &other)));
+        // Kept line ends of other text as long, one skipping a newline.
+        let x = "C\nx\nA:          1  d";
+        let y = "CPU\nA:          1  d";
+        assert_eq!(x.len(), y.len());
+        let _ = parse_interrupts_reusing(x, Some((x, &parse_interrupts(y))));
     }
 
     /// A kernel-format listing of `cpus` columns from `counts[line][cpu]`;

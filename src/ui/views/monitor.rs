@@ -450,6 +450,9 @@ fn page(
     ui.columns(2, |cols| {
         let ui = &mut cols[0];
         ui.label(RichText::new("Busiest interrupt sources").strong());
+        if r.sources.is_empty() {
+            ui.weak("none fired during the last interval");
+        }
         for s in r.sources.iter().take(8) {
             let mut line = format!("{:>7.0}/s  {}  {}", s.per_s, s.label, s.description);
             if let Some(m) = s.vfio {

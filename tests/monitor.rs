@@ -485,9 +485,10 @@ fn interrupts_on_isolated_cpus_are_flagged() {
 }
 
 /// Frequencies and governors per CPU, read with the first sample and again
-/// once a second (carried over between): a governor switched by a libvirt
-/// hook when the VM starts shows within a second. A garbage governor file is
-/// no governor; a CPU without cpufreq (a VM) has neither.
+/// every second (frequencies) or five (governors), carried over between: a
+/// governor switched by a libvirt hook when the VM starts shows within five
+/// seconds. A garbage governor file is no governor; a CPU without cpufreq (a
+/// VM) has neither.
 #[test]
 fn frequencies_and_governors_per_cpu() {
     let dir = tempfile::tempdir().unwrap();
@@ -529,17 +530,29 @@ fn frequencies_and_governors_per_cpu() {
             ("powersave".into(), vec![1])
         ]
     );
-    // The hook switches CPU 1: not read again within the second...
+    // The hook switches CPU 1 and the clock moves: neither is read again at
+    // once...
     put(&cpufreq(1, "scaling_governor"), "performance\n");
+    put(&cpufreq(1, "scaling_cur_freq"), "3000000\n");
     let soon = vfio_assistant::monitor::sample::read_host_after(&root, Some(&first));
     assert_eq!(govs(&soon), govs(&first));
-    // ...but after it.
-    let aged = Sample {
-        freq_t_ns: first.freq_t_ns.saturating_sub(2_000_000_000),
-        ..first.clone()
+    assert_eq!(soon.freq_khz, first.freq_khz);
+    // ...the clock after a second, the governor after five.
+    let after = |secs: u64, freq: bool| {
+        let back = secs * 1_000_000_000;
+        let aged = Sample {
+            freq_t_ns: first.freq_t_ns.saturating_sub(if freq { back } else { 0 }),
+            governors_t_ns: first.governors_t_ns.saturating_sub(back),
+            ..first.clone()
+        };
+        vfio_assistant::monitor::sample::read_host_after(&root, Some(&aged))
     };
-    let later = vfio_assistant::monitor::sample::read_host_after(&root, Some(&aged));
-    assert_eq!(govs(&later), vec![("performance".into(), vec![0, 1])]);
+    let second = after(2, true);
+    assert_eq!(second.freq_khz, vec![(0, 3_400_000), (1, 3_000_000)]);
+    assert_eq!(govs(&second), govs(&first));
+    let fifth = after(6, false);
+    assert_eq!(fifth.freq_khz, first.freq_khz, "read a moment ago");
+    assert_eq!(govs(&fifth), vec![("performance".into(), vec![0, 1])]);
     let r = rates(
         &first,
         &Sample {

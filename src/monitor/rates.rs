@@ -106,7 +106,7 @@ pub struct Rates {
     pub sources: Vec<SourceRate>,
     pub cpu_use: Vec<CpuUse>,
     pub freq_mhz: Vec<(u32, f64)>,
-    /// The cpufreq governors and their CPUs (read with the frequencies).
+    /// The cpufreq governors and their CPUs (read every five seconds).
     pub governors: Vec<GovernorCpus>,
     pub vcpus: Vec<VcpuRate>,
     /// The KVM counters that moved, busiest first.

@@ -49,14 +49,15 @@ pub struct Sample {
     pub cpu_times: Vec<CpuTimes>,
     /// (CPU, current kHz).
     pub freq_khz: Vec<(u32, u64)>,
-    /// When `freq_khz` and `governors` were read (they are carried over
-    /// between samples: one sysfs file per CPU is the dearest part of a
-    /// sample on a big host).
+    /// When `freq_khz` was read (it is carried over between samples: one
+    /// sysfs file per CPU is the dearest part of a sample on a big host).
     #[serde(skip)]
     pub freq_t_ns: u64,
-    /// The cpufreq governor and the CPUs it runs (`scaling_governor`), read
-    /// with the frequencies.
+    /// The cpufreq governors and the CPUs that run them (`scaling_governor`),
+    /// read every five seconds and carried over between.
     pub governors: Vec<GovernorCpus>,
+    #[serde(skip)]
+    pub governors_t_ns: u64,
     pub threads: Vec<ThreadSample>,
     /// (vCPU index, counter name, value): KVM's own counters. The index is
     /// `vm::WHOLE_VM` for counters known only per VM (debugfs).
@@ -73,6 +74,9 @@ pub struct Sample {
 
 /// How often the per-CPU frequencies are read again.
 const FREQ_EVERY_NS: u64 = 1_000_000_000;
+
+/// How often the per-CPU governors are read again.
+const GOVERNORS_EVERY_NS: u64 = 5_000_000_000;
 
 /// CLOCK_MONOTONIC now, in nanoseconds.
 pub fn monotonic_ns() -> u64 {
@@ -132,43 +136,65 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
         Some(p) => p.isolated.clone(),
         None => read_isolated(root),
     };
-    // Frequencies move slowly next to interrupts: read them once a second.
-    if let Some(p) = prev.filter(|p| s.t_ns.saturating_sub(p.freq_t_ns) < FREQ_EVERY_NS) {
-        s.freq_khz = p.freq_khz.clone();
-        s.governors = p.governors.clone();
-        s.freq_t_ns = p.freq_t_ns;
-        return s;
-    }
-    s.freq_t_ns = s.t_ns;
-    let mut governors: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for c in &s.cpu_times {
-        let file = |name: &str| {
-            root.read_text(&HostPath::sys(&format!(
-                "devices/system/cpu/cpu{}/cpufreq/{name}",
-                c.cpu
-            )))
-        };
-        if let Ok(t) = file("scaling_cur_freq")
-            && let Ok(khz) = t.trim().parse::<u64>()
-        {
-            s.freq_khz.push((c.cpu, khz));
+    // Frequencies move slowly next to interrupts: read them once a second;
+    // governors change only when someone switches them: every five.
+    let age = |t: u64| s.t_ns.saturating_sub(t);
+    match prev.filter(|p| age(p.freq_t_ns) < FREQ_EVERY_NS) {
+        Some(p) => {
+            s.freq_khz = p.freq_khz.clone();
+            s.freq_t_ns = p.freq_t_ns;
         }
-        // A governor name is one short word; anything else is not one.
-        if let Ok(t) = file("scaling_governor")
-            && let g = t.trim()
-            && !g.is_empty()
-            && g.len() <= 32
-            && g.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            governors.entry(g.to_string()).or_default().push(c.cpu);
+        None => {
+            s.freq_t_ns = s.t_ns;
+            s.freq_khz = per_cpu_cpufreq(root, &s.cpu_times, "scaling_cur_freq", |t| {
+                t.parse::<u64>().ok()
+            });
         }
     }
-    s.governors = governors
-        .into_iter()
-        .map(|(governor, cpus)| GovernorCpus { governor, cpus })
-        .collect();
+    match prev.filter(|p| age(p.governors_t_ns) < GOVERNORS_EVERY_NS) {
+        Some(p) => {
+            s.governors = p.governors.clone();
+            s.governors_t_ns = p.governors_t_ns;
+        }
+        None => {
+            s.governors_t_ns = s.t_ns;
+            let mut by_name: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+            // A governor name is one short word; anything else is not one.
+            let word = |g: &str| {
+                (!g.is_empty()
+                    && g.len() <= 32
+                    && g.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+                .then(|| g.to_string())
+            };
+            for (cpu, g) in per_cpu_cpufreq(root, &s.cpu_times, "scaling_governor", word) {
+                by_name.entry(g).or_default().push(cpu);
+            }
+            s.governors = by_name
+                .into_iter()
+                .map(|(governor, cpus)| GovernorCpus { governor, cpus })
+                .collect();
+        }
+    }
     s
+}
+
+/// One cpufreq file of each CPU in `/proc/stat`, read by `value` (given the
+/// trimmed text); CPUs without it (no cpufreq: a VM) or with a value it
+/// refuses are left out.
+fn per_cpu_cpufreq<T>(
+    root: &HostRoot,
+    cpus: &[CpuTimes],
+    file: &str,
+    value: impl Fn(&str) -> Option<T>,
+) -> Vec<(u32, T)> {
+    cpus.iter()
+        .filter_map(|c| {
+            let p = HostPath::sys(&format!("devices/system/cpu/cpu{}/cpufreq/{file}", c.cpu));
+            let text = root.read_text(&p).ok()?;
+            Some((c.cpu, value(text.trim())?))
+        })
+        .collect()
 }
 
 /// One cpufreq governor and the CPUs that run it.

@@ -9,7 +9,7 @@
 mod support;
 
 use egui_kittest::Harness;
-use egui_kittest::kittest::Queryable;
+use egui_kittest::kittest::{NodeT, Queryable};
 use std::time::{Duration, Instant};
 use vfio_assistant::ui::Source;
 use vfio_assistant::ui::app::App;
@@ -264,4 +264,8 @@ fn the_page_says_clock_and_governor_per_cpu() {
     h.get_by_label_contains("CPU frequency governor: performance on 0, powersave on 1");
     h.get_by_label_contains("3400 MHz (performance)");
     h.get_by_label_contains("800 MHz (powersave)");
+    // A captured host: said at the top, and the probe (which would measure
+    // this machine) is not offered.
+    h.get_by_label_contains("A captured host (a snapshot or the demo)");
+    assert!(h.get_by_label("Run the probe (5 s)").accesskit_node().is_disabled());
 }

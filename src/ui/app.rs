@@ -369,13 +369,17 @@ impl App {
                     if self.sampler.is_none() && self.root.is_some() {
                         out.push(Command::StartMonitor);
                     }
+                    let mode = views::monitor::PageMode {
+                        running: self.sampler.is_some(),
+                        busy: self.job.is_some(),
+                        live: self.root.as_ref().is_some_and(HostRoot::is_live),
+                    };
                     views::monitor::monitor_ui(
                         ui,
                         &snap,
                         &self.monitor,
                         &mut self.state,
-                        self.sampler.is_some(),
-                        self.job.is_some(),
+                        mode,
                         &mut out,
                     )
                 }

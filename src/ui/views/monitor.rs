@@ -244,9 +244,10 @@ fn latency_ui(
     v: &MonitorView,
     state: &mut State,
     vm_cpus: &BTreeSet<u32>,
-    busy: bool,
+    mode: PageMode,
     out: &mut Vec<Command>,
 ) {
+    let busy = mode.busy;
     ui.label(RichText::new("Timer latency (cyclictest-style)").strong());
     let default = default_probe_cpus(t, state, vm_cpus);
     let hint = default
@@ -272,8 +273,13 @@ fn latency_ui(
             "Run the probe (5 s)"
         };
         let run = ui
-            .add_enabled(cpus.is_some() && !busy, egui::Button::new(label))
-            .on_hover_text("Wakes a real-time thread on each CPU every millisecond and records how late it woke: the delay a vCPU pinned there would see from the host. Run it before starting the VM on the CPUs you will pin, or while it runs on the housekeeping CPUs.");
+            .add_enabled(cpus.is_some() && !busy && mode.live, egui::Button::new(label))
+            .on_hover_text("Wakes a real-time thread on each CPU every millisecond and records how late it woke: the delay a vCPU pinned there would see from the host. Run it before starting the VM on the CPUs you will pin, or while it runs on the housekeeping CPUs.")
+            .on_disabled_hover_text(if mode.live {
+                "Give the CPUs to measure (e.g. 2-5), or wait for the running job."
+            } else {
+                "The probe measures the CPUs of the machine the app runs on, not the captured host shown here."
+            });
         ui.checkbox(&mut state.latency_compare_idle, "and with shallow idle states only")
             .on_hover_text("Measures a second time while every CPU is kept to idle states that wake within 10 µs, like C1/C1E (root; a request the kernel drops as soon as the probe ends). A big difference means deep idle states add to the guest's latency: see the CPU idle states check on the Overview.");
         if run.clicked()
@@ -367,30 +373,46 @@ fn latency_ui(
     }
 }
 
+/// What the page is shown with: whether the sampler runs, whether a job
+/// (the probe) does, and whether the host is this machine (a snapshot's or
+/// the demo's counters never move, and the probe would measure this
+/// machine, not the one shown).
+#[derive(Debug, Clone, Copy)]
+pub struct PageMode {
+    pub running: bool,
+    pub busy: bool,
+    pub live: bool,
+}
+
 pub fn monitor_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
     v: &MonitorView,
     state: &mut State,
-    running: bool,
-    busy: bool,
+    mode: PageMode,
     out: &mut Vec<Command>,
 ) {
     egui::ScrollArea::vertical()
         .id_salt("monitor_page")
         .auto_shrink(false)
-        .show(ui, |ui| page(ui, snap, v, state, running, busy, out));
+        .show(ui, |ui| page(ui, snap, v, state, mode, out));
 }
+
+/// Said at the top of the page on a captured host.
+pub const CAPTURED_HOST: &str = "A captured host (a snapshot or the demo): its counters were written once and never move, so rates here stay at zero. The monitor and the latency probe are for the live machine: run the app without --root or --demo there.";
 
 fn page(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
     v: &MonitorView,
     state: &mut State,
-    running: bool,
-    busy: bool,
+    mode: PageMode,
     out: &mut Vec<Command>,
 ) {
+    let PageMode { running, live, .. } = mode;
+    if !live {
+        ui.colored_label(WARN, CAPTURED_HOST);
+    }
     ui.horizontal(|ui| {
         let l = ui.label("Follow VM");
         ui.add(
@@ -450,7 +472,7 @@ fn page(
     ui.columns(2, |cols| {
         let ui = &mut cols[0];
         ui.label(RichText::new("Busiest interrupt sources").strong());
-        if r.sources.is_empty() {
+        if r.sources.is_empty() && !r.irq_per_cpu.is_empty() {
             ui.weak("none fired during the last interval");
         }
         for s in r.sources.iter().take(8) {
@@ -503,5 +525,5 @@ fn page(
         ui.weak(format!("note: {p}"));
     }
     ui.separator();
-    latency_ui(ui, &snap.topology, v, state, &vm_cpus, busy, out);
+    latency_ui(ui, &snap.topology, v, state, &vm_cpus, mode, out);
 }

@@ -51,6 +51,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::monitor::run(&root.0, args, cli.demo)
         }
+        Some(Command::Latency(_)) if cli.demo || cli.host.root.is_some() => {
+            // The probe measures the CPUs it runs on: a captured host's
+            // cannot be measured, and this machine's would pass for them.
+            eprintln!(
+                "error: latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
+            );
+            Ok(2)
+        }
         Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
         Some(Command::Rom(args)) => {
             let root = demo_or(root, cli.demo)?;

@@ -316,6 +316,15 @@ fn latency_probe_measures_and_refuses_nonsense() {
         "1",
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // A captured host cannot be measured: refused, nothing measured here.
+    for host in [&["--demo"][..], &["--root", "/nonexistent-capture"][..]] {
+        let mut args = host.to_vec();
+        args.extend(["latency", "--cpus", "0", "--duration-s", "1"]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("captured host"));
+        assert!(out.stdout.is_empty(), "no measurement printed");
+    }
 }
 
 /// `latency --compare-idle`: measured as configured and with every CPU kept

@@ -267,5 +267,9 @@ fn the_page_says_clock_and_governor_per_cpu() {
     // A captured host: said at the top, and the probe (which would measure
     // this machine) is not offered.
     h.get_by_label_contains("A captured host (a snapshot or the demo)");
-    assert!(h.get_by_label("Run the probe (5 s)").accesskit_node().is_disabled());
+    assert!(
+        h.get_by_label("Run the probe (5 s)")
+            .accesskit_node()
+            .is_disabled()
+    );
 }

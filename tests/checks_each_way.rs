@@ -79,7 +79,14 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
     fs::remove_file(r.join("sys/firmware/acpi/tables/IVRS")).unwrap();
     let f = findings(r, None);
     expect(&f, "iommu.firmware", None, Status::Fail, "AMD-Vi");
-    expect(&f, "iommu.enabled", None, Status::Fail, "Enable the IOMMU");
+    // No table: the kernel line cannot help, the firmware comes first.
+    expect(
+        &f,
+        "iommu.enabled",
+        None,
+        Status::Fail,
+        "First the firmware",
+    );
     expect(
         &f,
         "device.viable",
@@ -95,7 +102,25 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
     as_intel(r);
     let f = findings(r, None);
     expect(&f, "iommu.firmware", None, Status::Fail, "VT-d");
-    expect(&f, "iommu.enabled", None, Status::Fail, "intel_iommu=on");
+    expect(
+        &f,
+        "iommu.enabled",
+        None,
+        Status::Fail,
+        "First the firmware",
+    );
+    // With the table back but no groups, it is the kernel's parameter.
+    put(r, "sys/firmware/acpi/tables/DMAR", "DMAR");
+    let f = findings(r, None);
+    expect(&f, "iommu.firmware", None, Status::Pass, "");
+    expect(
+        &f,
+        "iommu.enabled",
+        None,
+        Status::Fail,
+        "Add intel_iommu=on",
+    );
+    fs::remove_file(r.join("sys/firmware/acpi/tables/DMAR")).unwrap();
 
     // Turned off on the kernel command line.
     put(
@@ -126,6 +151,7 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         Status::Fail,
         "<driver intremap='on'/>",
     );
+    expect(&f, "iommu.enabled", None, Status::Fail, "virtual IOMMU");
     let x = find(&f, "iommu.firmware", None).unwrap();
     assert!(x.title.contains("itself a VM"));
     assert!(

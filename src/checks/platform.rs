@@ -189,12 +189,27 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
     if !s.iommu.active {
         en.status = Status::Fail;
         en.title = "The kernel is not using the IOMMU (no IOMMU groups)".into();
-        en = if intel_iommu.split(',').any(|v| v == "off")
-            || amd_iommu.split(',').any(|v| v == "off")
-        {
-            en.fix(
-                "Remove intel_iommu=off / amd_iommu=off from the kernel command line and reboot.",
-            )
+        let turned_off =
+            intel_iommu.split(',').any(|v| v == "off") || amd_iommu.split(',').any(|v| v == "off");
+        let no_table =
+            s.firmware.acpi_tables_visible && !s.firmware.acpi_dmar && !s.firmware.acpi_ivrs;
+        let remove =
+            "Remove intel_iommu=off / amd_iommu=off from the kernel command line and reboot.";
+        en = if no_table {
+            // No kernel parameter can turn on what the firmware does not
+            // announce: the firmware finding says what to do first.
+            let first = if s.cpu.hypervisor {
+                "First the virtual IOMMU (see iommu.firmware): without the DMAR/IVRS table a kernel parameter changes nothing."
+            } else {
+                "First the firmware (see iommu.firmware): without the DMAR/IVRS table a kernel parameter changes nothing. Once the table is there, Intel kernels may still need intel_iommu=on on the kernel command line."
+            };
+            en.fix(if turned_off {
+                format!("{first} Then: {remove}")
+            } else {
+                first.to_string()
+            })
+        } else if turned_off {
+            en.fix(remove)
         } else if vendor.intel {
             en.fix("Add intel_iommu=on (and iommu=pt) to the kernel command line (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub), and reboot. Many kernels do not turn the Intel IOMMU on by default.")
         } else {

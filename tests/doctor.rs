@@ -102,6 +102,18 @@ fn doctor_cli() {
             .iter()
             .any(|f| f["id"] == "cpu.governor")
     );
+    // The live tools come next: the monitor while it stutters, the probe
+    // before the VM starts (both are commands of this program).
+    let next = v[0]["next_steps"].as_array().unwrap();
+    for cmd in [
+        "vfio-assistant monitor --domain",
+        "vfio-assistant latency --cpus",
+    ] {
+        assert!(
+            next.iter().any(|n| n.as_str().unwrap().contains(cmd)),
+            "{cmd}: {next:?}"
+        );
+    }
     let out = Command::new(bin)
         .args(["doctor", "no-such-symptom"])
         .output()

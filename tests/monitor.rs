@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use vfio_assistant::monitor::rates::rates;
-use vfio_assistant::monitor::sample::{Sample, VmThreads, read_host};
+use vfio_assistant::monitor::sample::{Sample, VmThreads, freq_every_ns, read_host};
 use vfio_assistant::monitor::sampler::{MonitorConfig, Series, spawn};
 use vfio_assistant::monitor::vm::{
     KvmSource, WHOLE_VM, debugfs_counters, find_vm, kvm_counters, pins_of,
@@ -550,6 +550,26 @@ fn frequencies_and_governors_per_cpu() {
     let second = after(2, true);
     assert_eq!(second.freq_khz, vec![(0, 3_400_000), (1, 3_000_000)]);
     assert_eq!(govs(&second), govs(&first));
+    // A kernel that asks each CPU in turn (10 ms each): read rarer, and said.
+    assert_eq!(freq_every_ns(300_000), 1_000_000_000);
+    assert_eq!(freq_every_ns(100_000_000), 5_000_000_000);
+    let slow = vfio_assistant::monitor::sample::read_host_after(
+        &root,
+        Some(&Sample {
+            freq_t_ns: first.freq_t_ns.saturating_sub(2_000_000_000),
+            freq_cost_ns: 100_000_000,
+            ..first.clone()
+        }),
+    );
+    assert_eq!(slow.freq_khz, first.freq_khz, "not read again after 2 s");
+    assert!(
+        slow.problems
+            .iter()
+            .any(|p| p.contains("took 100 ms") && p.contains("every 5 s")),
+        "{:?}",
+        slow.problems
+    );
+    assert!(second.problems.is_empty(), "{:?}", second.problems);
     let fifth = after(6, false);
     assert_eq!(fifth.freq_khz, first.freq_khz, "read a moment ago");
     assert_eq!(govs(&fifth), vec![("performance".into(), vec![0, 1])]);

@@ -51,11 +51,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::monitor::run(&root.0, args, cli.demo)
         }
-        Some(Command::Latency(_)) if cli.demo || cli.host.root.is_some() => {
+        Some(Command::Latency(_)) if cli.demo || !root.is_live() => {
             // The probe measures the CPUs it runs on: a captured host's
             // cannot be measured, and this machine's would pass for them.
             eprintln!(
-                "error: latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
+                "vfio-assistant: latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
             );
             Ok(2)
         }

@@ -85,8 +85,14 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         "iommu.enabled",
         None,
         Status::Fail,
-        "First the firmware",
+        "First turn on \"IOMMU\" / \"AMD-Vi\"",
     );
+    let fix = find(&f, "iommu.enabled", None)
+        .unwrap()
+        .fix
+        .clone()
+        .unwrap();
+    assert!(!fix.contains("intel_iommu"), "{fix}");
     expect(
         &f,
         "device.viable",
@@ -107,7 +113,7 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         "iommu.enabled",
         None,
         Status::Fail,
-        "First the firmware",
+        "First turn on \"VT-d\"",
     );
     // With the table back but no groups, it is the kernel's parameter.
     put(r, "sys/firmware/acpi/tables/DMAR", "DMAR");
@@ -120,9 +126,9 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         Status::Fail,
         "Add intel_iommu=on",
     );
-    fs::remove_file(r.join("sys/firmware/acpi/tables/DMAR")).unwrap();
 
-    // Turned off on the kernel command line.
+    // Turned off on the kernel command line (the table is there).
+    let cmdline = fs::read_to_string(r.join("proc/cmdline")).unwrap();
     put(
         r,
         "proc/cmdline",
@@ -136,6 +142,23 @@ fn the_iommu_off_in_the_firmware_and_in_the_kernel() {
         Status::Fail,
         "Remove intel_iommu=off",
     );
+    let fix = find(&f, "iommu.enabled", None)
+        .unwrap()
+        .fix
+        .clone()
+        .unwrap();
+    assert!(!fix.contains("First"), "{fix}");
+    // Off on the command line and no table: the firmware, then the line.
+    fs::remove_file(r.join("sys/firmware/acpi/tables/DMAR")).unwrap();
+    let f = findings(r, None);
+    expect(
+        &f,
+        "iommu.enabled",
+        None,
+        Status::Fail,
+        "in the firmware setup (see iommu.firmware): without the DMAR/IVRS table no kernel parameter can turn the IOMMU on. Then: Remove intel_iommu=off",
+    );
+    put(r, "proc/cmdline", &cmdline);
 
     // A VM (hypervisor flag): no firmware setup screen; a virtual IOMMU.
     let p = r.join("proc/cpuinfo");

@@ -253,17 +253,19 @@ fn the_page_says_clock_and_governor_per_cpu() {
         put(&format!("{d}/scaling_cur_freq"), khz);
         put(&format!("{d}/scaling_governor"), gov);
     }
+    // CPUs given: on the live host the probe button would be offered.
     let state = State {
         page: Page::Monitor,
         monitor_strip: true,
+        latency_cpus: "0".into(),
         ..State::default()
     };
     let app = App::with_source(Source::Root(dir.path().into()), state, || {});
     let mut h = support::gui::harness(app, [1200.0, 900.0]);
     wait_for(&mut h, 20, |a| a.monitor.last.is_some());
     h.get_by_label_contains("CPU frequency governor: performance on 0, powersave on 1");
-    h.get_by_label_contains("3400 MHz (performance)");
-    h.get_by_label_contains("800 MHz (powersave)");
+    h.get_by_label_contains("3400 MHz, governor performance");
+    h.get_by_label_contains("800 MHz, governor powersave");
     // A captured host: said at the top, and the probe (which would measure
     // this machine) is not offered.
     h.get_by_label_contains("A captured host (a snapshot or the demo)");

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use vfio_assistant::monitor::rates::rates;
-use vfio_assistant::monitor::sample::{Sample, VmThreads, freq_every_ns, read_host};
+use vfio_assistant::monitor::sample::{Sample, VmThreads, clocks_note, freq_every_ns, read_host};
 use vfio_assistant::monitor::sampler::{MonitorConfig, Series, spawn};
 use vfio_assistant::monitor::vm::{
     KvmSource, WHOLE_VM, debugfs_counters, find_vm, kvm_counters, pins_of,
@@ -359,6 +359,11 @@ fn the_app_is_woken_only_when_something_moved() {
     let n100 = listing("intel-n100-minipc-proc-interrupts.txt");
     std::fs::write(proc.join("interrupts"), &n100).unwrap();
     std::fs::write(proc.join("stat"), "cpu0 1 0 1 100 0 0 0 0 0 0\n").unwrap();
+    // A clock and a governor, carried between reads: no news either.
+    let cpufreq = dir.path().join("sys/devices/system/cpu/cpu0/cpufreq");
+    std::fs::create_dir_all(&cpufreq).unwrap();
+    std::fs::write(cpufreq.join("scaling_cur_freq"), "2400000\n").unwrap();
+    std::fs::write(cpufreq.join("scaling_governor"), "schedutil\n").unwrap();
     let run = |only_changes: bool| {
         let stop = Arc::new(AtomicBool::new(false));
         let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -538,11 +543,14 @@ fn frequencies_and_governors_per_cpu() {
     assert_eq!(govs(&soon), govs(&first));
     assert_eq!(soon.freq_khz, first.freq_khz);
     // ...the clock after a second, the governor after five.
+    // (Each previous sample says its clock read was instant: how long the
+    // real read took is the machine's business, not this test's.)
     let after = |secs: u64, freq: bool| {
         let back = secs * 1_000_000_000;
         let aged = Sample {
             freq_t_ns: first.freq_t_ns.saturating_sub(if freq { back } else { 0 }),
             governors_t_ns: first.governors_t_ns.saturating_sub(back),
+            freq_cost_ns: 0,
             ..first.clone()
         };
         vfio_assistant::monitor::sample::read_host_after(&root, Some(&aged))
@@ -553,6 +561,8 @@ fn frequencies_and_governors_per_cpu() {
     // A kernel that asks each CPU in turn (10 ms each): read rarer, and said.
     assert_eq!(freq_every_ns(300_000), 1_000_000_000);
     assert_eq!(freq_every_ns(100_000_000), 5_000_000_000);
+    assert_eq!(clocks_note(19_000_000), None);
+    assert!(clocks_note(100_000_000).is_some_and(|n| n.contains("every 5 s")));
     let slow = vfio_assistant::monitor::sample::read_host_after(
         &root,
         Some(&Sample {
@@ -569,7 +579,6 @@ fn frequencies_and_governors_per_cpu() {
         "{:?}",
         slow.problems
     );
-    assert!(second.problems.is_empty(), "{:?}", second.problems);
     let fifth = after(6, false);
     assert_eq!(fifth.freq_khz, first.freq_khz, "read a moment ago");
     assert_eq!(govs(&fifth), vec![("performance".into(), vec![0, 1])]);

@@ -198,16 +198,22 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
         en = if no_table {
             // No kernel parameter can turn on what the firmware does not
             // announce: the firmware finding says what to do first.
-            let first = if s.cpu.hypervisor {
-                "First the virtual IOMMU (see iommu.firmware): without the DMAR/IVRS table a kernel parameter changes nothing."
+            let mut first = if s.cpu.hypervisor {
+                "First give this VM a virtual IOMMU (see iommu.firmware): without the DMAR/IVRS table no kernel parameter can turn one on.".to_string()
             } else {
-                "First the firmware (see iommu.firmware): without the DMAR/IVRS table a kernel parameter changes nothing. Once the table is there, Intel kernels may still need intel_iommu=on on the kernel command line."
+                format!(
+                    "First turn on {} in the firmware setup (see iommu.firmware): without the DMAR/IVRS table no kernel parameter can turn the IOMMU on.",
+                    vendor.iommu_setting()
+                )
             };
-            en.fix(if turned_off {
-                format!("{first} Then: {remove}")
-            } else {
-                first.to_string()
-            })
+            if vendor.intel && !turned_off {
+                first.push_str(" Once the table is there, Intel kernels may still need intel_iommu=on on the kernel command line.");
+            }
+            if turned_off {
+                first.push_str(" Then: ");
+                first.push_str(remove);
+            }
+            en.fix(first)
         } else if turned_off {
             en.fix(remove)
         } else if vendor.intel {

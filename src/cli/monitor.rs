@@ -128,6 +128,11 @@ pub fn run(root: &HostRoot, args: &MonitorArgs, demo: bool) -> anyhow::Result<i3
         interval: Duration::from_millis(args.interval_ms),
         only_changes: false,
     };
+    if demo || !root.is_live() {
+        eprintln!(
+            "vfio-assistant: a captured host: its counters were written once and never move, so the rates stay at zero (the monitor is for the live machine)"
+        );
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let rx = spawn(config, stop.clone(), || {})?;
     let started = Instant::now();

@@ -67,7 +67,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "In Windows: turn off Virtual Machine Platform, Hyper-V and Core Isolation / Memory Integrity; they add a nested hypervisor.",
             "Run LatencyMon in the guest: the driver with the highest DPC time names the culprit.",
             "Watch it happen: `vfio-assistant monitor --domain NAME` (or the Monitor page) while it stutters shows interrupts landing on the VM's CPUs, vCPUs running off their pins, clocks and governors, and KVM exits by kind.",
-            "Measure the host's share: `vfio-assistant latency --cpus LIST --compare-idle` on the CPUs you pin to, before the VM starts; a p99 of hundreds of µs there reaches the guest too.",
+            "Measure the host's share: `sudo vfio-assistant latency --cpus LIST --compare-idle` on the CPUs you pin to, before the VM starts (root makes the probe real-time, as a vCPU is); a p99 of hundreds of µs there reaches the guest too.",
         ],
     },
     Symptom {

@@ -71,20 +71,38 @@ pub struct Sample {
     /// `nohz_full`): an interrupt there disturbs what they were set aside for.
     /// Read with the first sample (they change only at boot) and carried over.
     pub isolated: Vec<u32>,
-    /// "source: why" for each source that gave nothing.
+    /// "source: why" for each source that gave nothing, and a note while the
+    /// CPU clocks are read rarer than once a second (`clocks_note`).
     pub problems: Vec<String>,
 }
 
-/// How often the per-CPU frequencies are read again.
+/// The per-CPU frequencies are read at most this often (at least this far
+/// apart).
 const FREQ_EVERY_NS: u64 = 1_000_000_000;
 
-/// How often the frequencies are read when the last read took `cost_ns`:
-/// once a second, or rarer so that reading them takes at most 2 % of the
-/// time. On x86 kernels from 4.13 to about 5.18 a `scaling_cur_freq` read
-/// interrupts its CPU and, when the last read is a second old, sleeps 10 ms
-/// first: 256 CPUs took seconds, every second.
+/// How far apart the frequencies are read when the last read took
+/// `cost_ns`: a second, or more so that reading them takes at most 2 % of
+/// the time. On some older x86 kernels (from about 4.14 to 5.18) reading a
+/// CPU's `scaling_cur_freq` more than a second after the last read
+/// interrupts that CPU, sleeps 10 ms and interrupts it again (CPUs isolated
+/// with isolcpus/nohz_full are skipped): a 256-CPU host took seconds, every
+/// second, and the VM's other CPUs were interrupted each time.
 pub fn freq_every_ns(cost_ns: u64) -> u64 {
     FREQ_EVERY_NS.max(cost_ns.saturating_mul(50))
+}
+
+/// The note said while the frequencies are read rarer than once a second
+/// because the last read took `cost_ns` (20 ms or more). Its numbers change
+/// only when the clocks are read again.
+pub fn clocks_note(cost_ns: u64) -> Option<String> {
+    let every = freq_every_ns(cost_ns);
+    (every > FREQ_EVERY_NS).then(|| {
+        format!(
+            "CPU clocks: reading them took {} ms, so they are read every {} s (some older x86 kernels wait 10 ms per CPU to read its clock)",
+            cost_ns / 1_000_000,
+            every.div_ceil(1_000_000_000)
+        )
+    })
 }
 
 /// How often the per-CPU governors are read again.
@@ -159,20 +177,14 @@ pub fn read_host_after(root: &HostRoot, prev: Option<&Sample>) -> Sample {
         }
         None => {
             s.freq_t_ns = s.t_ns;
+            let t0 = monotonic_ns();
             s.freq_khz = per_cpu_cpufreq(root, &s.cpu_times, "scaling_cur_freq", |t| {
                 t.parse::<u64>().ok()
             });
-            s.freq_cost_ns = monotonic_ns().saturating_sub(s.freq_t_ns);
+            s.freq_cost_ns = monotonic_ns().saturating_sub(t0);
         }
     }
-    let every = freq_every_ns(s.freq_cost_ns);
-    if every > FREQ_EVERY_NS {
-        s.problems.push(format!(
-            "CPU clocks: reading them took {} ms (this kernel asks each CPU in turn), so they are read every {} s",
-            s.freq_cost_ns / 1_000_000,
-            every.div_ceil(1_000_000_000)
-        ));
-    }
+    s.problems.extend(clocks_note(s.freq_cost_ns));
     match prev.filter(|p| age(p.governors_t_ns) < GOVERNORS_EVERY_NS) {
         Some(p) => {
             s.governors = p.governors.clone();

@@ -123,7 +123,7 @@ fn cpu_text(r: &Rates, cpu: u32, v: f64, vm_cpu: bool) -> String {
         freq.map(|(_, mhz)| format!(", {mhz:.0} MHz"))
             .unwrap_or_default(),
         governor
-            .map(|g| format!(" ({})", g.governor))
+            .map(|g| format!(", governor {}", g.governor))
             .unwrap_or_default(),
         if vm_cpu { " - a VM CPU" } else { "" }
     )
@@ -149,10 +149,14 @@ fn governors_ui(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
     } else {
         ui.colored_label(
             WARN,
-            format!(
-                "{text} - the VM's CPUs {} are not on performance",
-                format_cpulist(&slow)
-            ),
+            if slow.len() == 1 {
+                format!("{text} - the VM's CPU {} is not on performance", slow[0])
+            } else {
+                format!(
+                    "{text} - the VM's CPUs {} are not on performance",
+                    format_cpulist(&slow)
+                )
+            },
         )
         .on_hover_text(why);
     }

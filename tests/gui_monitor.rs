@@ -235,11 +235,7 @@ fn troubleshoot_reads_a_real_guest() {
 #[test]
 fn the_page_says_clock_and_governor_per_cpu() {
     let dir = tempfile::tempdir().unwrap();
-    let put = |rel: &str, text: &str| {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let put = |rel: &str, text: &str| support::hosts::put(dir.path(), rel, text);
     put(
         "proc/interrupts",
         "           CPU0       CPU1\n  0:         10          0   IO-APIC   2-edge      timer\nLOC:        500        400   Local timer interrupts\n",

@@ -427,11 +427,7 @@ fn the_app_is_woken_only_when_something_moved() {
 #[test]
 fn interrupts_on_isolated_cpus_are_flagged() {
     let dir = tempfile::tempdir().unwrap();
-    let put = |rel: &str, text: &str| {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let put = |rel: &str, text: &str| support::hosts::put(dir.path(), rel, text);
     let text = listing("intel-n100-minipc-proc-interrupts.txt");
     put("proc/interrupts", &text);
     put("proc/stat", "cpu0 1 0 1 100 0 0 0 0 0 0\n");
@@ -497,11 +493,7 @@ fn interrupts_on_isolated_cpus_are_flagged() {
 #[test]
 fn frequencies_and_governors_per_cpu() {
     let dir = tempfile::tempdir().unwrap();
-    let put = |rel: &str, text: &str| {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let put = |rel: &str, text: &str| support::hosts::put(dir.path(), rel, text);
     put(
         "proc/interrupts",
         &listing("intel-n100-minipc-proc-interrupts.txt"),

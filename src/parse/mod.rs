@@ -9,6 +9,7 @@ pub mod domstats;
 pub mod interrupts;
 pub mod modules;
 pub mod option_rom;
+pub mod paired_lines;
 pub mod pci_config;
 pub mod pci_resource;
 pub mod procstat;

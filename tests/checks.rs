@@ -97,7 +97,9 @@ fn a_badly_set_up_host_fails_each_check_with_the_fix() {
         ("kvm.device", Status::Fail),
         ("iommu.acs_override", Status::Warn),
         ("boot.reboot_pending", Status::Warn),
-        ("vfio.modules", Status::Info),
+        // Its /proc/modules lacks vfio_pci, but the real listing has cards
+        // bound to vfio-pci: the driver is there (built in).
+        ("vfio.modules", Status::Pass),
         ("mem.thp", Status::Warn),
         ("mem.hugepages", Status::Info),
         ("mem.fragmentation", Status::Warn),

@@ -359,6 +359,86 @@ fn device_checks_each_way() {
     );
 }
 
+/// Remove every device's `driver` link that points at `driver`.
+fn unbind_all(root: &Path, driver: &str) {
+    fn walk(dir: &Path, driver: &str) {
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let ft = e.file_type().unwrap();
+            if e.file_name() == "driver" && ft.is_symlink() {
+                if fs::read_link(e.path()).unwrap().ends_with(driver) {
+                    fs::remove_file(e.path()).unwrap();
+                }
+            } else if ft.is_dir() && !ft.is_symlink() {
+                walk(&e.path(), driver);
+            }
+        }
+    }
+    walk(&root.join("sys/devices"), driver);
+}
+
+/// vfio-pci loaded as a module, built in (never in `/proc/modules`), absent,
+/// absent on a kernel without loadable modules, and not knowable.
+#[test]
+fn the_vfio_pci_driver_each_way() {
+    let status = |r: &Path| {
+        let f = findings(r, None);
+        let x = find(&f, "vfio.modules", None).unwrap().clone();
+        let seen: Vec<String> = x
+            .evidence
+            .iter()
+            .map(|e| format!("{} = {}", e.source, e.value))
+            .collect();
+        (x, seen.join("\n"))
+    };
+    // The X570 host set up right: the module is listed.
+    let dir = good_host();
+    let r = dir.path();
+    let (x, seen) = status(r);
+    assert_eq!(x.status, Status::Pass, "{seen}");
+    assert!(seen.contains("modules = vfio_pci loaded"), "{seen}");
+    // Built in: /proc/modules is silent, the driver is registered in sysfs.
+    put(r, "proc/modules", "kvm_amd 200704 0 - Live 0x0\n");
+    fs::remove_file(r.join("dev/vfio/vfio")).unwrap();
+    fs::create_dir_all(r.join("sys/bus/pci/drivers/vfio-pci")).unwrap();
+    let (x, seen) = status(r);
+    assert_eq!(x.status, Status::Pass, "{seen}");
+    assert!(
+        seen.contains("drivers/vfio-pci = present (built in"),
+        "{seen}"
+    );
+    // Not loaded at all (so nothing is bound to it): libvirt loads it for
+    // managed devices.
+    fs::remove_dir_all(r.join("sys/bus/pci/drivers/vfio-pci")).unwrap();
+    unbind_all(r, "vfio-pci");
+    expect(
+        &findings(r, None),
+        "vfio.modules",
+        None,
+        Status::Info,
+        "initramfs",
+    );
+    // A kernel without loadable modules: no /proc/modules, and the driver
+    // directory still says vfio-pci is not there (this CI machine's case).
+    fs::remove_file(r.join("proc/modules")).unwrap();
+    let (x, seen) = status(r);
+    assert_eq!(x.status, Status::Info, "{seen}");
+    assert!(seen.contains("modules = not present"), "{seen}");
+    assert!(x.fix.unwrap().contains("CONFIG_VFIO_PCI"));
+    // Nothing to look at: unknown, not a verdict.
+    fs::remove_dir_all(r.join("sys/bus/pci/drivers")).unwrap();
+    let (x, seen) = status(r);
+    assert_eq!(x.status, Status::Unknown, "{seen}");
+    // The TRX40 listing's cards bound to vfio-pci prove it is there, whatever
+    // /proc/modules says.
+    let dir = base_host("asrock-trx40-creator-threadripper-3960x.txt");
+    let r = dir.path();
+    put(r, "proc/modules", "kvm 1142784 0 - Live 0x0\n");
+    fs::remove_dir_all(r.join("sys/bus/pci/drivers/vfio-pci")).unwrap();
+    let (x, seen) = status(r);
+    assert_eq!(x.status, Status::Pass, "{seen}");
+    assert!(seen.contains("/driver = vfio-pci (and "), "{seen}");
+}
+
 #[test]
 fn runtime_checks_each_way() {
     let dir = good_host();

@@ -292,19 +292,86 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
                     .fix("Move the card to another slot, disable the firmware feature using it (e.g. HP \"Shared Memory\"), or use a kernel with the RMRR relaxation patch."),
             );
     }
-    let vfio_loaded = s.kernel.has_module("vfio_pci");
-    out.push(match (vfio_loaded, s.system.dev_vfio) {
-        (_, true) | (Some(true), _) => Finding::new("vfio.modules", "The vfio-pci driver is available", Status::Pass)
-            .evidence(HostPath::dev("vfio/vfio").to_string(), if s.system.dev_vfio { "present" } else { "absent" })
-            .why("vfio-pci is the driver that holds a device for the VM."),
-        (None, false) => Finding::new("vfio.modules", "Could not tell whether vfio-pci is loaded", Status::Unknown)
-            .evidence(HostPath::proc("modules").to_string(), "unreadable")
-            .why("vfio-pci is the driver that holds a device for the VM."),
-        (Some(false), false) => Finding::new("vfio.modules", "vfio-pci is not loaded", Status::Info)
-            .evidence(HostPath::proc("modules").to_string(), "no vfio_pci")
+    out.push(vfio_module(s));
+}
+
+/// Is vfio-pci there to hold a device? Any one sign is enough: the module in
+/// `/proc/modules`, the driver registered in sysfs (built in or loaded), a
+/// device bound to it, or `/dev/vfio/vfio`. A kernel built with vfio-pci
+/// inside, or one without loadable modules at all, lists nothing in
+/// `/proc/modules`, so the driver directory decides when that file is silent.
+fn vfio_module(s: &HostSnapshot) -> Finding {
+    let why = "vfio-pci is the driver that holds a device for the VM.";
+    let modules = HostPath::proc("modules").to_string();
+    let drivers = HostPath::sys("bus/pci/drivers/vfio-pci").to_string();
+    let listed = s.kernel.has_module("vfio_pci");
+    let bound: Vec<&str> = s
+        .pci_devices
+        .iter()
+        .filter(|d| d.device.driver.as_deref() == Some("vfio-pci"))
+        .map(|d| d.device.address.as_str())
+        .collect();
+    let modules_seen = match listed {
+        Some(true) => "vfio_pci loaded".to_string(),
+        Some(false) => "no vfio_pci (a built-in driver is not listed here)".to_string(),
+        None => s
+            .warnings
+            .iter()
+            .find(|w| w.path == modules)
+            .map_or("unreadable".to_string(), |w| w.message.clone()),
+    };
+    let mut f = if listed == Some(true)
+        || s.system.vfio_pci_driver == Some(true)
+        || s.system.dev_vfio
+        || !bound.is_empty()
+    {
+        Finding::new(
+            "vfio.modules",
+            "The vfio-pci driver is available",
+            Status::Pass,
+        )
+        .why(why)
+    } else if listed == Some(false) || s.system.vfio_pci_driver == Some(false) {
+        Finding::new("vfio.modules", "vfio-pci is not loaded", Status::Info)
             .why("libvirt loads vfio-pci by itself when a VM with managed='yes' devices starts; binding at boot needs it in the initramfs.")
-            .fix("Nothing to do for managed devices; to bind at boot add vfio-pci to the initramfs modules."),
-    });
+            .fix("Nothing to do for managed devices; to bind at boot add vfio-pci to the initramfs modules. If `sudo modprobe vfio-pci` says the module is not found, this kernel was built without it (CONFIG_VFIO_PCI): boot your distribution's standard kernel.")
+    } else {
+        Finding::new(
+            "vfio.modules",
+            "Could not tell whether vfio-pci is loaded",
+            Status::Unknown,
+        )
+        .why(why)
+    };
+    f = f.evidence(modules, modules_seen);
+    if let Some(registered) = s.system.vfio_pci_driver {
+        f = f.evidence(
+            drivers,
+            if registered {
+                "present (built in or loaded)"
+            } else {
+                "absent"
+            },
+        );
+    }
+    if let Some(first) = bound.first() {
+        let more = match bound.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more device(s): {})", bound[1..].join(" ")),
+        };
+        f = f.evidence(
+            HostPath::sys(&format!("bus/pci/devices/{first}/driver")).to_string(),
+            format!("vfio-pci{more}"),
+        );
+    }
+    f.evidence(
+        HostPath::dev("vfio/vfio").to_string(),
+        if s.system.dev_vfio {
+            "present"
+        } else {
+            "absent"
+        },
+    )
 }
 
 /// Parameters whose change needs a reboot to take effect.

@@ -171,6 +171,10 @@ pub struct SystemState {
     pub dev_vhost_net: bool,
     pub dev_net_tun: bool,
     pub dev_vfio: bool,
+    /// `sys/bus/pci/drivers/vfio-pci` exists: the driver is registered, built
+    /// in or loaded (a built-in one is never listed in `/proc/modules`). None
+    /// when the root has no PCI driver directory to look in.
+    pub vfio_pci_driver: Option<bool>,
     /// cgroup v2 controllers at the root, None on cgroup v1 or unreadable.
     pub cgroup_controllers: Option<Vec<String>>,
     pub irq_affinity: Vec<IrqAffinity>,
@@ -441,6 +445,9 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         dev_vhost_net: root.exists(&HostPath::dev("vhost-net")),
         dev_net_tun: root.exists(&HostPath::dev("net/tun")),
         dev_vfio: root.exists(&HostPath::dev("vfio/vfio")),
+        vfio_pci_driver: root
+            .is_dir(&HostPath::sys("bus/pci/drivers"))
+            .then(|| root.is_dir(&HostPath::sys("bus/pci/drivers/vfio-pci"))),
         cgroup_controllers,
         irq_affinity: read_irq_affinity(root, warnings),
         ovmf_files,

@@ -195,8 +195,26 @@ fn the_page_says_where_an_empty_probe_field_runs() {
     let app = App::with_source(Source::Live, state, || {});
     let mut h = support::gui::harness(app, [1200.0, 900.0]);
     wait_for(&mut h, 20, |a| a.monitor.last.is_some());
-    h.get_by_label_contains("empty: the CPUs the CPU page pins the vCPUs to");
+    h.get_by_label_contains("An empty field probes the CPUs the CPU page pins the vCPUs to");
     assert!(h.query_by_label("Run the probe (5 s)").is_some());
+    // Nothing pinned, no VM: the page asks for CPUs (unless this machine
+    // isolates some, which then are the default).
+    let app = App::with_source(
+        Source::Live,
+        State {
+            page: Page::Monitor,
+            ..State::default()
+        },
+        || {},
+    );
+    let mut h = support::gui::harness(app, [1200.0, 900.0]);
+    wait_for(&mut h, 20, |a| a.monitor.last.is_some());
+    assert!(
+        h.query_by_label_contains("Type the CPUs to measure")
+            .is_some()
+            || h.query_by_label_contains("An empty field probes the isolated CPUs")
+                .is_some()
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod devices;
 pub mod findings;
 pub mod monitor;
+pub mod monitor_heat;
 pub mod overview;
 pub mod pin_board;
 pub mod troubleshoot;

@@ -5,6 +5,7 @@
 //! The sampler thread wakes the window only when a sample would show something
 //! new (`MonitorConfig::only_changes`).
 
+use super::monitor_heat::{heat_legend, heat_strip, heat_topology};
 use crate::host::HostSnapshot;
 use crate::host::topology::Topology;
 use crate::monitor::latency::{LatencyStats, TIMELINE_WINDOW, compared};
@@ -14,10 +15,9 @@ use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::ui::app::Command;
 use crate::ui::jobs::Job;
 use crate::ui::state::State;
-use crate::ui::widgets::topology::{CpuMark, CpuMarks, topology_ui_with};
-use egui::{Color32, RichText, Sense, Stroke, vec2};
+use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// What the page shows between samples (not persisted).
 #[derive(Debug, Default)]
@@ -68,67 +68,6 @@ impl MonitorView {
 
 const WARN: Color32 = Color32::from_rgb(220, 150, 30);
 
-fn heat(v: f64, max: f64) -> Color32 {
-    let x = if max > 0.0 {
-        ((v + 1.0).ln() / (max + 1.0).ln()).clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let lerp = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * x) as u8;
-    Color32::from_rgb(lerp(40, 230), lerp(50, 90), lerp(70, 40))
-}
-
-fn heat_strip(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
-    let max = r.irq_per_cpu.iter().map(|(_, v)| *v).fold(0.0, f64::max);
-    ui.horizontal_wrapped(|ui| {
-        for (cpu, v) in &r.irq_per_cpu {
-            let (rect, resp) = ui.allocate_exact_size(vec2(34.0, 30.0), Sense::hover());
-            let painter = ui.painter();
-            painter.rect_filled(rect, 3.0, heat(*v, max));
-            if vm_cpus.contains(cpu) {
-                painter.rect_stroke(
-                    rect,
-                    3.0,
-                    Stroke::new(2.0, Color32::from_rgb(60, 180, 90)),
-                    egui::StrokeKind::Inside,
-                );
-            }
-            painter.text(
-                rect.center(),
-                egui::Align2::CENTER_CENTER,
-                cpu.to_string(),
-                egui::FontId::proportional(11.0),
-                Color32::WHITE,
-            );
-            let text = cpu_text(r, *cpu, *v, vm_cpus.contains(cpu));
-            resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &text));
-            resp.on_hover_text(text);
-        }
-    });
-}
-
-/// What the pointer on a CPU shows: its rate, how busy it is, whose it is.
-fn cpu_text(r: &Rates, cpu: u32, v: f64, vm_cpu: bool) -> String {
-    let busy = r.cpu_use.iter().find(|c| c.cpu == cpu);
-    let freq = r.freq_mhz.iter().find(|(c, _)| *c == cpu);
-    let governor = r.governors.iter().find(|g| g.cpus.contains(&cpu));
-    format!(
-        "CPU {cpu}: {v:.0} interrupts/s{}{}{}{}",
-        busy.map(|b| format!(
-            ", {:.0}% busy ({:.0}% in IRQ/softirq)",
-            b.busy * 100.0,
-            (b.irq + b.softirq) * 100.0
-        ))
-        .unwrap_or_default(),
-        freq.map(|(_, mhz)| format!(", {mhz:.0} MHz"))
-            .unwrap_or_default(),
-        governor
-            .map(|g| format!(", governor {}", g.governor))
-            .unwrap_or_default(),
-        if vm_cpu { " - a VM CPU" } else { "" }
-    )
-}
-
 /// Which cpufreq governor runs where; in the warning colour when a CPU of
 /// the followed VM is not on `performance`.
 fn governors_ui(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
@@ -160,37 +99,6 @@ fn governors_ui(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
         )
         .on_hover_text(why);
     }
-}
-
-/// The interrupt heat on each CPU of the topology drawing: SMT siblings,
-/// L3 groups and NUMA nodes stay visible, so "the IRQs all land on the VM's
-/// L3 group" can be seen. The VM's CPUs carry their vCPU number.
-fn heat_topology(ui: &mut egui::Ui, t: &Topology, u: &Update, vm_cpus: &BTreeSet<u32>) {
-    let r = &u.rates;
-    let max = r.irq_per_cpu.iter().map(|(_, v)| *v).fold(0.0, f64::max);
-    let rate: BTreeMap<u32, f64> = r.irq_per_cpu.iter().copied().collect();
-    let mut marks = CpuMarks::new();
-    for (vcpu, cpus) in u.vm.iter().flat_map(|vm| vm.pins.iter()) {
-        for c in cpus {
-            marks.insert(*c, CpuMark::Vcpu(*vcpu));
-        }
-    }
-    let notes = |cpu: u32| {
-        let v = rate.get(&cpu).copied().unwrap_or(0.0);
-        vec![cpu_text(r, cpu, v, vm_cpus.contains(&cpu))]
-    };
-    let shade = |cpu: u32| rate.get(&cpu).map(|v| heat(*v, max));
-    egui::ScrollArea::vertical()
-        .id_salt("heat_topology")
-        .max_height(340.0)
-        .show(ui, |ui| {
-            // Screen readers (and the tests) get the same words as the hover.
-            topology_ui_with(ui, t, &marks, &notes, &shade, &mut |_, cpu, resp| {
-                let v = rate.get(&cpu).copied().unwrap_or(0.0);
-                let text = cpu_text(r, cpu, v, vm_cpus.contains(&cpu));
-                resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, &text));
-            });
-        });
 }
 
 fn plot(ui: &mut egui::Ui, v: &MonitorView) {
@@ -296,12 +204,15 @@ fn latency_ui(
             }
         if busy {
             ui.weak("measuring…");
-        } else if let Some((_, why)) = &default
-            && state.latency_cpus.trim().is_empty()
-        {
-            ui.weak(format!("empty: {why}"));
         }
     });
+    // On its own line: the reasons are longer than the row has room for.
+    if !busy && state.latency_cpus.trim().is_empty() && mode.live {
+        match &default {
+            Some((_, why)) => ui.weak(format!("An empty field probes {why}.")),
+            None => ui.weak("Type the CPUs to measure: no VM is followed, the CPU page pins nothing and no CPU is isolated, so there is no default."),
+        };
+    }
     match &v.latency {
         Some(Ok(stats)) => {
             for s in stats {
@@ -471,6 +382,7 @@ fn page(
     } else {
         heat_topology(ui, &snap.topology, u, &vm_cpus);
     }
+    heat_legend(ui);
     governors_ui(ui, r, &vm_cpus);
     plot(ui, v);
     ui.columns(2, |cols| {

@@ -50,7 +50,7 @@ pub fn render(d: &Diagnosis) -> String {
     let mut o = String::new();
     let verdict = match d.outcome {
         Outcome::CauseFound => "LIKELY CAUSE FOUND",
-        Outcome::NothingFound => "HOST LOOKS RIGHT",
+        Outcome::NothingFound => "NO CLEAR CAUSE ON THE HOST",
         Outcome::CannotTell => "CANNOT TELL",
     };
     let _ = writeln!(o, "{}\n[{verdict}] {}\n", d.title, d.summary);
@@ -116,10 +116,10 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
         for d in &diagnoses {
             let tag = match d.outcome {
                 Outcome::CauseFound => "CAUSE FOUND",
-                Outcome::NothingFound => "looks right",
+                Outcome::NothingFound => "no cause seen",
                 Outcome::CannotTell => "cannot tell",
             };
-            println!("{:<18} {:<12} {}", d.symptom, tag, d.title);
+            println!("{:<18} {:<13} {}", d.symptom, tag, d.title);
         }
         println!("\nRun `vfio-assistant doctor SYMPTOM` for the evidence and the fixes.");
     }

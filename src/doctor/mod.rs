@@ -95,6 +95,20 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
         if unknown > 0 {
             parts.push(format!("{unknown} could not be read"));
         }
+        // Host checks that said nothing: they did not apply (no device in
+        // use, no split-lock detection) or had nothing to read (a thin
+        // capture). Said, so that two passes do not read as "all checked".
+        let host_checks = symptom.checks.iter().filter(|c| !c.starts_with("vm."));
+        let silent = host_checks
+            .clone()
+            .filter(|c| !relevant.iter().any(|f| f.id == **c))
+            .count();
+        if silent > 0 {
+            parts.push(format!(
+                "{silent} of its {} host checks did not apply or had nothing to read here",
+                host_checks.count()
+            ));
+        }
         (
             Outcome::NothingFound,
             format!(
@@ -157,6 +171,17 @@ mod tests {
         assert!(
             d.summary
                 .starts_with("No clear cause on the host side (1 suggestion(s) below"),
+            "{}",
+            d.summary
+        );
+        // One finding for a symptom with many host checks: the rest said
+        // nothing, and the summary says so (one suggestion is not "all checked").
+        let host = s.checks.iter().filter(|c| !c.starts_with("vm.")).count();
+        assert!(
+            d.summary.contains(&format!(
+                "{} of its {host} host checks did not apply or had nothing to read here",
+                host - 1
+            )),
             "{}",
             d.summary
         );

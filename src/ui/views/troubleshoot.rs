@@ -89,7 +89,9 @@ pub fn troubleshoot_ui(
             ui.label(RichText::new("3. Verdict").heading());
             let (word, color) = match d.outcome {
                 Outcome::CauseFound => ("Likely cause found", Color32::from_rgb(210, 60, 60)),
-                Outcome::NothingFound => ("The host looks right", Color32::from_rgb(40, 170, 90)),
+                Outcome::NothingFound => {
+                    ("No clear cause on the host", Color32::from_rgb(40, 170, 90))
+                }
                 Outcome::CannotTell => ("Cannot tell from here", Color32::from_rgb(150, 150, 150)),
             };
             ui.horizontal_wrapped(|ui| {

@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// thousand (mostly the timer), a gaming VM's GPU and audio thousands.
 pub const HEAT_FULL: f64 = 10_000.0;
 
-/// The colour of `v` interrupts/s: log scale from dark (none) to red
-/// (`HEAT_FULL` or more).
+/// The colour of `v` interrupts/s: log scale from dark (none) to bright
+/// orange (`HEAT_FULL` or more).
 pub fn heat(v: f64) -> Color32 {
     let x = ((v.max(0.0) + 1.0).ln() / (HEAT_FULL + 1.0).ln()).clamp(0.0, 1.0);
     // Two stretches, dark slate to a muted red to a bright orange, so that

@@ -140,7 +140,9 @@ pub fn kvm_meaning(name: &str) -> &'static str {
         "irq_injections" => "interrupts delivered into the guest",
         "irq_window_exits" => "KVM waited for the guest to accept an interrupt",
         "signal_exits" => "QEMU signalled the vCPU thread",
-        "insn_emulation" => "instructions KVM had to emulate",
+        "insn_emulation" => {
+            "instructions KVM had to emulate: emulated devices, or guest code KVM runs itself without entering the guest (real-mode firmware where the CPU, or a nested setup, lacks 'unrestricted guest'), which can count more than the exits"
+        }
         "hypercalls" => "the guest called the hypervisor (Hyper-V enlightenments use these)",
         "request_irq_exits" => "exits to deliver an interrupt request",
         "halt_wakeup" => "an idle vCPU was woken up",

@@ -200,13 +200,18 @@ impl Iterator for PairedLines<'_> {
 mod tests {
     use super::*;
 
+    /// Line lengths and the byte changed in them: around the eight-byte
+    /// words and the 256-byte blocks the compares step by.
+    const LENS: [usize; 14] = [0, 1, 7, 8, 9, 63, 64, 65, 130, 255, 256, 257, 300, 700];
+    const CHANGED_AT: [usize; 15] = [
+        0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699,
+    ];
+
     #[test]
     fn equal_prefix_agrees_with_byte_by_byte() {
         let base: Vec<u8> = (0..700u32).map(|i| b'a' + (i * 7 % 26) as u8).collect();
-        for len in [0, 1, 7, 8, 9, 63, 64, 65, 130, 255, 256, 257, 300, 700] {
-            for at in [
-                0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699,
-            ] {
+        for len in LENS {
+            for at in CHANGED_AT {
                 let a = &base[..len];
                 let mut b = base.clone();
                 if at < b.len() {
@@ -224,10 +229,8 @@ mod tests {
     #[test]
     fn equal_suffix_agrees_with_byte_by_byte() {
         let base: Vec<u8> = (0..700u32).map(|i| b'a' + (i * 11 % 26) as u8).collect();
-        for len in [0, 1, 7, 8, 9, 63, 64, 65, 130, 255, 256, 257, 300, 700] {
-            for at in [
-                0, 1, 7, 8, 63, 64, 65, 129, 200, 255, 256, 257, 299, 520, 699,
-            ] {
+        for len in LENS {
+            for at in CHANGED_AT {
                 let a = &base[..len];
                 let mut b = a.to_vec();
                 if at < b.len() {

@@ -18,6 +18,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs libvirt-daemon-system qemu-system-x86 ovmf swtpm swtpm-tools"
     # cpio, zstd and xz build real initramfs images for the initramfs check's tests.
     pkgs="$pkgs cpio zstd xz-utils"
+    # qemu-img makes the test guests' tiny disks (and the wizard's images).
+    pkgs="$pkgs qemu-utils"
 fi
 missing=""
 for p in $pkgs; do

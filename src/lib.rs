@@ -11,5 +11,7 @@ pub mod libvirt;
 pub mod monitor;
 pub mod parse;
 pub mod pinning;
+pub mod report;
 pub mod sysroot;
 pub mod ui;
+pub mod userfile;

@@ -48,6 +48,10 @@ impl HostPath {
     pub fn usr(rel: &str) -> Self {
         Self::under("usr", rel)
     }
+    /// A path below the host's `/var` (libvirt's logs and images).
+    pub fn var(rel: &str) -> Self {
+        Self::under("var", rel)
+    }
     /// A path below the host's `/run` (daemon sockets).
     pub fn run(rel: &str) -> Self {
         Self::under("run", rel)
@@ -302,6 +306,41 @@ impl HostRoot {
             }
         }
         Ok(out)
+    }
+
+    /// The last `max_bytes` of a file (a log that only grows), as text.
+    pub fn read_tail(&self, path: &HostPath, max_bytes: u64) -> Result<String, ReadError> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
+        self.note(path);
+        const O_NONBLOCK: i32 = 0o4000;
+        let full = self.resolve(path);
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(&full)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let meta = file.metadata().map_err(|e| ReadError::from_io(path, &e))?;
+        if !meta.is_file() {
+            return Err(ReadError::Io {
+                path: path.to_string(),
+                message: "not a regular file".into(),
+            });
+        }
+        let start = meta.len().saturating_sub(max_bytes);
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let mut data = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut data)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        Ok(String::from_utf8_lossy(&data).into_owned())
+    }
+
+    /// `stat` of a path (following links), for the files a domain names.
+    pub fn metadata(&self, path: &HostPath) -> Result<fs::Metadata, ReadError> {
+        self.note(path);
+        fs::metadata(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))
     }
 
     /// Is the file at `path` executable by its owner (a hook script)?

@@ -1,9 +1,10 @@
 //! `vfio-assistant domain …`: `new` (domain_new.rs), `list`, `validate`,
-//! `define` (domain_virt.rs), and here `tune FILE|--domain NAME [--vcpus N]
+//! `define` (domain_virt.rs), `start`, `stop`, `destroy` (domain_life.rs), and here `tune FILE|--domain NAME [--vcpus N]
 //! [--diff] [--keep-…]`: the same tuning the wizard gives, applied to a domain
 //! the user already has, keeping everything else as written. The tuned XML
 //! goes to stdout (or a diff with `--diff`); what changed and why to stderr.
 
+use super::domain_life::{self, LifeArgs};
 use super::domain_new::{self, NewArgs};
 use super::domain_virt::{self, ConnectArgs, DefineArgs, ListArgs, ValidateArgs};
 use crate::domain::tune::{TuneOptions, diff, tune};
@@ -32,8 +33,15 @@ pub enum DomainCommand {
     List(ListArgs),
     /// Check a domain XML file against libvirt's schema and this host's capabilities.
     Validate(ValidateArgs),
-    /// Define (add or update) a domain in libvirt from an XML file.
+    /// Define a domain in libvirt from an XML file, or update the one of that
+    /// name (keeping its UUID, MACs, NVRAM and hand additions; the diff first).
     Define(DefineArgs),
+    /// Start a domain (and the libvirt networks it needs); a failure is explained.
+    Start(LifeArgs),
+    /// Ask a running domain to shut down (ACPI power button).
+    Stop(LifeArgs),
+    /// Force a domain off.
+    Destroy(LifeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,15 +84,18 @@ pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32
         DomainCommand::New(a) => domain_new::run(root, a, demo),
         DomainCommand::Tune(t) => run_tune(root, t, demo),
         DomainCommand::List(c) => domain_virt::run_list(c, demo),
-        DomainCommand::Validate(v) => domain_virt::run_validate(v, demo),
-        DomainCommand::Define(d) => domain_virt::run_define(d, demo),
+        DomainCommand::Validate(v) => domain_virt::run_validate(root, v, demo),
+        DomainCommand::Define(d) => domain_virt::run_define(root, d, demo),
+        DomainCommand::Start(a) => domain_life::run_start(root, a, demo),
+        DomainCommand::Stop(a) => domain_life::run_stop(a, demo),
+        DomainCommand::Destroy(a) => domain_life::run_destroy(a, demo),
     }
 }
 
 fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32> {
     let (text, label, hyperv_supported) = match (&args.file, &args.domain) {
         (Some(file), _) => (
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?,
+            crate::userfile::read_text(file, 16 * 1024 * 1024)?,
             file.display().to_string(),
             None,
         ),

@@ -2,13 +2,20 @@
 //! [--disk PATH] [--iso PATH] [--virtio-iso PATH] [--hugepages 2M|1G|none]
 //! [--windows 10|11] [--network nat|bridge:BR|macvtap:DEV|none] [--connect URI]`:
 //! the domain XML on stdout, each choice and its why on stderr. With a
-//! reachable libvirt, the Hyper-V set follows the host's domain capabilities.
+//! reachable libvirt, the Hyper-V set follows the host's domain capabilities,
+//! and the preflight (`report::preflight`) adapts the domain to what this
+//! host accepts (a trial start on a live QEMU) and checks files, memory and
+//! network: exit 1 when something would still stop the start, 2 (and no
+//! XML) for a domain with no disk.
 
 use super::domain_virt::{ConnectArgs, caps_of};
+use crate::checks::model::Status;
 use crate::domain::from_host::{Choices, prepare};
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
 use crate::host::scan;
+use crate::libvirt::Hypervisor;
 use crate::parse::values::parse_memory_mib;
+use crate::report::preflight::{PreflightRequest, preflight};
 use crate::sysroot::HostRoot;
 use clap::{Args, ValueEnum};
 
@@ -90,6 +97,10 @@ pub struct NewArgs {
     /// Disk I/O through io_uring instead of native AIO.
     #[arg(long)]
     pub io_uring: bool,
+    /// Do not try a stripped copy of the domain on this host's QEMU (the trial
+    /// finds CPU features, SMM and firmware this host cannot run).
+    #[arg(long)]
+    pub no_trial: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -116,19 +127,69 @@ fn parse_network(s: &str) -> Result<Network, String> {
 pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
     let snap = scan(root)?;
     // The capabilities describe the libvirt asked; for another host's snapshot
-    // (--root) only an explicit --connect says which one that is.
+    // (--root) only an explicit --connect says which one that is, and without
+    // it no connection is opened at all.
     let ask = root.is_live() || demo || args.connect.connect.is_some();
-    let caps = match args.connect.open(demo) {
-        _ if !ask => None,
-        Ok(hv) => caps_of(&hv),
-        Err(e) => {
-            eprintln!(
-                "note: no domain capabilities ({e:#}); using the usual Hyper-V set — `domain validate` on the target host checks it"
-            );
-            None
+    let hv = if ask {
+        match args.connect.open(demo) {
+            Ok(hv) => Some(hv),
+            Err(e) => {
+                eprintln!(
+                    "note: not checked against libvirt ({e:#}); using the usual Hyper-V set — `domain validate` on the target host checks it"
+                );
+                None
+            }
         }
+    } else {
+        None
     };
-    let choices = Choices {
+    let caps = hv.as_ref().and_then(|h| caps_of(h));
+    let choices = choices_of(args);
+    let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
+    let built = new_windows(&prepared.spec)?;
+    let cwd = std::env::current_dir().ok();
+    let req = PreflightRequest {
+        base_dir: cwd.as_deref(),
+        trial: !args.no_trial,
+    };
+    let pre = preflight(
+        root,
+        &snap,
+        hv.as_ref().map(|h| h as &dyn Hypervisor),
+        &built.xml,
+        &req,
+    )?;
+    if let Some(f) = pre
+        .findings
+        .iter()
+        .find(|f| f.id == "preflight.disk" && f.status == Status::Fail)
+    {
+        eprintln!(
+            "error: {}: {} {}",
+            f.title,
+            f.why,
+            f.fix.as_deref().unwrap_or("")
+        );
+        return Ok(2);
+    }
+    print!("{}", pre.xml);
+    for e in built.edits.iter().chain(&pre.adapted) {
+        eprintln!("{}: {}\n  why: {}", e.path, e.what, e.why);
+    }
+    for n in &prepared.notes {
+        eprintln!("note: {n}");
+    }
+    for f in pre.findings.iter().filter(|f| f.status != Status::Pass) {
+        eprintln!("preflight {}: {}", f.status.word(), f.title);
+        if let Some(fix) = &f.fix {
+            eprintln!("  fix: {fix}");
+        }
+    }
+    Ok(if pre.passes() { 0 } else { 1 })
+}
+
+fn choices_of(args: &NewArgs) -> Choices {
+    Choices {
         name: args.name.clone(),
         windows: match args.windows {
             WindowsArg::Ten => Windows::Ten,
@@ -157,15 +218,5 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         pin: !args.no_pin,
         hide_kvm: args.hide_kvm,
         io_uring: args.io_uring,
-    };
-    let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
-    let built = new_windows(&prepared.spec)?;
-    print!("{}", built.xml);
-    for e in &built.edits {
-        eprintln!("{}: {}\n  why: {}", e.path, e.what, e.why);
     }
-    for n in &prepared.notes {
-        eprintln!("note: {n}");
-    }
-    Ok(0)
 }

@@ -1,15 +1,18 @@
 //! `domain list`, `domain validate FILE`, `domain define FILE`: the libvirt side.
 //! The connection defaults to qemu:///system (test:///default with --demo).
+//! Validate and define run the one preflight (`report::preflight`): the
+//! schema, what this host's QEMU/KVM gives (a trial start on a live QEMU
+//! connection), files, memory, network and devices.
 
 use crate::checks::access::check_connect;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::checks::vm::{probe_vm, vm_findings};
-use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
-use crate::host::HostSnapshot;
-use crate::libvirt::caps::DomainCaps;
+use crate::host::{HostSnapshot, scan};
 use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
+use crate::report::lifecycle::{commit_define, plan_define};
+use crate::report::preflight::{Preflight, PreflightRequest, preflight};
 use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
@@ -35,15 +38,7 @@ impl ConnectArgs {
     }
 }
 
-/// The host's domain capabilities for q35 under KVM (or whatever the driver
-/// offers), when it can tell.
-pub fn caps_of(hv: &dyn Hypervisor) -> Option<DomainCaps> {
-    let xml = hv
-        .domain_capabilities(Some("q35"), Some("kvm"))
-        .or_else(|_| hv.domain_capabilities(None, None))
-        .ok()?;
-    DomainCaps::parse(&xml).ok()
-}
+pub use crate::report::preflight::caps_of;
 
 /// The host's findings plus, with `--domain NAME`, that domain's (one second
 /// of live data while it runs); failures first. For `check` and `doctor`.
@@ -117,11 +112,17 @@ pub fn run_list(args: &ListArgs, demo: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn read_xml(file: &Path) -> anyhow::Result<String> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+/// Domain XML from a file, at most 16 MiB, never blocking on a FIFO.
+pub fn read_xml(file: &Path) -> anyhow::Result<String> {
+    let text = crate::userfile::read_text(file, 16 * 1024 * 1024)?;
     Document::parse(&text).with_context(|| format!("{} is not well-formed XML", file.display()))?;
     Ok(text)
+}
+
+/// The folder relative paths in `file` are read against: its own.
+fn base_of(file: &Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(file).ok()?;
+    abs.parent().map(Path::to_path_buf)
 }
 
 #[derive(Debug, Args)]
@@ -130,46 +131,73 @@ pub struct ValidateArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// Do not try a stripped copy of the domain on this host's QEMU.
+    #[arg(long)]
+    pub no_trial: bool,
+    /// Print the preflight as JSON (see docs/preflight-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run_validate(args: &ValidateArgs, demo: bool) -> anyhow::Result<i32> {
-    let text = read_xml(&args.file)?;
-    let name = args.file.display();
-    let mut ok = true;
-    match schema_check(&text) {
-        SchemaResult::Valid => println!("schema: {name} is valid for libvirt's domain schema"),
-        SchemaResult::Invalid(msg) => {
-            ok = false;
-            println!("schema: {name} does not match libvirt's domain schema:\n{msg}");
-        }
-        SchemaResult::Unavailable(why) => println!("schema: not checked: {why}"),
+/// The preflight's findings and adaptations, for people.
+pub fn print_preflight(pre: &Preflight, label: &str) {
+    for e in &pre.adapted {
+        println!("adapted {}: {}\n  why: {}", e.path, e.what, e.why);
     }
-    match args.connect.open(demo) {
-        Ok(hv) => match caps_of(&hv) {
-            Some(caps) => {
-                let doc = Document::parse(&text)?;
-                let problems = caps_problems(&doc, &caps);
-                if problems.is_empty() {
-                    println!(
-                        "host: nothing in it that {} ({} {}) cannot give",
-                        hv.uri(),
-                        caps.emulator,
-                        caps.machine
-                    );
-                }
-                for p in &problems {
-                    ok = false;
-                    println!("host: {p}");
-                }
+    for f in &pre.findings {
+        println!("{:7} {}", f.status.word(), f.title);
+        if f.status != crate::checks::model::Status::Pass {
+            for ev in &f.evidence {
+                println!("        {}: {}", ev.source, ev.value);
             }
-            None => println!(
-                "host: not checked: {} gives no domain capabilities",
-                hv.uri()
-            ),
-        },
-        Err(e) => println!("host: not checked: {e:#}"),
+            if let Some(fix) = &f.fix {
+                println!("        fix: {fix}");
+            }
+        }
     }
-    Ok(if ok { 0 } else { 1 })
+    if pre.passes() {
+        println!("{label}: nothing found that stops it from starting on this host.");
+    } else {
+        println!("{label}: it will not start on this host as it is (FAIL above).");
+    }
+}
+
+/// The connection to check against, or why there is none (printed, not fatal).
+fn open_for_check(connect: &ConnectArgs, root: &HostRoot, demo: bool) -> Option<Libvirt> {
+    if !(root.is_live() || demo || connect.connect.is_some()) {
+        return None;
+    }
+    match connect.open(demo) {
+        Ok(hv) => Some(hv),
+        Err(e) => {
+            eprintln!("note: not checked against libvirt: {e:#}");
+            None
+        }
+    }
+}
+
+pub fn run_validate(root: &HostRoot, args: &ValidateArgs, demo: bool) -> anyhow::Result<i32> {
+    let text = read_xml(&args.file)?;
+    let snap = scan(root)?;
+    let hv = open_for_check(&args.connect, root, demo);
+    let req = PreflightRequest {
+        base_dir: None,
+        trial: !args.no_trial,
+    };
+    let pre = preflight(
+        root,
+        &snap,
+        hv.as_ref().map(|h| h as &dyn Hypervisor),
+        &text,
+        &req,
+    )
+    .with_context(|| args.file.display().to_string())?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&pre)?);
+    } else {
+        print_preflight(&pre, &args.file.display().to_string());
+    }
+    Ok(if pre.passes() { 0 } else { 1 })
 }
 
 #[derive(Debug, Args)]
@@ -178,15 +206,63 @@ pub struct DefineArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// Define without asking (the diff is still printed).
+    #[arg(long)]
+    pub yes: bool,
+    /// Define even when the preflight says it will not start.
+    #[arg(long)]
+    pub force: bool,
+    /// Do not try a stripped copy of the domain on this host's QEMU.
+    #[arg(long)]
+    pub no_trial: bool,
 }
 
-pub fn run_define(args: &DefineArgs, demo: bool) -> anyhow::Result<i32> {
+pub fn run_define(root: &HostRoot, args: &DefineArgs, demo: bool) -> anyhow::Result<i32> {
     let text = read_xml(&args.file)?;
+    let snap = scan(root)?;
     let hv = args.connect.open(demo)?;
-    let name = hv.define(&text)?;
+    let base = base_of(&args.file);
+    let req = PreflightRequest {
+        base_dir: base.as_deref(),
+        trial: !args.no_trial,
+    };
+    let plan = plan_define(root, &snap, &hv, &text, &req)
+        .with_context(|| args.file.display().to_string())?;
+    print_preflight(&plan.preflight, &plan.name);
+    for k in &plan.kept {
+        println!("kept {}: {}\n  why: {}", k.path, k.what, k.why);
+    }
+    if !plan.preflight.passes() && !args.force {
+        eprintln!("Not defined: fix what FAILs above, or define it anyway with --force.");
+        return Ok(1);
+    }
+    match &plan.existing {
+        Some(_) if plan.diff.is_empty() => {
+            println!(
+                "'{}' on {} already is exactly this: nothing to do.",
+                plan.name,
+                hv.uri()
+            );
+            return Ok(0);
+        }
+        Some(_) => {
+            println!("Update of '{}' on {}:", plan.name, hv.uri());
+            print!("{}", plan.diff);
+        }
+        None => println!("'{}' is new on {}.", plan.name, hv.uri()),
+    }
+    if !args.yes && !super::confirm("Define it?")? {
+        eprintln!("Not defined.");
+        return Ok(1);
+    }
+    let name = commit_define(&hv, &plan)?;
     println!(
-        "Defined '{name}' on {}. Start it with `virsh -c {} start {name}` or from virt-manager.",
-        hv.uri(),
+        "{} '{name}' on {}. Start it with `vfio-assistant domain start {name}`.",
+        if plan.existing.is_some() {
+            "Updated"
+        } else {
+            "Defined"
+        },
         hv.uri()
     );
     Ok(0)

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod doctor;
 pub mod domain;
+pub mod domain_life;
 pub mod domain_new;
 pub mod domain_virt;
 pub mod latency;
@@ -16,6 +17,7 @@ pub mod snapshot;
 pub mod text;
 
 use clap::{Args, Parser, Subcommand};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -76,4 +78,18 @@ pub enum Command {
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),
+}
+
+/// Ask a yes/no question on the terminal. Without a terminal the answer is
+/// no (scripts say `--yes`), and the message says so.
+pub fn confirm(question: &str) -> std::io::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        eprintln!("{question} Not asked: no terminal (give --yes to go ahead).");
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
 }

@@ -2,11 +2,16 @@
 //! Windows passthrough template build on it. `tune.rs` applies the tuning
 //! to an existing domain, `template.rs` writes a new Windows domain,
 //! `hostdev.rs` turns a passthrough set into multifunction hostdevs,
-//! `validate.rs` runs libvirt's schema check.
+//! `validate.rs` runs libvirt's schema check, `preflight.rs` adapts a domain
+//! to what this host accepts and checks what would stop its start, and
+//! `start_failure.rs` explains a failed start from QEMU's log.
 
 pub mod from_host;
 pub mod hostdev;
 pub mod inspect;
+pub mod merge;
+pub mod preflight;
+pub mod start_failure;
 pub mod template;
 pub mod tune;
 pub mod validate;

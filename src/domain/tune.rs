@@ -426,9 +426,14 @@ fn hide_kvm(
 
 /// A unified diff of two texts (for `domain tune --diff`).
 pub fn diff(before: &str, after: &str, name: &str) -> String {
+    diff_labeled(before, after, name, &format!("{name} (tuned)"))
+}
+
+/// A unified diff with both headers given.
+pub fn diff_labeled(before: &str, after: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(before, after)
         .unified_diff()
         .context_radius(2)
-        .header(name, &format!("{name} (tuned)"))
+        .header(old, new)
         .to_string()
 }

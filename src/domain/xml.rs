@@ -316,6 +316,13 @@ impl Element {
             _ => None,
         })
     }
+    /// The child elements, mutable.
+    pub fn elements_mut(&mut self) -> impl Iterator<Item = &mut Element> {
+        self.children.iter_mut().filter_map(|n| match n {
+            Node::Element(e) => Some(e),
+            _ => None,
+        })
+    }
     pub fn child(&self, name: &str) -> Option<&Element> {
         self.elements().find(|e| e.name == name)
     }
@@ -422,9 +429,13 @@ impl Element {
     }
     /// Remove every child element named `name`.
     pub fn remove_children(&mut self, name: &str) {
+        self.remove_children_where(|e| e.name == name);
+    }
+    /// Remove every child element `drop` says yes to (with its indentation).
+    pub fn remove_children_where(&mut self, drop: impl Fn(&Element) -> bool) {
         let mut out: Vec<Node> = Vec::with_capacity(self.children.len());
         for n in std::mem::take(&mut self.children) {
-            if matches!(&n, Node::Element(e) if e.name == name) {
+            if matches!(&n, Node::Element(e) if drop(e)) {
                 // Drop the indentation that led to it as well.
                 if matches!(out.last(), Some(Node::Text { text, .. }) if text.trim().is_empty()) {
                     out.pop();

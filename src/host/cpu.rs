@@ -21,6 +21,9 @@ pub struct CpuSummary {
     pub pdpe1gb: bool,
     /// Running inside a VM itself (`hypervisor` flag).
     pub hypervisor: bool,
+    /// The CPU has IA32_ARCH_CAPABILITIES (`arch_capabilities` flag). KVM
+    /// offers it to guests either way; a nested host without it cannot set it.
+    pub arch_capabilities: bool,
     pub physical_address_bits: Option<u32>,
     pub virtual_address_bits: Option<u32>,
     /// Number of `processor` entries.
@@ -69,6 +72,7 @@ pub fn parse_cpu_summary(text: &str) -> CpuSummary {
         svm: has("svm"),
         pdpe1gb: has("pdpe1gb"),
         hypervisor: has("hypervisor"),
+        arch_capabilities: has("arch_capabilities"),
         physical_address_bits: phys,
         virtual_address_bits: virt,
         logical_cpus,

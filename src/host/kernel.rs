@@ -22,6 +22,10 @@ pub struct KernelState {
     pub hugepages: Vec<HugepagePool>,
     pub clocksource: Option<String>,
     pub clocksources_available: Vec<String>,
+    /// `/proc/meminfo` MemTotal and MemAvailable (what can be had without
+    /// swapping), in KiB.
+    pub mem_total_kib: Option<u64>,
+    pub mem_available_kib: Option<u64>,
 }
 
 impl KernelState {
@@ -30,6 +34,20 @@ impl KernelState {
             .as_ref()
             .map(|m| m.binary_search_by(|x| x.as_str().cmp(name)).is_ok())
     }
+}
+
+/// Pure: (MemTotal, MemAvailable) in KiB from `/proc/meminfo` text.
+/// (procfs-core's `Meminfo` insists on fields a trimmed or old meminfo
+/// lacks; these two are all the preflight needs.)
+pub fn parse_meminfo_totals(text: &str) -> Result<(u64, Option<u64>), String> {
+    let field = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+            rest.trim().trim_end_matches("kB").trim().parse().ok()
+        })
+    };
+    let total = field("MemTotal").ok_or("no MemTotal line")?;
+    Ok((total, field("MemAvailable")))
 }
 
 /// `hugepages-2048kB/{nr_hugepages,free_hugepages}` under `dir`.
@@ -84,6 +102,8 @@ pub fn read_kernel(root: &HostRoot, warnings: &mut Warnings) -> KernelState {
             None
         }
     };
+    let meminfo =
+        warnings.take_opt(root.read_parsed(&HostPath::proc("meminfo"), parse_meminfo_totals));
     let thp = HostPath::sys("kernel/mm/transparent_hugepage");
     let clock = HostPath::sys("devices/system/clocksource/clocksource0");
     KernelState {
@@ -99,5 +119,7 @@ pub fn read_kernel(root: &HostRoot, warnings: &mut Warnings) -> KernelState {
             .take_opt(root.read_attr_opt(&clock.join("available_clocksource")))
             .map(|s| s.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default(),
+        mem_total_kib: meminfo.map(|m| m.0),
+        mem_available_kib: meminfo.and_then(|m| m.1),
     }
 }

@@ -1,7 +1,7 @@
 //! The `Hypervisor` trait over a real libvirt connection (the `virt` crate).
 
 use super::error::{VirtError, VirtErrorKind};
-use super::{DomainState, DomainSummary, Hypervisor};
+use super::{DomainState, DomainSummary, Hypervisor, NetworkSummary};
 use virt::connect::Connect;
 use virt::domain::Domain;
 use virt::enumutil::Enum;
@@ -195,6 +195,29 @@ impl Hypervisor for Libvirt {
             .qemu_monitor_command(command, QMP_JSON)
             .map_err(wrap(&format!("sending QMP to '{name}'")))
     }
+    fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError> {
+        let action = "listing networks";
+        let mut out = Vec::new();
+        for n in self.conn.list_all_networks(0).map_err(wrap(action))? {
+            out.push(NetworkSummary {
+                name: n.name().map_err(wrap(action))?,
+                active: n.is_active().map_err(wrap(action))?,
+                autostart: n.autostart().unwrap_or(false),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn start_network(&self, name: &str) -> Result<(), VirtError> {
+        let action = format!("starting network '{name}'");
+        self.conn
+            .lookup_network_by_name(name)
+            .map_err(wrap(&action))?
+            .create()
+            .map_err(wrap(&action))
+    }
+
     fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError> {
         self.domain_stats(name, super::stats::StatsGroup::Vcpu)
     }

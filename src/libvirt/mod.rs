@@ -58,6 +58,15 @@ pub struct DomainSummary {
     pub persistent: bool,
 }
 
+/// A libvirt network (`virsh net-list --all`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkSummary {
+    pub name: String,
+    pub active: bool,
+    /// Started when libvirtd starts.
+    pub autostart: bool,
+}
+
 /// What the app needs from libvirt. Every call names the domain; errors carry
 /// the libvirt message and what to try.
 pub trait Hypervisor {
@@ -85,6 +94,10 @@ pub trait Hypervisor {
     ) -> Result<String, VirtError>;
     /// A QMP command (JSON) to a running QEMU domain; the JSON reply.
     fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError>;
+    /// The libvirt networks (NAT `default` and friends), sorted by name.
+    fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError>;
+    /// Start a defined network.
+    fn start_network(&self, name: &str) -> Result<(), VirtError>;
     /// libvirt's VCPU statistics of a running domain as (field, value):
     /// `vcpu.0.time`, `vcpu.0.exits.sum`… (see `stats.rs`).
     fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError>;

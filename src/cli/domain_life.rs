@@ -1,0 +1,98 @@
+//! `domain start|stop|destroy NAME`: start with the networks it needs and,
+//! when it fails, the reason from libvirt's error and the QEMU log
+//! (`report::lifecycle`); stop asks the guest (ACPI), destroy pulls the plug.
+
+use super::domain_virt::ConnectArgs;
+use crate::libvirt::Hypervisor;
+use crate::report::lifecycle::{StartOutcome, start};
+use crate::sysroot::HostRoot;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct LifeArgs {
+    /// The domain's name.
+    pub name: String,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The outcome of a start, for people.
+pub fn print_start(o: &StartOutcome, uri: &str) {
+    for n in &o.networks_started {
+        println!("Started network '{n}', which the VM plugs into.");
+    }
+    if o.started {
+        println!("'{}' is running on {uri}.", o.name);
+        return;
+    }
+    println!(
+        "'{}' did not start: {}",
+        o.name,
+        o.message.as_deref().unwrap_or("")
+    );
+    for c in &o.causes {
+        println!(
+            "\ncause: {}\n  seen: {}\n  why: {}\n  fix: {}",
+            c.title, c.evidence, c.why, c.fix
+        );
+    }
+    if o.causes.is_empty() {
+        println!(
+            "\nNo known cause in {}. Read the whole log: sudo less /var/log/libvirt/qemu/{}.log",
+            if o.log_read {
+                "libvirt's message or the QEMU log"
+            } else {
+                "libvirt's message (the QEMU log is readable by root only)"
+            },
+            o.name
+        );
+    }
+}
+
+pub fn run_start(root: &HostRoot, args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
+    let hv = args.connect.open(demo)?;
+    let o = start(&hv, root, &args.name);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&o)?);
+    } else {
+        print_start(&o, hv.uri());
+    }
+    Ok(if o.started { 0 } else { 1 })
+}
+
+fn done(args: &LifeArgs, action: &str, said: &str) -> anyhow::Result<i32> {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"name": args.name, "action": action, "done": true})
+        );
+    } else {
+        println!("{said}");
+    }
+    Ok(0)
+}
+
+pub fn run_stop(args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
+    let hv = args.connect.open(demo)?;
+    hv.shutdown(&args.name)?;
+    done(
+        args,
+        "shutdown",
+        &format!(
+            "Asked '{}' to shut down (ACPI power button). A guest that ignores it: `vfio-assistant domain destroy {}`.",
+            args.name, args.name
+        ),
+    )
+}
+
+pub fn run_destroy(args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
+    let hv = args.connect.open(demo)?;
+    hv.destroy(&args.name)?;
+    done(
+        args,
+        "destroy",
+        &format!("'{}' is off (forced, like pulling the plug).", args.name),
+    )
+}

@@ -1,0 +1,999 @@
+//! Will this host start this domain? The pure half of the preflight that
+//! `domain new`, `domain validate`, the wizard's Validate step and the test
+//! guest all share: given the domain and what was gathered about the host
+//! (`PreflightFacts`: the snapshot, domain capabilities, networks, the files
+//! the domain names, a trial start's findings), it
+//! * adapts the domain to what this host really accepts (`adapt`): absolute
+//!   paths, CPU features a nested host cannot give, SMM, firmware — each as
+//!   an `Edit` with the reason and the evidence; and
+//! * checks what cannot be adapted (`check`) as findings with a fix: the
+//!   schema, the capabilities, memory and hugepages, disks and ISOs, the
+//!   network, the passed-through devices, a domain with no disk.
+//!
+//! Gathering (files, libvirt, the trial start) is `report::preflight`.
+
+use super::start_failure::{Adaptation, StartCause};
+use super::tune::Edit;
+use super::validate::{SchemaResult, caps_problems};
+use super::xml::{Document, Element};
+use crate::checks::model::{Finding, Status};
+use crate::host::HostSnapshot;
+use crate::host::iommu::VerdictKind;
+use crate::libvirt::NetworkSummary;
+use crate::libvirt::caps::DomainCaps;
+use serde::Serialize;
+use std::path::Path;
+
+/// What a file the domain names is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileRole {
+    Disk,
+    Cdrom,
+    /// A GPU ROM file (`<hostdev><rom file=…>`).
+    Rom,
+    /// An explicit UEFI loader or NVRAM template.
+    Firmware,
+}
+
+impl FileRole {
+    fn word(self) -> &'static str {
+        match self {
+            FileRole::Disk => "disk image",
+            FileRole::Cdrom => "ISO",
+            FileRole::Rom => "ROM file",
+            FileRole::Firmware => "firmware file",
+        }
+    }
+}
+
+/// What was found at a path the domain names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "detail")]
+pub enum FileState {
+    /// There, a file (or a block device), and QEMU's user can reach it.
+    Ok,
+    Missing,
+    /// Something else (a folder, a FIFO).
+    NotAFile(String),
+    /// A folder above it that QEMU's user may not enter.
+    FolderClosed(String),
+    /// Could not tell (e.g. permission denied to us).
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileFact {
+    pub path: String,
+    pub role: FileRole,
+    pub state: FileState,
+}
+
+/// How a trial start of a stripped copy went (see `report::preflight`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "outcome", content = "detail")]
+pub enum Trial {
+    /// Not tried: a captured host, a driver without QEMU, no permission…
+    NotRun(String),
+    /// It started (after the adaptations learnt) and kept running.
+    Started { rounds: usize },
+    /// It did not start, for these reasons (none adaptable any more).
+    Failed(Vec<StartCause>),
+}
+
+/// Everything the pure preflight looks at besides the domain.
+#[derive(Debug, Clone)]
+pub struct PreflightFacts<'a> {
+    pub snap: &'a HostSnapshot,
+    pub caps: Option<DomainCaps>,
+    /// `None`: could not ask libvirt.
+    pub networks: Option<Vec<NetworkSummary>>,
+    /// The host's network interfaces (`/sys/class/net`), for bridges and
+    /// macvtap; `None` when not read.
+    pub interfaces: Option<Vec<String>>,
+    pub files: Vec<FileFact>,
+    /// What trial starts on this host taught (causes with an adaptation).
+    pub learnt: Vec<StartCause>,
+    pub trial: Trial,
+    /// libvirt's schema on the adapted document; `None`: not run yet.
+    pub schema: Option<SchemaResult>,
+}
+
+/// The files the domain names: disk and CD sources, ROM files, explicit
+/// firmware paths. Each once, in document order.
+pub fn referenced_files(doc: &Document) -> Vec<(String, FileRole)> {
+    let mut out: Vec<(String, FileRole)> = Vec::new();
+    let mut add = |p: &str, role: FileRole| {
+        let p = p.trim();
+        if !p.is_empty() && !out.iter().any(|(q, _)| q == p) {
+            out.push((p.to_string(), role));
+        }
+    };
+    if let Some(devices) = doc.root.child("devices") {
+        for d in devices.elements() {
+            match d.name.as_str() {
+                "disk" => {
+                    let role = if d.attr("device") == Some("cdrom") {
+                        FileRole::Cdrom
+                    } else {
+                        FileRole::Disk
+                    };
+                    if let Some(src) = d.child("source") {
+                        let kind = d.attr("type").unwrap_or("file");
+                        let p = match kind {
+                            "file" => src.attr("file"),
+                            "block" => src.attr("dev"),
+                            _ => None,
+                        };
+                        if let Some(p) = p {
+                            add(p, role);
+                        }
+                    }
+                }
+                "hostdev" => {
+                    if let Some(f) = d.child("rom").and_then(|r| r.attr("file")) {
+                        add(f, FileRole::Rom);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(os) = doc.root.child("os") {
+        if let Some(l) = os.child("loader") {
+            let t = l.text();
+            add(&t, FileRole::Firmware);
+        }
+        if let Some(t) = os.child("nvram").and_then(|n| n.attr("template")) {
+            add(t, FileRole::Firmware);
+        }
+    }
+    out
+}
+
+/// Attributes that hold a file path, per element, for `absolute_paths`.
+fn path_attr(el: &Element) -> Option<&'static str> {
+    match el.name.as_str() {
+        "source" if el.attr("file").is_some() => Some("file"),
+        "source" if el.attr("dev").is_some() => Some("dev"),
+        "rom" if el.attr("file").is_some() => Some("file"),
+        _ => None,
+    }
+}
+
+/// Make relative disk, ISO and ROM paths absolute against `base` (the
+/// folder the user gave them in): libvirt's schema takes only absolute ones.
+pub fn absolute_paths(doc: &mut Document, base: &Path) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    let Some(devices) = doc.root.child_mut("devices") else {
+        return edits;
+    };
+    for dev in devices.elements_mut() {
+        let dev_name = dev.name.clone();
+        for child in dev.elements_mut() {
+            let Some(attr) = path_attr(child) else {
+                continue;
+            };
+            let Some(value) = child.attr(attr).map(str::to_string) else {
+                continue;
+            };
+            let trimmed = value.trim();
+            if trimmed.is_empty() || Path::new(trimmed).is_absolute() {
+                continue;
+            }
+            let abs = base.join(trimmed).display().to_string();
+            child.set_attr(attr, &abs);
+            edits.push(Edit {
+                path: format!("devices/{dev_name}/{}", child.name),
+                what: format!("'{trimmed}' → '{abs}'"),
+                why: "libvirt needs absolute paths (its schema refuses relative ones, and QEMU does not run in your folder); this is the file you named, from the folder you named it in.".into(),
+            });
+        }
+    }
+    edits
+}
+
+fn cpu_is_passthrough(doc: &Document) -> bool {
+    doc.root.child("cpu").and_then(|c| c.attr("mode")) == Some("host-passthrough")
+}
+
+/// `<cpu><feature policy='disable' name=…/>`; false when already there.
+fn disable_cpu_feature(doc: &mut Document, name: &str) -> bool {
+    let Some(cpu) = doc.root.child_or_insert("cpu") else {
+        return false;
+    };
+    if cpu.elements().any(|f| {
+        f.name == "feature" && f.attr("name") == Some(name) && f.attr("policy") == Some("disable")
+    }) {
+        return false;
+    }
+    let existing = cpu
+        .children_named_mut("feature")
+        .find(|f| f.attr("name") == Some(name));
+    match existing {
+        Some(f) => f.set_attr("policy", "disable"),
+        None => {
+            let mut f = Element::new("feature");
+            f.set_attr("policy", "disable");
+            f.set_attr("name", name);
+            cpu.append_child(f);
+        }
+    }
+    true
+}
+
+fn uses_uefi(doc: &Document) -> bool {
+    doc.root.child("os").is_some_and(|o| {
+        o.attr("firmware") == Some("efi")
+            || o.child("loader").is_some_and(|l| {
+                l.attr("type") == Some("pflash")
+                    || l.text().contains("OVMF")
+                    || l.text().contains("edk2")
+            })
+    })
+}
+
+fn smm_on(doc: &Document) -> bool {
+    doc.root
+        .child("features")
+        .and_then(|f| f.child("smm"))
+        .is_some_and(|s| s.attr("state") != Some("off"))
+}
+
+fn loader_is_secure(doc: &Document) -> bool {
+    doc.root
+        .child("os")
+        .and_then(|o| o.child("loader"))
+        .is_some_and(|l| l.attr("secure") == Some("yes"))
+}
+
+/// SMM off, and Secure Boot with it (its firmware needs SMM). Said
+/// explicitly: with `firmware='efi'` libvirt may pick a Secure Boot build on
+/// its own and turn SMM on for it.
+fn smm_off(doc: &mut Document) -> bool {
+    let mut changed = false;
+    if let Some(f) = doc.root.child_or_insert("features")
+        && let Some(smm) = f.child_or_insert("smm")
+        && smm.attr("state") != Some("off")
+    {
+        smm.set_attr("state", "off");
+        changed = true;
+    }
+    if !uses_uefi(doc) {
+        return changed;
+    }
+    let Some(os) = doc.root.child_mut("os") else {
+        return changed;
+    };
+    let autoselect = os.attr("firmware") == Some("efi");
+    if let Some(l) = os.child_mut("loader")
+        && l.attr("secure").is_some_and(|v| v != "no")
+    {
+        // libvirt refuses secure='no' with firmware autoselection: there the
+        // firmware features below say it.
+        if autoselect {
+            l.remove_attr("secure");
+        } else {
+            l.set_attr("secure", "no");
+        }
+        changed = true;
+    }
+    if autoselect {
+        os.remove_children_where(|l| {
+            l.name == "loader" && l.attrs.is_empty() && l.text().trim().is_empty()
+        });
+    }
+    if autoselect && let Some(fw) = os.child_or_insert_after("firmware", &["type"]) {
+        for name in ["enrolled-keys", "secure-boot"] {
+            let exists = fw
+                .elements()
+                .any(|f| f.name == "feature" && f.attr("name") == Some(name));
+            if !exists {
+                let mut f = Element::new("feature");
+                f.set_attr("enabled", "no");
+                f.set_attr("name", name);
+                fw.append_child(f);
+                changed = true;
+            }
+            for f in fw.children_named_mut("feature") {
+                if f.attr("name") == Some(name) && f.attr("enabled") != Some("no") {
+                    f.set_attr("enabled", "no");
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}
+
+/// SeaBIOS instead of UEFI.
+fn to_bios(doc: &mut Document) -> bool {
+    if !uses_uefi(doc) {
+        return false;
+    }
+    if let Some(os) = doc.root.child_mut("os") {
+        os.remove_attr("firmware");
+        for name in ["loader", "nvram", "firmware"] {
+            os.remove_children(name);
+        }
+    }
+    true
+}
+
+/// The interfaces' `<driver name='vhost'>` dropped (queues kept).
+fn no_vhost(doc: &mut Document) -> bool {
+    let Some(devices) = doc.root.child_mut("devices") else {
+        return false;
+    };
+    let mut changed = false;
+    for iface in devices.children_named_mut("interface") {
+        for d in iface.children_named_mut("driver") {
+            if d.attr("name") == Some("vhost") {
+                d.remove_attr("name");
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+fn drop_hyperv(doc: &mut Document, name: &str) -> bool {
+    let Some(h) = doc
+        .root
+        .child_mut("features")
+        .and_then(|f| f.child_mut("hyperv"))
+    else {
+        return false;
+    };
+    let had = h.child(name).is_some();
+    h.remove_children(name);
+    // synic/stimer/tlbflush/ipi need vpindex; stimer needs synic.
+    if name == "vpindex" {
+        for dep in ["synic", "stimer", "tlbflush", "ipi"] {
+            h.remove_children(dep);
+        }
+    }
+    if name == "synic" {
+        h.remove_children("stimer");
+    }
+    had
+}
+
+fn drop_timer(doc: &mut Document, name: &str) -> bool {
+    let Some(clock) = doc.root.child_mut("clock") else {
+        return false;
+    };
+    let is_it = |t: &Element| t.name == "timer" && t.attr("name") == Some(name);
+    let had = clock.elements().any(is_it);
+    clock.remove_children_where(is_it);
+    had
+}
+
+/// Apply one adaptation; whether the document changed.
+pub fn apply_adaptation(doc: &mut Document, a: &Adaptation) -> bool {
+    match a {
+        Adaptation::DisableCpuFeature(f) => disable_cpu_feature(doc, f),
+        Adaptation::DropHyperv(f) => drop_hyperv(doc, f),
+        Adaptation::DropTimer(t) => drop_timer(doc, t),
+        Adaptation::SmmOff => smm_off(doc),
+        Adaptation::Bios => to_bios(doc),
+        Adaptation::NoVhost => no_vhost(doc),
+    }
+}
+
+fn adaptation_path(a: &Adaptation) -> &'static str {
+    match a {
+        Adaptation::DisableCpuFeature(_) => "cpu/feature",
+        Adaptation::DropHyperv(_) => "features/hyperv",
+        Adaptation::DropTimer(_) => "clock/timer",
+        Adaptation::SmmOff => "features/smm",
+        Adaptation::Bios => "os",
+        Adaptation::NoVhost => "devices/interface/driver",
+    }
+}
+
+fn adaptation_what(a: &Adaptation) -> String {
+    match a {
+        Adaptation::DisableCpuFeature(f) => format!("CPU feature '{f}' disabled"),
+        Adaptation::DropHyperv(f) => format!("Hyper-V enlightenment '{f}' left out"),
+        Adaptation::DropTimer(t) => format!("timer '{t}' left out"),
+        Adaptation::SmmOff => "SMM off, and Secure Boot with it".into(),
+        Adaptation::Bios => "SeaBIOS instead of UEFI".into(),
+        Adaptation::NoVhost => "virtio network without vhost".into(),
+    }
+}
+
+/// What the host says before anything is tried: a nested host (the
+/// `hypervisor` flag) whose CPU lacks IA32_ARCH_CAPABILITIES cannot set it
+/// for a host-passthrough guest, although KVM lists it (seen on AMD EPYC
+/// under nested KVM: `failed to set MSR 0x10a`); a host without
+/// /dev/vhost-net cannot give a NIC the vhost backend. `live`: the snapshot
+/// is of the host that will run the domain.
+pub fn known_from_host(doc: &Document, snap: &HostSnapshot, live: bool) -> Vec<StartCause> {
+    let mut out = Vec::new();
+    let wants_vhost = doc.root.child("devices").is_some_and(|d| {
+        d.elements().filter(|i| i.name == "interface").any(|i| {
+            i.elements()
+                .any(|x| x.name == "driver" && x.attr("name") == Some("vhost"))
+        })
+    });
+    if live && wants_vhost && snap.system.has_dev && !snap.system.dev_vhost_net {
+        out.push(StartCause {
+            id: "network.vhost",
+            title: "This host has no /dev/vhost-net".into(),
+            evidence: "/dev/vhost-net: not present".into(),
+            why: "The in-kernel virtio network backend (vhost) needs the vhost_net module; without it libvirt refuses the start ('vhost-net was requested for an interface, but is unavailable').".into(),
+            fix: "Load it: `modprobe vhost_net` (and list it in /etc/modules-load.d/ to keep it); `vfio-assistant domain tune` turns vhost back on.".into(),
+            adapt: Some(Adaptation::NoVhost),
+        });
+    }
+    if cpu_is_passthrough(doc) && snap.cpu.hypervisor && !snap.cpu.arch_capabilities {
+        out.push(StartCause {
+            id: "cpu.msr",
+            title: "This host is itself a VM and its CPU has no IA32_ARCH_CAPABILITIES".into(),
+            evidence: "/proc/cpuinfo flags: hypervisor, no arch_capabilities".into(),
+            why: "KVM offers arch-capabilities to every host-passthrough guest, but a nested KVM whose own CPU lacks the register cannot set it: QEMU stops with 'failed to set MSR 0x10a'.".into(),
+            fix: "<feature policy='disable' name='arch-capabilities'/> in <cpu>.".into(),
+            adapt: Some(Adaptation::DisableCpuFeature("arch-capabilities".into())),
+        });
+    }
+    out
+}
+
+/// Apply every adaptation in `causes` that changes something, as edits
+/// carrying the cause's reason and evidence.
+pub fn adapt(doc: &mut Document, causes: &[StartCause]) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    for c in causes {
+        let Some(a) = &c.adapt else {
+            continue;
+        };
+        if apply_adaptation(doc, a) {
+            edits.push(Edit {
+                path: adaptation_path(a).into(),
+                what: adaptation_what(a),
+                why: format!("{}. {} (seen: {})", c.title, c.why, c.evidence),
+            });
+        }
+    }
+    edits
+}
+
+fn fail(id: &str, title: impl Into<String>) -> Finding {
+    Finding::new(id, title, Status::Fail)
+}
+
+fn disks(doc: &Document) -> (usize, usize) {
+    let Some(devices) = doc.root.child("devices") else {
+        return (0, 0);
+    };
+    let mut disks = 0;
+    let mut cds = 0;
+    for d in devices.elements().filter(|e| e.name == "disk") {
+        if d.attr("device") == Some("cdrom") {
+            cds += 1;
+        } else {
+            disks += 1;
+        }
+    }
+    let other = devices
+        .elements()
+        .filter(|e| e.name == "filesystem" || (e.name == "interface" && e.child("boot").is_some()))
+        .count();
+    (disks + other, cds)
+}
+
+/// The guest's memory in KiB (`<memory unit=…>`).
+pub fn memory_kib(doc: &Document) -> Option<u64> {
+    let m = doc.root.child("memory")?;
+    let n: u128 = m.text().trim().parse().ok()?;
+    let bytes: u128 = match m.attr("unit").unwrap_or("KiB") {
+        "b" | "bytes" => 1,
+        "KB" => 1000,
+        "k" | "K" | "KiB" => 1024,
+        "MB" => 1_000_000,
+        "M" | "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "G" | "GiB" => 1 << 30,
+        "TB" => 1_000_000_000_000,
+        "T" | "TiB" => 1 << 40,
+        _ => return None,
+    };
+    u64::try_from(n.checked_mul(bytes)? / 1024).ok()
+}
+
+/// The hugepage size the domain asks for, in KiB (2048 when unsized).
+fn hugepage_kib(doc: &Document) -> Option<u64> {
+    let hp = doc.root.child("memoryBacking")?.child("hugepages")?;
+    let Some(page) = hp.child("page") else {
+        return Some(2048);
+    };
+    let size: u64 = page.attr("size")?.parse().ok()?;
+    match page.attr("unit").unwrap_or("KiB") {
+        "MiB" | "M" => size.checked_mul(1024),
+        "GiB" | "G" => size.checked_mul(1024 * 1024),
+        _ => Some(size),
+    }
+}
+
+fn human_kib(kib: u64) -> String {
+    if kib >= 1024 * 1024 && kib.is_multiple_of(1024 * 1024) {
+        format!("{} GiB", kib / (1024 * 1024))
+    } else if kib >= 1024 * 1024 {
+        format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
+    } else {
+        format!("{} MiB", kib / 1024)
+    }
+}
+
+fn check_memory(doc: &Document, snap: &HostSnapshot, out: &mut Vec<Finding>) {
+    let Some(want) = memory_kib(doc) else {
+        return;
+    };
+    if let Some(size) = hugepage_kib(doc) {
+        let pool = snap.kernel.hugepages.iter().find(|p| p.size_kib == size);
+        let need = want.div_ceil(size.max(1));
+        let free = pool.map_or(0, |p| p.free);
+        let f = Finding::new(
+            "preflight.hugepages",
+            format!(
+                "{} of guest memory on {} hugepages: {need} needed, {free} free",
+                human_kib(want),
+                human_kib(size)
+            ),
+            if free >= need { Status::Pass } else { Status::Fail },
+        )
+        .evidence(
+            format!("/sys/kernel/mm/hugepages/hugepages-{size}kB/free_hugepages"),
+            free.to_string(),
+        )
+        .why("The domain backs its memory with hugepages, which the kernel keeps apart from normal memory: with too few free, QEMU stops at start ('Insufficient free host memory pages').");
+        out.push(f.fix_if(
+            free < need,
+            format!(
+                "Reserve {need} pages of {} before the start (`vfio-assistant tune plan --memory {}` shows how, and `tune apply` does it), or remove <hugepages> from <memoryBacking>.",
+                human_kib(size),
+                human_kib(want).replace(' ', "")
+            ),
+        ));
+        return;
+    }
+    let total = snap.kernel.mem_total_kib;
+    let avail = snap.kernel.mem_available_kib;
+    let (status, title) = match (total, avail) {
+        (Some(t), _) if want > t => (
+            Status::Fail,
+            format!(
+                "{} for the guest, but this host has {} in all",
+                human_kib(want),
+                human_kib(t)
+            ),
+        ),
+        (_, Some(a)) if want > a => (
+            Status::Warn,
+            format!(
+                "{} for the guest, but only {} is free now",
+                human_kib(want),
+                human_kib(a)
+            ),
+        ),
+        (Some(t), Some(a)) => (
+            Status::Pass,
+            format!(
+                "{} for the guest; the host has {} free of {}",
+                human_kib(want),
+                human_kib(a),
+                human_kib(t)
+            ),
+        ),
+        _ => (
+            Status::Unknown,
+            format!(
+                "{} for the guest; the host's free memory is not known",
+                human_kib(want)
+            ),
+        ),
+    };
+    let mut f = Finding::new("preflight.memory", title, status)
+        .why("A VM with a device passed through pins all of its memory at start: what the host cannot give, it cannot swap out either, so the start fails or the host runs out.");
+    if let Some(a) = avail {
+        f = f.evidence("/proc/meminfo MemAvailable", format!("{a} kB"));
+    }
+    if let Some(t) = total {
+        f = f.evidence("/proc/meminfo MemTotal", format!("{t} kB"));
+    }
+    let fix_total = total
+        .map(|t| human_kib(t.saturating_mul(3) / 4))
+        .unwrap_or_default();
+    out.push(f.fix_if(
+        matches!(status, Status::Fail | Status::Warn),
+        format!("Give the VM less memory (at most about {fix_total} on this host leaves the host room), or close programs before starting it."),
+    ));
+}
+
+fn check_files(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>) {
+    for (path, role) in referenced_files(doc) {
+        if !Path::new(&path).is_absolute() {
+            out.push(
+                fail("preflight.file", format!("The {} path '{path}' is relative", role.word()))
+                    .evidence("domain XML", path.clone())
+                    .why("libvirt takes only absolute paths (its schema refuses relative ones), and QEMU does not start in your folder.")
+                    .fix(format!("Write the whole path, e.g. /var/lib/libvirt/images/{path}.")),
+            );
+            continue;
+        }
+        let state = facts
+            .files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| f.state.clone())
+            .unwrap_or(FileState::Unknown(
+                "not looked at: a captured host's files are not here".into(),
+            ));
+        let word = role.word();
+        let f = match &state {
+            FileState::Ok => Finding::new("preflight.file", format!("The {word} {path} is there"), Status::Pass),
+            FileState::Missing => fail("preflight.file", format!("The {word} {path} does not exist"))
+                .fix(match role {
+                    FileRole::Disk => format!("Create it (`qemu-img create -f qcow2 -o preallocation=metadata {path} 100G`, or the wizard's storage step) or name an existing image."),
+                    _ => "Name an existing file, with its whole path.".into(),
+                }),
+            FileState::NotAFile(what) => fail("preflight.file", format!("{path} is not a file but {what}"))
+                .fix("Name the image or ISO file itself."),
+            FileState::FolderClosed(dir) => fail("preflight.file", format!("QEMU may not reach the {word} {path}: it cannot enter {dir}"))
+                .fix(format!("Move the file under /var/lib/libvirt/images, or let others enter the folder: `chmod o+x {dir}` (and each folder above it).")),
+            FileState::Unknown(why) => Finding::new("preflight.file", format!("The {word} {path}: could not look ({why})"), Status::Unknown),
+        };
+        out.push(
+            f.evidence(path.clone(), format!("{state:?}"))
+                .why("QEMU opens every disk, ISO and ROM file at start, as its own user: a file that is missing, or behind a folder that user cannot enter (a home folder is often 0700), stops the start."),
+        );
+    }
+}
+
+fn check_disk_present(doc: &Document, out: &mut Vec<Finding>) {
+    let (disks, cds) = disks(doc);
+    let network_boot = doc.root.child("os").is_some_and(|o| {
+        o.elements()
+            .any(|b| b.name == "boot" && b.attr("dev") == Some("network"))
+    });
+    if disks == 0 && !network_boot {
+        out.push(
+            fail("preflight.disk", if cds > 0 { "The VM has an ISO but no disk to install to" } else { "The VM has no disk" })
+                .why("Without a disk there is nothing to install Windows on or boot from: the VM would start into the firmware's 'no bootable device' screen.")
+                .fix("Add a disk image (`domain new --disk FILE`, or the wizard's storage step creates one)."),
+        );
+    }
+}
+
+fn check_networks(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>) {
+    let Some(devices) = doc.root.child("devices") else {
+        return;
+    };
+    for iface in devices.elements().filter(|e| e.name == "interface") {
+        let src = iface.child("source");
+        match iface.attr("type") {
+            Some("network") => {
+                let Some(net) = src.and_then(|s| s.attr("network")) else {
+                    continue;
+                };
+                let f = match &facts.networks {
+                    None => Finding::new("preflight.network", format!("Network '{net}': libvirt was not asked"), Status::Unknown),
+                    Some(list) => match list.iter().find(|n| n.name == net) {
+                        None => fail("preflight.network", format!("There is no libvirt network named '{net}'"))
+                            .fix(format!("Define it (for 'default': `virsh net-define /usr/share/libvirt/networks/default.xml && virsh net-autostart {net}`), or use a bridge (`--network bridge:BR`).")),
+                        Some(n) if n.active => Finding::new("preflight.network", format!("Network '{net}' is running"), Status::Pass),
+                        Some(n) => Finding::new("preflight.network", format!("Network '{net}' is defined but not running"), Status::Warn)
+                            .fix(format!(
+                                "`vfio-assistant domain start` starts it with the VM; to keep it started: `virsh net-start {net}`{}.",
+                                if n.autostart { "" } else { " and `virsh net-autostart` it" }
+                            )),
+                    },
+                };
+                out.push(f.evidence("libvirt networks", net).why("The VM's network card plugs into this libvirt network; a network that is not running stops the start ('network is not active')."));
+            }
+            Some("bridge") => {
+                let Some(br) = src.and_then(|s| s.attr("bridge")) else {
+                    continue;
+                };
+                let f = match &facts.interfaces {
+                    None => Finding::new("preflight.network", format!("Bridge {br}: the host's interfaces were not read"), Status::Unknown),
+                    Some(list) if list.iter().any(|n| n == br) => Finding::new("preflight.network", format!("Bridge {br} exists"), Status::Pass),
+                    Some(_) => fail("preflight.network", format!("The host has no interface named {br}"))
+                        .fix("Create the bridge first (NetworkManager: `nmcli con add type bridge ifname br0`), or use the NAT network."),
+                };
+                out.push(
+                    f.evidence(
+                        "/sys/class/net",
+                        facts
+                            .interfaces
+                            .as_ref()
+                            .map(|l| l.join(" "))
+                            .unwrap_or_default(),
+                    )
+                    .why("A bridged VM plugs into a host bridge, which must exist when it starts."),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+fn check_hostdevs(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>) {
+    let Some(devices) = doc.root.child("devices") else {
+        return;
+    };
+    for hd in devices
+        .elements()
+        .filter(|e| e.name == "hostdev" && e.attr("type") == Some("pci"))
+    {
+        let Some(addr) = hd
+            .child("source")
+            .and_then(|s| s.child("address"))
+            .and_then(pci_address)
+        else {
+            continue;
+        };
+        let managed = hd.attr("managed") == Some("yes");
+        let f = match facts.snap.device(&addr) {
+            None if facts.snap.pci_devices.is_empty() => Finding::new("preflight.hostdev", format!("{addr}: this host's PCI devices are not known"), Status::Unknown),
+            None => fail("preflight.hostdev", format!("There is no PCI device {addr} on this host"))
+                .fix("Remove the hostdev, or pick the device again (cards move when slots change)."),
+            Some(e) if e.passthrough.verdict == VerdictKind::NotViable => fail("preflight.hostdev", format!("{addr} cannot be passed through: {}", e.passthrough.reason))
+                .fix("`vfio-assistant scan` shows its IOMMU group and what blocks it."),
+            Some(e) if e.passthrough.verdict == VerdictKind::NoIommu => fail("preflight.hostdev", format!("{addr}: {}", e.passthrough.reason))
+                .fix("Turn the IOMMU on (`vfio-assistant check` says where)."),
+            Some(e) if !managed && e.device.driver.as_deref() != Some("vfio-pci") => fail("preflight.hostdev", format!(
+                "{addr} is on {} and the hostdev is not managed", e.device.driver.as_deref().unwrap_or("no driver")
+            ))
+            .fix("Set managed='yes' (libvirt then binds it to vfio-pci at start) or bind it to vfio-pci at boot (`vfio-assistant tune`)."),
+            Some(e) => {
+                let missing: Vec<&String> = e
+                    .passthrough
+                    .set
+                    .iter()
+                    .filter(|a| !hostdev_listed(doc, a))
+                    .collect();
+                if missing.is_empty() {
+                    Finding::new("preflight.hostdev", format!("{addr} can be passed through with what the domain lists"), Status::Pass)
+                } else {
+                    fail("preflight.hostdev", format!(
+                        "{addr} needs its IOMMU group's other devices too: {}",
+                        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ))
+                    .fix("Add them as hostdevs as well (a group goes to one VM whole), or `domain new --gpu` which adds the whole set.")
+                }
+            }
+        };
+        out.push(f.device(&addr).why("A passed-through device must exist, have its IOMMU group free for this VM, and be on vfio-pci when QEMU opens it ('group is not viable' otherwise)."));
+    }
+}
+
+fn pci_address(a: &Element) -> Option<String> {
+    let h = |k: &str| -> Option<u32> {
+        u32::from_str_radix(a.attr(k)?.trim_start_matches("0x"), 16).ok()
+    };
+    Some(format!(
+        "{:04x}:{:02x}:{:02x}.{:x}",
+        h("domain").unwrap_or(0),
+        h("bus")?,
+        h("slot")?,
+        h("function")?
+    ))
+}
+
+fn hostdev_listed(doc: &Document, addr: &str) -> bool {
+    doc.root.child("devices").is_some_and(|d| {
+        d.elements()
+            .filter(|e| e.name == "hostdev")
+            .filter_map(|h| {
+                h.child("source")
+                    .and_then(|s| s.child("address"))
+                    .and_then(pci_address)
+            })
+            .any(|a| a == addr)
+    })
+}
+
+fn check_schema(facts: &PreflightFacts, out: &mut Vec<Finding>) {
+    let f = match &facts.schema {
+        None => return,
+        Some(SchemaResult::Valid) => Finding::new("preflight.schema", "libvirt's domain schema accepts it", Status::Pass),
+        Some(SchemaResult::Invalid(msg)) => fail("preflight.schema", "libvirt's domain schema refuses it")
+            .evidence("virt-xml-validate", msg.clone())
+            .fix("The message names the element; `vfio-assistant domain tune` rewrites the parts it owns."),
+        Some(SchemaResult::Unavailable(why)) => Finding::new("preflight.schema", "The schema was not checked", Status::Unknown).evidence("virt-xml-validate", why.clone()),
+    };
+    out.push(f.why("libvirt refuses to define a domain its schema does not accept."));
+}
+
+fn check_caps(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>) {
+    let Some(caps) = &facts.caps else {
+        out.push(Finding::new("preflight.caps", "This host's QEMU/KVM capabilities were not read", Status::Unknown)
+            .why("Without libvirt's domain capabilities the loader, TPM and Hyper-V features cannot be checked against what QEMU here gives."));
+        return;
+    };
+    let problems = caps_problems(doc, caps);
+    if problems.is_empty() {
+        out.push(
+            Finding::new(
+                "preflight.caps",
+                format!(
+                    "Nothing in it that {} ({}) cannot give",
+                    caps.emulator, caps.machine
+                ),
+                Status::Pass,
+            )
+            .evidence(
+                "domcapabilities",
+                format!("{} {}", caps.virttype, caps.machine),
+            ),
+        );
+    }
+    for p in problems {
+        out.push(fail("preflight.caps", p).evidence("domcapabilities", format!("{} {}", caps.virttype, caps.machine))
+            .why("QEMU cannot give what its capabilities do not list: libvirt or QEMU refuses the start."));
+    }
+}
+
+fn check_trial(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>) {
+    let why = "A stripped copy of the domain (same CPU, firmware and features; no disks, devices or network) was started on this host and watched for a moment: what starts there starts with the devices too, as far as CPU and firmware go.";
+    let f = match &facts.trial {
+        Trial::NotRun(reason) => Finding::new(
+            "preflight.trial",
+            format!("No trial start: {reason}"),
+            Status::Info,
+        ),
+        Trial::Started { rounds } => Finding::new(
+            "preflight.trial",
+            if *rounds <= 1 {
+                "A trial start on this host ran".to_string()
+            } else {
+                format!(
+                    "A trial start on this host ran after {} adaptation(s)",
+                    rounds - 1
+                )
+            },
+            Status::Pass,
+        ),
+        Trial::Failed(causes) => {
+            let mut f = fail(
+                "preflight.trial",
+                match causes.first() {
+                    Some(c) => format!("A trial start failed: {}", c.title),
+                    None => "A trial start failed, for a reason not recognised".into(),
+                },
+            );
+            for c in causes {
+                f = f.evidence("QEMU", c.evidence.clone());
+            }
+            f.fix(
+                causes
+                    .first()
+                    .map(|c| c.fix.clone())
+                    .unwrap_or_else(|| "Read the QEMU log: /var/log/libvirt/qemu/NAME.log.".into()),
+            )
+        }
+    };
+    out.push(f.why(why));
+    if !uses_uefi(doc)
+        && doc
+            .root
+            .child("metadata")
+            .is_some_and(|m| m.elements().any(|e| e.name.ends_with("libosinfo")))
+        && facts
+            .learnt
+            .iter()
+            .any(|c| c.adapt == Some(Adaptation::Bios))
+    {
+        out.push(Finding::new("preflight.firmware", "This host cannot run UEFI guests: the domain boots SeaBIOS", Status::Warn)
+            .why("Windows 11 setup wants UEFI with Secure Boot and TPM 2.0; under SeaBIOS it refuses. Windows 10 installs. A bare-metal host runs UEFI guests.")
+            .fix("Use a bare-metal host for Windows 11, or bypass its checks at install (LabConfig BypassSecureBootCheck)."));
+    }
+}
+
+/// Every check on the (adapted) domain, failures first.
+pub fn check(doc: &Document, facts: &PreflightFacts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    check_schema(facts, &mut out);
+    check_caps(facts, doc, &mut out);
+    check_disk_present(doc, &mut out);
+    check_files(facts, doc, &mut out);
+    check_memory(doc, facts.snap, &mut out);
+    check_networks(facts, doc, &mut out);
+    check_hostdevs(facts, doc, &mut out);
+    check_trial(facts, doc, &mut out);
+    if (smm_on(doc) || loader_is_secure(doc))
+        && facts
+            .learnt
+            .iter()
+            .any(|c| c.adapt == Some(Adaptation::SmmOff))
+    {
+        out.push(
+            fail("preflight.smm", "SMM is on, but this host's KVM has no SMM")
+                .fix("Turn SMM off (the preflight's adaptation does)."),
+        );
+    }
+    out.sort_by_key(|f| f.status);
+    out
+}
+
+/// Whether anything stops the start.
+pub fn blocks_start(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.status == Status::Fail)
+}
+
+/// A stripped copy to try starting: the same `<os>`, `<features>`, `<cpu>`
+/// and `<clock>`, 128 MiB, one vCPU per vCPU up to `max_vcpus`, no devices,
+/// no pinning, no hugepages. Named `name`, without the original's UUID.
+pub fn trial_domain(doc: &Document, name: &str, max_vcpus: usize) -> Document {
+    let mut t = doc.clone();
+    let root = &mut t.root;
+    for drop in [
+        "uuid",
+        "memoryBacking",
+        "cputune",
+        "numatune",
+        "iothreads",
+        "iothreadids",
+        "currentMemory",
+        "resource",
+        "blkiotune",
+        "memtune",
+        "seclabel",
+    ] {
+        root.remove_children(drop);
+    }
+    if let Some(n) = root.child_mut("name") {
+        n.set_text(name);
+    }
+    if let Some(m) = root.child_mut("memory") {
+        m.set_attr("unit", "MiB");
+        m.set_text("128");
+    }
+    if let Some(v) = root.child_mut("vcpu") {
+        let n: usize = v.text().trim().parse().unwrap_or(1);
+        v.remove_attr("cpuset");
+        v.set_text(&n.clamp(1, max_vcpus.max(1)).to_string());
+        if n > max_vcpus.max(1)
+            && let Some(cpu) = root.child_mut("cpu")
+        {
+            cpu.remove_children("topology");
+        }
+    }
+    if let Some(cpu) = root.child_mut("cpu") {
+        cpu.remove_children("numa");
+        cpu.remove_children("cache");
+    }
+    if let Some(os) = root.child_mut("os") {
+        // A fresh NVRAM for the trial (libvirt makes and removes it).
+        os.remove_children("nvram");
+    }
+    if let Some(devices) = root.child_mut("devices") {
+        let keep: Vec<Element> = devices
+            .elements()
+            .filter(|e| e.name == "emulator")
+            .cloned()
+            .collect();
+        let names: Vec<String> = devices.elements().map(|e| e.name.clone()).collect();
+        for n in names {
+            devices.remove_children(&n);
+        }
+        for e in keep {
+            devices.append_child(e);
+        }
+        let mut video = Element::new("video");
+        let mut model = Element::new("model");
+        model.set_attr("type", "none");
+        video.append_child(model);
+        devices.append_child(video);
+        let mut balloon = Element::new("memballoon");
+        balloon.set_attr("model", "none");
+        devices.append_child(balloon);
+    }
+    t.indent_new_elements();
+    t
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! A domain's life, composed once for the CLI (`domain define|start|stop|
+//! destroy`) and the app (the wizard's last step, the Troubleshoot page):
+//! define as an update that keeps the existing domain's identity and hand
+//! edits (shown as a diff first), start with the networks it needs, and when
+//! a start fails, the reason from libvirt's error and the QEMU log.
+
+use super::preflight::{Preflight, PreflightError, PreflightRequest, preflight, qemu_log};
+use crate::domain::merge::{MergeError, keep_from_existing};
+use crate::domain::start_failure::{StartCause, explain};
+use crate::domain::tune::{Edit, diff_labeled};
+use crate::domain::xml::Document;
+use crate::host::HostSnapshot;
+use crate::libvirt::{DomainState, Hypervisor, VirtError};
+use crate::sysroot::HostRoot;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What `define` would do, to show before doing it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinePlan {
+    pub name: String,
+    /// The domain libvirt has under that name now (its persistent XML).
+    pub existing: Option<String>,
+    /// The document to define: the preflight's adapted XML with what is kept
+    /// from the existing domain.
+    pub xml: String,
+    /// What was kept from the existing domain, and why.
+    pub kept: Vec<Edit>,
+    /// A unified diff from the existing domain (empty for a new one).
+    pub diff: String,
+    pub preflight: Preflight,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DefineError {
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    #[error("the domain has no <name>")]
+    NoName,
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error(transparent)]
+    Virt(#[from] VirtError),
+}
+
+/// Plan a define of `xml`: preflight it, and when a domain of that name
+/// exists, keep its identity and what was added by hand.
+pub fn plan_define(
+    root: &HostRoot,
+    snap: &HostSnapshot,
+    hv: &dyn Hypervisor,
+    xml: &str,
+    req: &PreflightRequest,
+) -> Result<DefinePlan, DefineError> {
+    let pre = preflight(root, snap, Some(hv), xml, req)?;
+    let mut doc = Document::parse(&pre.xml).map_err(PreflightError::from)?;
+    let name = doc
+        .root
+        .child("name")
+        .map(|n| n.text().trim().to_string())
+        .filter(|n| !n.is_empty())
+        .ok_or(DefineError::NoName)?;
+    let existing = match hv.domain_xml(&name) {
+        Ok(x) => Some(x),
+        Err(e) if e.kind == crate::libvirt::error::VirtErrorKind::NoDomain => None,
+        Err(e) => return Err(e.into()),
+    };
+    let mut kept = Vec::new();
+    if let Some(old) = &existing {
+        let old_doc = Document::parse(old).map_err(PreflightError::from)?;
+        kept = keep_from_existing(&old_doc, &mut doc)?;
+    }
+    let out = doc.serialize();
+    let d = match &existing {
+        Some(old) => {
+            // Compare like with like: the new document as libvirt will keep
+            // it (addresses, controllers and units filled in), not as written.
+            let new = normalized_by_libvirt(hv, &out, &name).unwrap_or_else(|| out.clone());
+            if &new == old {
+                String::new()
+            } else {
+                diff_labeled(
+                    old,
+                    &new,
+                    &format!("{name} (in libvirt)"),
+                    &format!("{name} (new)"),
+                )
+            }
+        }
+        None => String::new(),
+    };
+    Ok(DefinePlan {
+        name,
+        existing,
+        xml: out,
+        kept,
+        diff: d,
+        preflight: pre,
+    })
+}
+
+/// `xml` as libvirt would store it: defined under a scratch name, read back
+/// (`dumpxml --inactive`), removed, and given back its own name and UUID.
+/// `None` when libvirt would not take it.
+pub fn normalized_by_libvirt(hv: &dyn Hypervisor, xml: &str, name: &str) -> Option<String> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = format!("vfio-assistant-preview-{}-{n}", std::process::id());
+    let mut doc = Document::parse(xml).ok()?;
+    let uuid = doc.root.child("uuid").map(|u| u.text());
+    doc.root.remove_children("uuid");
+    doc.root.child_mut("name")?.set_text(&scratch);
+    hv.define(&doc.serialize()).ok()?;
+    let back = hv.domain_xml(&scratch);
+    let _ = hv.undefine(&scratch);
+    let mut back = Document::parse(&back.ok()?).ok()?;
+    back.root.child_mut("name")?.set_text(name);
+    if let (Some(u), Some(slot)) = (uuid, back.root.child_mut("uuid")) {
+        slot.set_text(&u);
+    }
+    // libvirt names the NVRAM after the domain.
+    let text = back.serialize();
+    Some(text.replace(&format!("{scratch}_VARS"), &format!("{name}_VARS")))
+}
+
+/// Define what was planned; the domain's name.
+pub fn commit_define(hv: &dyn Hypervisor, plan: &DefinePlan) -> Result<String, VirtError> {
+    hv.define(&plan.xml)
+}
+
+/// How a start went.
+#[derive(Debug, Clone, Serialize)]
+pub struct StartOutcome {
+    pub name: String,
+    pub started: bool,
+    /// Networks that were not running and were started for it.
+    pub networks_started: Vec<String>,
+    /// libvirt's message when it failed.
+    pub message: Option<String>,
+    /// Why, from the message and the QEMU log.
+    pub causes: Vec<StartCause>,
+    /// Whether the QEMU log could be read (root, or the log's group).
+    pub log_read: bool,
+}
+
+/// The networks a domain's interfaces plug into.
+fn networks_of(xml: &str) -> Vec<String> {
+    let Ok(doc) = Document::parse(xml) else {
+        return Vec::new();
+    };
+    let Some(devices) = doc.root.child("devices") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = devices
+        .elements()
+        .filter(|e| e.name == "interface" && e.attr("type") == Some("network"))
+        .filter_map(|e| e.child("source")?.attr("network").map(str::to_string))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Watch a started domain for a moment: KVM stopping it (paused with QEMU
+/// status internal-error, or gone) is a failure, with its words.
+pub fn watch_start(hv: &dyn Hypervisor, name: &str, watch: Duration) -> Option<String> {
+    let until = Instant::now() + watch;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(150));
+        match hv.state(name) {
+            Ok(DomainState::Running | DomainState::Blocked) => continue,
+            Ok(DomainState::Paused) => {
+                let status = hv
+                    .qmp(name, r#"{"execute":"query-status"}"#)
+                    .unwrap_or_default();
+                if status.contains("internal-error") {
+                    return Some(
+                        "QEMU run state 'internal-error': KVM internal error (the guest was stopped)"
+                            .into(),
+                    );
+                }
+                if status.contains("guest-panicked") {
+                    return Some("QEMU run state 'guest-panicked'".into());
+                }
+            }
+            Ok(other) => {
+                return Some(format!(
+                    "the guest is {} right after its start",
+                    other.label()
+                ));
+            }
+            Err(e) => return Some(e.to_string()),
+        }
+    }
+    None
+}
+
+/// Start `name`: its inactive networks first, then the domain; a failure
+/// comes back explained.
+pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
+    let mut out = StartOutcome {
+        name: name.to_string(),
+        started: false,
+        networks_started: Vec::new(),
+        message: None,
+        causes: Vec::new(),
+        log_read: false,
+    };
+    let wanted = hv
+        .domain_xml(name)
+        .map(|x| networks_of(&x))
+        .unwrap_or_default();
+    if !wanted.is_empty()
+        && let Ok(nets) = hv.networks()
+    {
+        for n in nets
+            .iter()
+            .filter(|n| !n.active && wanted.contains(&n.name))
+        {
+            if hv.start_network(&n.name).is_ok() {
+                out.networks_started.push(n.name.clone());
+            }
+        }
+    }
+    let failure = match hv.start(name) {
+        Err(e) => Some(e.message.clone()),
+        Ok(()) => watch_start(hv, name, Duration::from_millis(1500)),
+    };
+    match failure {
+        None => out.started = true,
+        Some(msg) => {
+            let log = qemu_log(root, name);
+            out.log_read = log.is_some();
+            out.causes = explain(&msg, log.as_deref().unwrap_or(""));
+            out.message = Some(msg);
+        }
+    }
+    out
+}
+
+/// Why the last start of `name` failed, from its QEMU log alone (the
+/// doctor's "won't start" flow, after the fact).
+pub fn last_failure(root: &HostRoot, name: &str) -> Option<Vec<StartCause>> {
+    qemu_log(root, name).map(|log| explain("", &log))
+}
+
+/// Preflight, then define or update, for callers that need no diff step
+/// (the test guest, scripts with `--yes`).
+pub fn define_adapted(
+    root: &HostRoot,
+    snap: &HostSnapshot,
+    hv: &dyn Hypervisor,
+    xml: &str,
+    req: &PreflightRequest,
+) -> Result<DefinePlan, DefineError> {
+    let plan = plan_define(root, snap, hv, xml, req)?;
+    commit_define(hv, &plan)?;
+    Ok(plan)
+}

@@ -1,0 +1,8 @@
+//! What both faces present, composed once: the CLI and the app call these
+//! and only parse input and render. `preflight.rs`: will this host start
+//! this domain (adapted to what it accepts), used by `domain new|validate|
+//! start`, the wizard and the test guest; `lifecycle.rs`: define as an
+//! update, start with its networks, a failed start explained.
+
+pub mod lifecycle;
+pub mod preflight;

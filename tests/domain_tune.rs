@@ -82,9 +82,11 @@ fn tuning_keeps_the_rest_validates_and_is_idempotent() {
         let before = Document::parse(&text).unwrap();
         let mut doc = before.clone();
         let edits = tune(&mut doc, &opts).unwrap();
+        // Only what changed is listed (a domain that already has some
+        // tuning gets fewer), and each with its why.
         assert!(
-            edits.len() >= 5 && edits.iter().all(|e| e.why.len() > 20),
-            "{}",
+            edits.len() >= 3 && edits.iter().all(|e| e.why.len() > 20),
+            "{}: {edits:?}",
             f.display()
         );
         let tuned = doc.serialize();
@@ -97,7 +99,12 @@ fn tuning_keeps_the_rest_validates_and_is_idempotent() {
             f.display()
         );
         let mut again = reparsed.clone();
-        tune(&mut again, &opts).unwrap();
+        let second = tune(&mut again, &opts).unwrap();
+        assert!(
+            second.is_empty(),
+            "{}: a tuned domain still lists changes: {second:?}",
+            f.display()
+        );
         assert_eq!(
             again.serialize(),
             tuned,

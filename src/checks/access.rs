@@ -53,6 +53,8 @@ pub struct Reached {
     /// libvirt's version as major.minor.micro.
     pub version: String,
     pub domains: usize,
+    /// The libvirt networks, when they could be listed.
+    pub networks: Option<Vec<crate::libvirt::NetworkSummary>>,
 }
 
 /// `uid`'s name and groups, from the account files under `root`.
@@ -98,7 +100,76 @@ pub fn reach(uri: &str) -> Result<Reached, VirtError> {
     Ok(Reached {
         version: format!("{a}.{b}.{c}"),
         domains: hv.domains()?.len(),
+        networks: hv.networks().ok(),
     })
+}
+
+/// The NAT network VMs are given by default (`default`, what virt-manager and
+/// `domain new --network nat` use): there, running, and started at boot.
+/// `None` when the networks could not be listed.
+pub fn network_finding(
+    uri: &str,
+    networks: Option<&[crate::libvirt::NetworkSummary]>,
+) -> Option<Finding> {
+    let list = networks?;
+    let why = "A VM on NAT networking plugs into libvirt's network 'default'; if it is not running, the VM does not start ('network default is not active'), and libvirt starts it at boot only when it is marked autostart.";
+    let f = match list.iter().find(|n| n.name == "default") {
+        None => Finding::new("libvirt.network", format!("No NAT network 'default' at {uri}"), Status::Info)
+            .fix("Only needed for NAT: `sudo virsh net-define /usr/share/libvirt/networks/default.xml && sudo virsh net-autostart default && sudo virsh net-start default`; or give VMs a bridge."),
+        Some(n) if n.active && n.autostart => Finding::new("libvirt.network", "The NAT network 'default' is running and starts at boot", Status::Pass),
+        Some(n) if n.active => Finding::new("libvirt.network", "The NAT network 'default' is running, but does not start at boot", Status::Warn)
+            .fix("sudo virsh net-autostart default"),
+        Some(n) => Finding::new(
+            "libvirt.network",
+            format!("The NAT network 'default' is not running{}", if n.autostart { " (it starts with libvirtd)" } else { " and does not start at boot" }),
+            Status::Warn,
+        )
+        .fix(if n.autostart { "sudo virsh net-start default (`vfio-assistant domain start` also starts it with the VM)" } else { "sudo virsh net-start default && sudo virsh net-autostart default (`vfio-assistant domain start` starts it with the VM)" }),
+    };
+    let state: Vec<String> = list
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {}{}",
+                n.name,
+                if n.active { "active" } else { "inactive" },
+                if n.autostart { " autostart" } else { "" }
+            )
+        })
+        .collect();
+    Some(
+        f.evidence(format!("networks at {uri}"), state.join(", "))
+            .why(why),
+    )
+}
+
+/// libvirt access and its default network, for `check` and `doctor`.
+pub fn check_libvirt(root: &HostRoot, uri: &str) -> Vec<Finding> {
+    let got = reach(uri);
+    let mut out = vec![connect_finding(uri, &this_user(root), &got)];
+    if let Ok(r) = &got
+        && let Some(f) = network_finding(uri, r.networks.as_deref())
+    {
+        out.push(f);
+    }
+    out
+}
+
+/// The same for the app's scans, without a connection (and a password
+/// dialog) for a user outside the libvirt group.
+pub fn check_libvirt_quietly(root: &HostRoot, uri: &str) -> Vec<Finding> {
+    let user = this_user(root);
+    if let Some(f) = not_tried(uri, &user) {
+        return vec![f];
+    }
+    let got = reach(uri);
+    let mut out = vec![connect_finding(uri, &user, &got)];
+    if let Ok(r) = &got
+        && let Some(f) = network_finding(uri, r.networks.as_deref())
+    {
+        out.push(f);
+    }
+    out
 }
 
 /// The finding for one attempt (pure).
@@ -238,6 +309,33 @@ mod tests {
     }
 
     #[test]
+    fn the_default_network_says_when_vms_will_not_start() {
+        use crate::libvirt::NetworkSummary;
+        let net = |active, autostart| {
+            vec![NetworkSummary {
+                name: "default".into(),
+                active,
+                autostart,
+            }]
+        };
+        let f = |n: &[NetworkSummary]| network_finding("qemu:///system", Some(n)).unwrap();
+        assert_eq!(f(&net(true, true)).status, Status::Pass);
+        let off = f(&net(false, false));
+        assert_eq!(off.status, Status::Warn);
+        assert!(
+            off.title.contains("not running and does not start at boot"),
+            "{off:?}"
+        );
+        assert!(
+            off.fix.as_deref().unwrap().contains("net-autostart"),
+            "{off:?}"
+        );
+        assert_eq!(f(&net(true, false)).status, Status::Warn);
+        assert_eq!(f(&[]).status, Status::Info);
+        assert!(network_finding("qemu:///system", None).is_none());
+    }
+
+    #[test]
     fn users_and_groups() {
         let (_d, root) = root_with(
             "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/bash\nbroken line\n",
@@ -284,6 +382,7 @@ mod tests {
             &Ok(Reached {
                 version: "9.0.0".into(),
                 domains: 2,
+                networks: None,
             }),
         );
         assert_eq!(ok.status, Status::Pass);

@@ -4,7 +4,7 @@
 //! schema, what this host's QEMU/KVM gives (a trial start on a live QEMU
 //! connection), files, memory, network and devices.
 
-use crate::checks::access::check_connect;
+use crate::checks::access::check_libvirt;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::checks::vm::{probe_vm, vm_findings};
@@ -67,7 +67,7 @@ pub fn findings_with_domain(
     // Whether this user can reach libvirt: on the live host, or wherever
     // --connect (or --demo's test driver) points. A snapshot has no daemon.
     if root.is_live() || connect.connect.is_some() || demo {
-        findings.push(check_connect(root, connect.uri(demo)));
+        findings.extend(check_libvirt(root, connect.uri(demo)));
         findings.sort_by_key(|f| f.status);
     }
     if let Some(name) = domain {

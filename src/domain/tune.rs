@@ -146,32 +146,60 @@ fn need<'a>(el: Option<&'a mut Element>, name: &str) -> Result<&'a mut Element, 
     el.ok_or_else(|| TuneError::Missing(name.to_string()))
 }
 
+/// Apply the tunings `opts` asks for. Each comes back as an `Edit` only when
+/// it changed the document: a domain that already has it is said to have
+/// nothing to change, and `--diff` and the list of changes agree.
 pub fn tune(doc: &mut Document, opts: &TuneOptions) -> Result<Vec<Edit>, TuneError> {
     if doc.root.name != "domain" {
         return Err(TuneError::NotADomain(doc.root.name.clone()));
     }
     let mut edits = Vec::new();
-    let root = &mut doc.root;
+    let mut current = doc.serialize();
     if let Some(plan) = &opts.plan {
-        pin(root, plan, &mut edits)?;
+        step(doc, &mut current, &mut edits, |r, e| pin(r, plan, e))?;
     }
     if opts.cpu_host_passthrough {
-        cpu(root, opts.plan.as_ref(), &mut edits)?;
+        step(doc, &mut current, &mut edits, |r, e| {
+            cpu(r, opts.plan.as_ref(), e)
+        })?;
     }
     if opts.memballoon_off {
-        memballoon(root, &mut edits)?;
+        step(doc, &mut current, &mut edits, memballoon)?;
     }
     if opts.hyperv {
-        hyperv(root, opts.hyperv_supported.as_deref(), &mut edits)?;
+        step(doc, &mut current, &mut edits, |r, e| {
+            hyperv(r, opts.hyperv_supported.as_deref(), e)
+        })?;
     }
     if opts.timers {
-        timers(root, &mut edits)?;
+        step(doc, &mut current, &mut edits, timers)?;
     }
     if opts.hide_kvm {
-        hide_kvm(root, opts.hyperv_supported.as_deref(), &mut edits)?;
+        step(doc, &mut current, &mut edits, |r, e| {
+            hide_kvm(r, opts.hyperv_supported.as_deref(), e)
+        })?;
     }
-    doc.indent_new_elements();
     Ok(edits)
+}
+
+/// One tuning on a copy; kept (with its edits) only if the text changed.
+fn step(
+    doc: &mut Document,
+    current: &mut String,
+    edits: &mut Vec<Edit>,
+    f: impl FnOnce(&mut Element, &mut Vec<Edit>) -> Result<(), TuneError>,
+) -> Result<(), TuneError> {
+    let mut trial = doc.clone();
+    let mut mine = Vec::new();
+    f(&mut trial.root, &mut mine)?;
+    trial.indent_new_elements();
+    let text = trial.serialize();
+    if text != *current {
+        *doc = trial;
+        *current = text;
+        edits.extend(mine);
+    }
+    Ok(())
 }
 
 fn cpu(root: &mut Element, plan: Option<&PinPlan>, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
@@ -214,6 +242,16 @@ fn cpu(root: &mut Element, plan: Option<&PinPlan>, edits: &mut Vec<Edit>) -> Res
 
 fn memballoon(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
     let devices = need(root.child_or_insert("devices"), "devices")?;
+    let balloons: Vec<&Element> = devices
+        .elements()
+        .filter(|e| e.name == "memballoon")
+        .collect();
+    if balloons.len() == 1
+        && balloons[0].attr("model") == Some("none")
+        && balloons[0].elements().next().is_none()
+    {
+        return Ok(());
+    }
     devices.remove_children("memballoon");
     let mut mb = Element::new("memballoon");
     mb.set_attr("model", "none");

@@ -1,7 +1,7 @@
 //! Scanning off the UI thread: one short-lived thread per scan, its result sent
 //! over a channel that the app drains in `logic`.
 
-use crate::checks::access::check_connect_quietly;
+use crate::checks::access::check_libvirt_quietly;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::host::{HostSnapshot, scan};
@@ -22,7 +22,7 @@ pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Recei
                     let mut findings = run_checks(&snap, None);
                     // The live host: can this user reach the system libvirt?
                     if root.is_live() {
-                        findings.push(check_connect_quietly(&root, crate::libvirt::DEFAULT_URI));
+                        findings.extend(check_libvirt_quietly(&root, crate::libvirt::DEFAULT_URI));
                         findings.sort_by_key(|f| f.status);
                     }
                     (snap, findings)

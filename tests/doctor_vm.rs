@@ -104,6 +104,7 @@ fn live(
         state: Ok(state),
         qmp_status: Some(Ok(qmp.into())),
         xml: Some(doc),
+        live_xml: None,
         rates: Some(rates(&a, &b, Some(&vm))),
         rates_problem: None,
         interrupts: Some(IRQ_B.into()),
@@ -229,4 +230,50 @@ fn doctor_reads_a_real_running_guest() {
         state["title"].as_str().unwrap().contains("QEMU: running"),
         "{state}"
     );
+}
+
+/// Pinning applied to a running domain's definition (the CPU page's Apply,
+/// `domain define`) takes effect at its next start: the finding says so
+/// instead of "not pinned".
+#[test]
+fn new_pinning_on_a_running_vm_takes_effect_at_the_next_start() {
+    let host = support::hosts::good_host();
+    let root = HostRoot::at(host.path());
+    let snap = scan(&root).unwrap();
+    let running = domain("user-mapmanagement-gpu-passthrough-win10.xml");
+    let mut defined = running.clone();
+    defined.root.remove_children("cputune");
+    let mut ct = vfio_assistant::domain::xml::Element::new("cputune");
+    for (v, c) in [(0, "2"), (1, "8")] {
+        let mut p = vfio_assistant::domain::xml::Element::new("vcpupin");
+        p.set_attr("vcpu", &v.to_string());
+        p.set_attr("cpuset", c);
+        ct.append_child(p);
+    }
+    defined.root.append_child(ct);
+    let mut v = live(
+        defined,
+        DomainState::Running,
+        "running",
+        BTreeMap::new(),
+        (1, 0),
+    );
+    v.live_xml = Some(running);
+    let f = vm_findings(&snap, &root, &v);
+    let pin = find(&f, "vm.pinning");
+    assert!(
+        pin.title
+            .contains("applied, takes effect at the next start"),
+        "{pin:?}"
+    );
+    assert!(
+        pin.evidence
+            .iter()
+            .any(|e| e.source == "running now (live XML)"),
+        "{pin:?}"
+    );
+    // When the running VM has the same pinning, nothing is said about it.
+    v.live_xml = v.xml.clone();
+    let pin = find(&vm_findings(&snap, &root, &v), "vm.pinning").clone();
+    assert!(!pin.title.contains("next start"), "{pin:?}");
 }

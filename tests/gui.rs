@@ -161,7 +161,7 @@ fn a_bad_root_shows_an_error_not_a_crash() {
     let state = State::default();
     let mut app = App::with_source(Source::Root("/no/such/host".into()), state, || {});
     for _ in 0..200 {
-        app.poll_scan();
+        app.poll();
         if !app.is_scanning() {
             break;
         }
@@ -222,13 +222,19 @@ fn devices_page_checks_a_cards_rom() {
     h.get_all_by_label("Check its ROM").next().unwrap().click();
     for _ in 0..300 {
         h.step();
-        if !h.state().rom_findings.is_empty() {
+        if !h.state().devices.rom_findings.is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     h.run();
-    let f = h.state().rom_findings.get("0000:0b:00.0").cloned().unwrap();
+    let f = h
+        .state()
+        .devices
+        .rom_findings
+        .get("0000:0b:00.0")
+        .cloned()
+        .unwrap();
     assert_eq!(f.id, "device.rom");
     assert!(f.title.contains("another vendor"), "{f:?}");
     h.get_by_label_contains("is for another vendor's card");

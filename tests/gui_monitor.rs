@@ -236,8 +236,10 @@ fn troubleshoot_reads_a_real_guest() {
     let mut h = support::gui::harness(app, [1200.0, 1400.0]);
     wait_for(&mut h, 30, |a| a.snapshot.is_some());
     h.get_by_label("Read the VM").click();
-    wait_for(&mut h, 30, |a| a.vm_findings.is_some() && !a.is_busy());
-    let found = h.state().vm_findings.clone().unwrap().unwrap();
+    wait_for(&mut h, 30, |a| {
+        a.troubleshoot.vm_findings.is_some() && !a.is_busy()
+    });
+    let found = h.state().troubleshoot.vm_findings.clone().unwrap().unwrap();
     assert!(found.iter().any(|f| f.id == "vm.pinning"), "{found:#?}");
     h.get_by_label_contains("findings about the VM included");
     // vCPU 0 on CPU 0: a likely cause, shown with the host's findings.
@@ -246,6 +248,24 @@ fn troubleshoot_reads_a_real_guest() {
             .next()
             .is_some()
     );
+    // Its buttons, with the state read live: force it off, see it off.
+    use vfio_assistant::libvirt::DomainState;
+    wait_for(&mut h, 30, |a| {
+        matches!(a.troubleshoot.vm.state, Some(Ok(DomainState::Running)))
+    });
+    h.get_by_label("running");
+    h.get_by_label("Force off").click();
+    wait_for(&mut h, 30, |a| {
+        matches!(a.troubleshoot.vm.state, Some(Ok(DomainState::Shutoff))) && !a.is_busy()
+    });
+    h.get_by_label_contains("is off (forced)");
+    h.get_by_label("shut off");
+    // And start it again from the same page.
+    h.get_by_label("Start").click();
+    wait_for(&mut h, 60, |a| {
+        matches!(a.troubleshoot.vm.state, Some(Ok(DomainState::Running))) && !a.is_busy()
+    });
+    h.get_by_label("It is running.");
 }
 
 /// A captured host with cpufreq: each CPU says its clock and governor, and

@@ -149,7 +149,7 @@ fn the_board_is_applied_to_a_libvirt_domain() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     h.run();
-    let msg = h.state().wizard.applied.clone().unwrap().unwrap();
+    let msg = h.state().cpu.applied.clone().unwrap().unwrap();
     assert!(
         msg.starts_with("Applied to 'test' on test:///default"),
         "{msg}"

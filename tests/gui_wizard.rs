@@ -74,11 +74,15 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
         h.run();
         assert_eq!(h.state().state.wizard.step, want);
     }
+    // The name comes first; each part is a line that opens to its why.
+    h.get_by_label("Name");
+    h.get_by_label_contains("TPM 2.0 (tpm-crb").click();
+    h.run();
     h.get_by_label_contains("Windows 11 refuses to install without TPM 2.0");
     h.get_by_label("Windows 10").click();
     h.run();
     assert!(
-        h.query_by_label_contains("Windows 11 refuses").is_none(),
+        h.query_by_label_contains("TPM 2.0 (tpm-crb").is_none(),
         "no TPM for 10"
     );
     h.get_by_label("Next").click();
@@ -86,23 +90,36 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
     assert_eq!(h.state().state.wizard.step, Step::Review);
     h.get_by_label_contains("<hostdev mode='subsystem' type='pci' managed='yes'>");
 
-    h.get_by_label("Define in libvirt").click();
-    settle(&mut h);
-    h.get_by_label("Defined 'win11' on test:///default.");
-
     h.get_by_label("Validate").click();
     settle(&mut h);
-    let (_, lines) = h.state().wizard.validation.clone().unwrap();
-    assert!(lines.iter().any(|l| l.starts_with("Schema:")), "{lines:?}");
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("Files: /var/lib/libvirt/images/win11.qcow2 does not exist")),
-        "{lines:?}"
-    );
-    if std::env::var_os("CI").is_some() {
-        h.get_by_label("Schema: valid for libvirt's domain schema.");
+    let (_, pre) = h.state().wizard.preflight.clone().unwrap();
+    let pre = pre.unwrap();
+    let ids: Vec<&str> = pre.findings.iter().map(|f| f.id.as_str()).collect();
+    for id in [
+        "preflight.schema",
+        "preflight.trial",
+        "preflight.hostdev",
+        "preflight.network",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
     }
+    // This host has 1 GiB pages reserved: the memory is checked against them.
+    assert!(
+        ids.contains(&"preflight.hugepages") || ids.contains(&"preflight.memory"),
+        "{ids:?}"
+    );
+    // The same preflight as `domain validate`: the page lists its findings.
+    h.get_by_label_contains("trial start");
+    if std::env::var_os("CI").is_some() {
+        h.get_by_label("libvirt's domain schema accepts it");
+    }
+
+    h.get_by_label("Define in libvirt").click();
+    settle(&mut h);
+    h.get_by_label("Defined 'win11'.");
+    // The VM's buttons, with its state read live from libvirt.
+    h.get_by_label("Start");
+    h.get_by_label("Force off");
 
     h.get_by_label("Save XML").click();
     h.run();
@@ -122,6 +139,7 @@ fn wizard_says_why_it_cannot_build_and_recovers() {
             uri: "test:///default".into(),
             vcpus: 64,
             step: Step::Cpu,
+            disk: "/var/lib/libvirt/images/win11.qcow2".into(),
             ..WizardState::default()
         },
     );
@@ -143,6 +161,49 @@ fn wizard_says_why_it_cannot_build_and_recovers() {
     h.get_by_label_contains("what to try");
 }
 
+/// A VM with no disk cannot get past Storage, and the Review says why; the
+/// memory default follows the host (16 GiB did not fit a 7 GiB host).
+#[test]
+fn no_disk_no_review_and_memory_fits_the_host() {
+    let host = support::hosts::good_host();
+    let mut h = wizard_harness(
+        host.path(),
+        WizardState {
+            uri: "test:///default".into(),
+            step: Step::Storage,
+            create_disk: false,
+            ..WizardState::default()
+        },
+    );
+    settle(&mut h);
+    h.get_by_label_contains("The VM needs a disk");
+    h.get_by_label("Next").click();
+    h.run();
+    assert_eq!(
+        h.state().state.wizard.step,
+        Step::Storage,
+        "Next is off without a disk"
+    );
+    h.state_mut().state.wizard.step = Step::Review;
+    h.run();
+    h.get_by_label_contains("The VM has no disk");
+    assert!(h.query_by_label("Define in libvirt").is_none());
+    let snap = scan(&HostRoot::at(host.path())).unwrap();
+    let total = snap.kernel.mem_total_kib;
+    let gib = h.state().state.wizard.memory_for(total);
+    match total {
+        Some(t) => assert!(
+            gib * 1024 * 1024 <= t / 2 + 1024 * 1024,
+            "{gib} GiB on {t} kB"
+        ),
+        None => assert_eq!(gib, 8),
+    }
+    assert_eq!(
+        vfio_assistant::ui::wizard_state::default_memory_gib(Some(7 * 1024 * 1024)),
+        3
+    );
+}
+
 #[test]
 fn browse_opens_a_file_dialog_or_says_why_not() {
     let host = support::hosts::good_host();
@@ -151,6 +212,7 @@ fn browse_opens_a_file_dialog_or_says_why_not() {
         WizardState {
             uri: "test:///default".into(),
             step: Step::Storage,
+            create_disk: false,
             ..WizardState::default()
         },
     );

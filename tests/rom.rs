@@ -158,6 +158,7 @@ fn a_domains_rom_file_is_read() {
         state: Ok(DomainState::Shutoff),
         qmp_status: None,
         xml: Some(Document::parse(xml).unwrap()),
+        live_xml: None,
         rates: None,
         rates_problem: None,
         interrupts: None,

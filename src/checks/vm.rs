@@ -29,6 +29,8 @@ pub struct VmLive {
     /// QEMU's own run state, when it runs.
     pub qmp_status: Option<Result<String, String>>,
     pub xml: Option<Document>,
+    /// What the running QEMU was started with (None when it is off).
+    pub live_xml: Option<Document>,
     /// One window of live rates (interrupts, vCPUs, KVM), when it runs.
     pub rates: Option<Rates>,
     /// Why there are no live rates.
@@ -45,6 +47,10 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
         .ok()
         .and_then(|x| Document::parse(&x).ok());
     let active = matches!(state, Ok(s) if s.is_active());
+    let live_xml = active
+        .then(|| hv.domain_xml_live(name).ok())
+        .flatten()
+        .and_then(|x| Document::parse(&x).ok());
     let qmp_status = active.then(|| {
         hv.qmp(name, r#"{"execute":"query-status"}"#)
             .map_err(|e| e.to_string())
@@ -82,6 +88,7 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
         state,
         qmp_status,
         xml,
+        live_xml,
         rates,
         rates_problem,
         interrupts: root.read_text(&HostPath::proc("interrupts")).ok(),
@@ -114,7 +121,46 @@ fn state_finding(v: &VmLive) -> Finding {
         .why("libvirt shows 'paused' both while QEMU is still setting the VM up and when something stopped it; QEMU's own run state tells which.")
 }
 
-fn pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
+/// The pinning of the definition (what the next start gets), judged; when
+/// the running VM was started with another one, said so: the change takes
+/// effect at the next start.
+fn pinning_finding(snap: &HostSnapshot, doc: &Document, live: Option<&Document>) -> Finding {
+    let f = defined_pinning_finding(snap, doc);
+    match live {
+        Some(l) if pinning_of(l).vcpus != pinning_of(doc).vcpus => {
+            let now = pinning_of(l);
+            let now_text = if now.vcpus.is_empty() {
+                "not pinned".to_string()
+            } else {
+                now.vcpus
+                    .iter()
+                    .map(|(v, set)| {
+                        format!(
+                            "{v}:{}",
+                            crate::parse::cpulist::format_cpulist(
+                                &set.iter().copied().collect::<Vec<_>>()
+                            )
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            Finding {
+                title: format!("{} — applied, takes effect at the next start", f.title),
+                status: if f.status == Status::Pass {
+                    Status::Info
+                } else {
+                    f.status
+                },
+                ..f
+            }
+            .evidence("running now (live XML)", now_text)
+        }
+        _ => f,
+    }
+}
+
+fn defined_pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
     let p = pinning_of(doc);
     let why = "A vCPU that wanders between host threads loses its cache and competes with the host; SMT pairs, L3 and NUMA kept together keep the guest's view true.";
     if p.vcpus.is_empty() {
@@ -437,7 +483,7 @@ fn rom_file_findings(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Ve
 pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Finding> {
     let mut out = vec![state_finding(v)];
     if let Some(doc) = &v.xml {
-        out.push(pinning_finding(snap, doc));
+        out.push(pinning_finding(snap, doc, v.live_xml.as_ref()));
         out.push(hyperv_finding(doc));
         out.push(code43_finding(snap, root, doc));
         out.extend(rom_file_findings(snap, root, doc));

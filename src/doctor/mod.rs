@@ -19,6 +19,17 @@ pub enum Outcome {
     CannotTell,
 }
 
+impl Outcome {
+    /// The verdict in words, the same in the CLI, the app and the README.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::CauseFound => "Likely cause found",
+            Outcome::NothingFound => "No clear cause on the host",
+            Outcome::CannotTell => "Cannot tell from here",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnosis {
     pub symptom: String,

@@ -1,7 +1,7 @@
 //! The `Hypervisor` trait over a real libvirt connection (the `virt` crate).
 
 use super::error::{VirtError, VirtErrorKind};
-use super::{DomainState, DomainSummary, Hypervisor, NetworkSummary};
+use super::{DomainState, DomainSummary, Hypervisor, NetworkSummary, PoolSummary};
 use virt::connect::Connect;
 use virt::domain::Domain;
 use virt::enumutil::Enum;
@@ -12,6 +12,10 @@ use virt::error::ErrorNumber;
 const XML_INACTIVE: u32 = 2;
 /// VIR_DOMAIN_UNDEFINE_NVRAM: remove the UEFI variable store with the domain.
 const UNDEFINE_NVRAM: u32 = 4;
+/// VIR_STORAGE_VOL_CREATE_PREALLOC_METADATA: qcow2 metadata allocated up front.
+const VOL_PREALLOC_METADATA: u32 = 1;
+/// VIR_STORAGE_POOL_RUNNING.
+const POOL_RUNNING: u32 = 2;
 /// VIR_DOMAIN_QEMU_MONITOR_COMMAND_DEFAULT: the command is QMP JSON.
 const QMP_JSON: u32 = 0;
 
@@ -131,6 +135,12 @@ impl Hypervisor for Libvirt {
             .map_err(wrap(&format!("reading the XML of '{name}'")))
     }
 
+    fn domain_xml_live(&self, name: &str) -> Result<String, VirtError> {
+        self.lookup(name)?
+            .xml_desc(0)
+            .map_err(wrap(&format!("reading the running XML of '{name}'")))
+    }
+
     fn define(&self, xml: &str) -> Result<String, VirtError> {
         let action = "defining the domain";
         let d = self.conn.define_domain_xml(xml).map_err(wrap(action))?;
@@ -216,6 +226,50 @@ impl Hypervisor for Libvirt {
             .map_err(wrap(&action))?
             .create()
             .map_err(wrap(&action))
+    }
+
+    fn pool(&self, name: &str) -> Result<PoolSummary, VirtError> {
+        let action = format!("reading storage pool '{name}'");
+        let p = self
+            .conn
+            .lookup_storage_pool_by_name(name)
+            .map_err(wrap(&action))?;
+        let info = p.info().map_err(wrap(&action))?;
+        let xml = p.xml_desc(0).unwrap_or_default();
+        let path = crate::domain::xml::Document::parse(&xml)
+            .ok()
+            .and_then(|d| {
+                d.root
+                    .child("target")
+                    .and_then(|t| t.child("path"))
+                    .map(|p| p.text().trim().to_string())
+            });
+        Ok(PoolSummary {
+            name: name.to_string(),
+            path,
+            active: info.state == POOL_RUNNING,
+            available: info.available,
+        })
+    }
+
+    fn create_volume(
+        &self,
+        pool: &str,
+        name: &str,
+        capacity_bytes: u64,
+    ) -> Result<String, VirtError> {
+        let action = format!("creating volume '{name}' in pool '{pool}'");
+        let p = self
+            .conn
+            .lookup_storage_pool_by_name(pool)
+            .map_err(wrap(&action))?;
+        let xml = format!(
+            "<volume>\n  <name>{}</name>\n  <capacity unit='bytes'>{capacity_bytes}</capacity>\n  <target>\n    <format type='qcow2'/>\n  </target>\n</volume>\n",
+            quick_xml::escape::escape(name)
+        );
+        let vol = virt::storage_vol::StorageVol::create_xml(&p, &xml, VOL_PREALLOC_METADATA)
+            .map_err(wrap(&action))?;
+        vol.path().map_err(wrap(&action))
     }
 
     fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError> {

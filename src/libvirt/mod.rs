@@ -67,6 +67,17 @@ pub struct NetworkSummary {
     pub autostart: bool,
 }
 
+/// A libvirt storage pool (`virsh pool-info`), for new disk images.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolSummary {
+    pub name: String,
+    /// The folder its volumes live in (a `dir` pool's target path).
+    pub path: Option<String>,
+    pub active: bool,
+    /// Free bytes, as libvirt reports them.
+    pub available: u64,
+}
+
 /// What the app needs from libvirt. Every call names the domain; errors carry
 /// the libvirt message and what to try.
 pub trait Hypervisor {
@@ -74,6 +85,9 @@ pub trait Hypervisor {
     fn domains(&self) -> Result<Vec<DomainSummary>, VirtError>;
     /// The domain's persistent definition (what `virsh dumpxml --inactive` gives).
     fn domain_xml(&self, name: &str) -> Result<String, VirtError>;
+    /// The running domain's XML (what QEMU was started with); for a domain
+    /// that is off, the same as `domain_xml`.
+    fn domain_xml_live(&self, name: &str) -> Result<String, VirtError>;
     /// Define (or redefine) a domain; returns its name.
     fn define(&self, xml: &str) -> Result<String, VirtError>;
     fn start(&self, name: &str) -> Result<(), VirtError>;
@@ -98,6 +112,16 @@ pub trait Hypervisor {
     fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError>;
     /// Start a defined network.
     fn start_network(&self, name: &str) -> Result<(), VirtError>;
+    /// A storage pool by name (`default` is where virt-manager keeps images).
+    fn pool(&self, name: &str) -> Result<PoolSummary, VirtError>;
+    /// Create a qcow2 volume of `capacity_bytes` in a pool (metadata
+    /// preallocated); its path.
+    fn create_volume(
+        &self,
+        pool: &str,
+        name: &str,
+        capacity_bytes: u64,
+    ) -> Result<String, VirtError>;
     /// libvirt's VCPU statistics of a running domain as (field, value):
     /// `vcpu.0.time`, `vcpu.0.exits.sum`… (see `stats.rs`).
     fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError>;

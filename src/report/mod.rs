@@ -2,7 +2,9 @@
 //! and only parse input and render. `preflight.rs`: will this host start
 //! this domain (adapted to what it accepts), used by `domain new|validate|
 //! start`, the wizard and the test guest; `lifecycle.rs`: define as an
-//! update, start with its networks, a failed start explained.
+//! update, start with its networks, a failed start explained; `storage.rs`:
+//! new qcow2 images in libvirt's pool or at a path, with the space free.
 
 pub mod lifecycle;
 pub mod preflight;
+pub mod storage;

@@ -1,89 +1,210 @@
-//! libvirt work off the UI thread (a daemon can be slow to answer): validate,
-//! define, fetch domain capabilities. One short-lived thread per job; the app
-//! drains the result in `logic`.
+//! The work the app's pages start off the UI thread, as plain functions
+//! over the library's use cases (`report::*`, `checks`, `monitor`): each page
+//! runtime (`pages.rs`) runs them in its own `Slot` and keeps the typed
+//! answer. Nothing here draws, and nothing here is composed twice: the CLI
+//! calls the same `report` functions.
 
 use crate::checks::model::Finding;
 use crate::checks::vm::{probe_vm, vm_findings};
-use crate::cli::domain_virt::caps_of;
 use crate::domain::tune::{TuneOptions, tune};
-use crate::domain::validate::{SchemaResult, caps_problems, schema_check};
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
-use crate::libvirt::{Hypervisor, Libvirt};
+use crate::libvirt::{DomainState, Hypervisor, Libvirt};
 use crate::monitor::idle_hold::{IdleHold, probe_compared};
 use crate::monitor::latency::LatencyStats;
 use crate::pinning::PinPlan;
+use crate::report::lifecycle::{DefinePlan, StartOutcome, commit_define, plan_define, start};
+use crate::report::preflight::{Preflight, PreflightRequest, caps_of, preflight};
 use crate::sysroot::HostRoot;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-#[derive(Debug, Clone)]
-pub enum Job {
-    /// Domain capabilities of a URI (for the Hyper-V set).
-    Caps(String),
-    /// Schema + capabilities check of the XML against a URI.
-    Validate {
-        xml: String,
-        uri: String,
-    },
-    Define {
-        xml: String,
-        uri: String,
-    },
-    /// The doctor's domain checks: libvirt, QMP and one second of live data.
-    ProbeVm {
-        domain: String,
-        uri: String,
-        root: HostRoot,
-        snapshot: Arc<HostSnapshot>,
-    },
-    /// A file dialog (the desktop's, through xdg-desktop-portal) for a wizard field.
-    PickFile(PickField),
-    /// The timer latency probe on these CPUs for this long; with
-    /// `compare_idle`, again with every CPU held out of deep idle states.
-    Latency {
-        cpus: Vec<u32>,
-        seconds: u64,
-        compare_idle: bool,
-    },
-    /// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
-    ReadRom {
-        addr: String,
-        card: crate::checks::rom::Card,
-        /// Filled in by the app: the host being shown.
-        root: Option<HostRoot>,
-    },
-    /// Tune a libvirt domain's pinning (and the CPU topology that goes with it).
-    ApplyPinning {
-        domain: String,
-        /// Empty: the app's default.
-        uri: String,
-        plan: Box<PinPlan>,
-    },
+fn open(uri: &str) -> Result<Libvirt, String> {
+    Libvirt::open(uri).map_err(|e| e.to_string())
 }
 
+/// Domain capabilities of a URI (for the Hyper-V set and the loaders).
+pub fn caps(uri: &str) -> Result<DomainCaps, String> {
+    let hv = open(uri)?;
+    caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities"))
+}
+
+/// The one preflight (the CLI's `domain validate`), with a trial start on
+/// a live QEMU connection. Without libvirt it still checks what it can.
+pub fn validate(
+    root: &HostRoot,
+    snap: &HostSnapshot,
+    uri: &str,
+    xml: &str,
+) -> Result<Preflight, String> {
+    let hv = Libvirt::open(uri).ok();
+    let req = PreflightRequest {
+        base_dir: None,
+        trial: true,
+    };
+    preflight(
+        root,
+        snap,
+        hv.as_ref().map(|h| h as &dyn Hypervisor),
+        xml,
+        &req,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Define (or update) the domain: the preflight's adapted XML, keeping what
+/// an existing domain of that name has (the CLI's `domain define --yes`).
+pub fn define(
+    root: &HostRoot,
+    snap: &HostSnapshot,
+    uri: &str,
+    xml: &str,
+) -> Result<DefinePlan, String> {
+    let hv = open(uri)?;
+    let req = PreflightRequest {
+        base_dir: None,
+        trial: true,
+    };
+    let plan = plan_define(root, snap, &hv, xml, &req).map_err(|e| e.to_string())?;
+    if !plan.preflight.passes() {
+        let why: Vec<String> = plan
+            .preflight
+            .findings
+            .iter()
+            .filter(|f| f.status == crate::checks::model::Status::Fail)
+            .map(|f| f.title.clone())
+            .collect();
+        return Err(format!(
+            "Not defined: it would not start here: {}",
+            why.join("; ")
+        ));
+    }
+    commit_define(&hv, &plan).map_err(|e| e.to_string())?;
+    Ok(plan)
+}
+
+/// What a VM button asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmAction {
+    Start,
+    /// ACPI shutdown (the guest decides).
+    Shutdown,
+    /// Pull the plug.
+    ForceOff,
+}
+
+/// The answer to a VM button.
 #[derive(Debug, Clone)]
-pub enum JobResult {
-    Caps(Result<DomainCaps, String>),
-    /// Lines to show; `ok` when nothing is wrong.
-    Validated {
-        ok: bool,
-        lines: Vec<String>,
-    },
-    Defined(Result<String, String>),
-    Applied(Result<String, String>),
-    /// As configured, and (when asked) held out of deep idle states.
-    Latency(
-        Result<Vec<LatencyStats>, String>,
-        Option<Result<Vec<LatencyStats>, String>>,
-    ),
-    VmFindings(Result<Vec<Finding>, String>),
-    /// A card's ROM, judged: (address, the `device.rom` finding).
-    Rom(String, Finding),
-    /// The chosen path, or None when the dialog was cancelled or could not open.
-    Picked(PickField, Option<String>),
+pub enum VmDone {
+    Started(StartOutcome),
+    Stopped(String),
+}
+
+pub fn vm_action(
+    root: &HostRoot,
+    uri: &str,
+    name: &str,
+    action: VmAction,
+) -> Result<VmDone, String> {
+    let hv = open(uri)?;
+    match action {
+        VmAction::Start => Ok(VmDone::Started(start(&hv, root, name))),
+        VmAction::Shutdown => hv
+            .shutdown(name)
+            .map(|_| {
+                VmDone::Stopped(format!(
+                    "Asked '{name}' to shut down (the guest decides when)."
+                ))
+            })
+            .map_err(|e| e.to_string()),
+        VmAction::ForceOff => hv
+            .destroy(name)
+            .map(|_| VmDone::Stopped(format!("'{name}' is off (forced).")))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// The domain's state, for the live state next to the buttons.
+pub fn vm_state(uri: &str, name: &str) -> Result<DomainState, String> {
+    open(uri)?.state(name).map_err(|e| e.to_string())
+}
+
+/// The doctor's domain checks: libvirt, QMP and one second of live data.
+pub fn probe(
+    root: &HostRoot,
+    snap: &Arc<HostSnapshot>,
+    uri: &str,
+    name: &str,
+) -> Result<Vec<Finding>, String> {
+    let hv = open(uri)?;
+    let live = probe_vm(&hv, root, name, Duration::from_secs(1));
+    Ok(vm_findings(snap, root, &live))
+}
+
+/// The timer latency probe on `cpus` for `seconds`; with `compare_idle`,
+/// again with every CPU held out of deep idle states.
+pub type LatencyPair = (
+    Result<Vec<LatencyStats>, String>,
+    Option<Result<Vec<LatencyStats>, String>>,
+);
+
+pub fn latency(cpus: &[u32], seconds: u64, compare_idle: bool) -> LatencyPair {
+    let (interval, duration) = (
+        Duration::from_micros(1000),
+        Duration::from_secs(seconds.clamp(1, 60)),
+    );
+    // Opened first: without root the second run is refused at once.
+    let (hold, refused) = match compare_idle.then(|| IdleHold::open(&HostRoot::live())) {
+        Some(Ok(h)) => (Some(h), None),
+        Some(Err(e)) => (None, Some(Err(e))),
+        None => (None, None),
+    };
+    match probe_compared(cpus, interval, duration, 80, hold) {
+        Ok((c, h)) => (Ok(c), h.or(refused)),
+        Err(e) => (Err(e.to_string()), refused),
+    }
+}
+
+/// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
+pub fn read_rom(root: &HostRoot, addr: &str, card: crate::checks::rom::Card) -> Finding {
+    let path = crate::host::rom::rom_path(addr).to_string();
+    let bytes = crate::host::rom::read_card_rom(root, addr);
+    crate::checks::rom::rom_finding(Some(addr), Some(card), &path, &bytes)
+}
+
+/// Read the domain, tune only its pinning and CPU topology, define it again.
+pub fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, String> {
+    let hv = open(uri)?;
+    let xml = hv.domain_xml(domain).map_err(|e| e.to_string())?;
+    let mut doc = Document::parse(&xml).map_err(|e| e.to_string())?;
+    let opts = TuneOptions {
+        plan: Some(plan),
+        memballoon_off: false,
+        cpu_host_passthrough: true,
+        hyperv: false,
+        hyperv_supported: None,
+        timers: false,
+        hide_kvm: false,
+    };
+    let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;
+    if edits.is_empty() {
+        return Ok(format!(
+            "'{domain}' on {uri} already has this pinning: nothing to change."
+        ));
+    }
+    hv.define(&doc.serialize()).map_err(|e| e.to_string())?;
+    let what: Vec<String> = edits.iter().map(|e| e.what.clone()).collect();
+    let running = hv.state(domain).is_ok_and(|s| s.is_active());
+    Ok(format!(
+        "Applied to '{domain}' on {uri}: {}. {}",
+        what.join("; "),
+        if running {
+            "It runs now with its old pinning: the new one takes effect at its next start."
+        } else {
+            "It takes effect at its next start."
+        }
+    ))
 }
 
 /// Which wizard field a file dialog fills.
@@ -112,169 +233,25 @@ impl PickField {
     }
 }
 
-/// The files a domain's disks name that are not there (a local define only).
-fn missing_files(doc: &Document) -> Vec<String> {
-    doc.root
-        .child("devices")
-        .into_iter()
-        .flat_map(|d| d.elements())
-        .filter(|e| e.name == "disk")
-        .filter_map(|d| {
-            let s = d.child("source")?;
-            s.attr("file").or_else(|| s.attr("dev")).map(str::to_string)
-        })
-        .filter(|p| !std::path::Path::new(p).exists())
-        .collect()
+/// A file dialog (the desktop's, through xdg-desktop-portal); `None` when
+/// cancelled or no dialog could open.
+pub fn pick_file(field: PickField) -> (PickField, Option<String>) {
+    (
+        field,
+        field.dialog().pick_file().map(|p| p.display().to_string()),
+    )
 }
 
-fn validate(xml: &str, uri: &str) -> JobResult {
-    let mut lines = Vec::new();
-    let mut ok = true;
-    // Disk paths are the libvirt host's: check them only for a local URI.
-    let local = uri.contains(":///");
-    if let Ok(doc) = Document::parse(xml)
-        .map_err(|_| ())
-        .and_then(|d| if local { Ok(d) } else { Err(()) })
-    {
-        for f in missing_files(&doc) {
-            ok = false;
-            lines.push(format!("Files: {f} does not exist on this machine: the VM will not start until it does (create a disk with `qemu-img create -f qcow2 FILE 128G`)."));
-        }
-    }
-    match schema_check(xml) {
-        SchemaResult::Valid => lines.push("Schema: valid for libvirt's domain schema.".into()),
-        SchemaResult::Invalid(m) => {
-            ok = false;
-            lines.push(format!("Schema: not valid: {m}"));
-        }
-        SchemaResult::Unavailable(w) => lines.push(format!("Schema: not checked: {w}")),
-    }
-    match Libvirt::open(uri) {
-        Ok(hv) => match (caps_of(&hv), Document::parse(xml)) {
-            (Some(caps), Ok(doc)) => {
-                let problems = caps_problems(&doc, &caps);
-                if problems.is_empty() {
-                    lines.push(format!(
-                        "Host ({uri}): nothing in it that this QEMU/KVM cannot give."
-                    ));
-                }
-                for p in problems {
-                    ok = false;
-                    lines.push(format!("Host ({uri}): {p}"));
-                }
-            }
-            (None, _) => lines.push(format!(
-                "Host: not checked: {uri} gives no domain capabilities."
-            )),
-            (_, Err(e)) => {
-                ok = false;
-                lines.push(format!("XML: {e}"));
-            }
-        },
-        Err(e) => lines.push(format!("Host: not checked: {e}")),
-    }
-    JobResult::Validated { ok, lines }
+/// Create a qcow2 image for the wizard (in libvirt's pool when the path is
+/// in it); its path.
+pub fn create_disk(uri: &str, path: &str, size_gib: u64) -> Result<String, String> {
+    let hv = Libvirt::open(uri).ok();
+    crate::report::storage::create_qcow2(hv.as_ref().map(|h| h as &dyn Hypervisor), path, size_gib)
+        .map_err(|e| e.to_string())
 }
 
-/// Read the domain, tune only its pinning and CPU topology, define it again.
-fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, String> {
-    let hv = Libvirt::open(uri).map_err(|e| e.to_string())?;
-    let xml = hv.domain_xml(domain).map_err(|e| e.to_string())?;
-    let mut doc = Document::parse(&xml).map_err(|e| e.to_string())?;
-    let opts = TuneOptions {
-        plan: Some(plan),
-        memballoon_off: false,
-        cpu_host_passthrough: true,
-        hyperv: false,
-        hyperv_supported: None,
-        timers: false,
-        hide_kvm: false,
-    };
-    let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;
-    hv.define(&doc.serialize()).map_err(|e| e.to_string())?;
-    let what: Vec<String> = edits.iter().map(|e| e.what.clone()).collect();
-    Ok(format!(
-        "Applied to '{domain}' on {uri}: {}. It takes effect at the next start.",
-        what.join("; ")
-    ))
-}
-
-fn run(job: Job) -> JobResult {
-    match job {
-        Job::Caps(uri) => JobResult::Caps(Libvirt::open(&uri).map_err(|e| e.to_string()).and_then(
-            |hv| caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities")),
-        )),
-        Job::Validate { xml, uri } => validate(&xml, &uri),
-        Job::ProbeVm {
-            domain,
-            uri,
-            root,
-            snapshot,
-        } => JobResult::VmFindings(Libvirt::open(&uri).map_err(|e| e.to_string()).map(|hv| {
-            let live = probe_vm(&hv, &root, &domain, Duration::from_secs(1));
-            vm_findings(&snapshot, &root, &live)
-        })),
-        Job::PickFile(field) => JobResult::Picked(
-            field,
-            field.dialog().pick_file().map(|p| p.display().to_string()),
-        ),
-        Job::Latency {
-            cpus,
-            seconds,
-            compare_idle,
-        } => {
-            let (interval, duration) = (
-                Duration::from_micros(1000),
-                Duration::from_secs(seconds.clamp(1, 60)),
-            );
-            // Opened first: without root the second run is refused at once.
-            let (hold, refused) = match compare_idle.then(|| IdleHold::open(&HostRoot::live())) {
-                Some(Ok(h)) => (Some(h), None),
-                Some(Err(e)) => (None, Some(Err(e))),
-                None => (None, None),
-            };
-            let (configured, held) = match probe_compared(&cpus, interval, duration, 80, hold) {
-                Ok((c, h)) => (Ok(c), h.or(refused)),
-                Err(e) => (Err(e.to_string()), refused),
-            };
-            JobResult::Latency(configured, held)
-        }
-        Job::ReadRom { addr, card, root } => {
-            let path = crate::host::rom::rom_path(&addr).to_string();
-            let bytes = match &root {
-                Some(r) => crate::host::rom::read_card_rom(r, &addr),
-                None => Err("no host to read from".into()),
-            };
-            let f = crate::checks::rom::rom_finding(Some(&addr), Some(card), &path, &bytes);
-            JobResult::Rom(addr, f)
-        }
-        Job::ApplyPinning { domain, uri, plan } => {
-            JobResult::Applied(apply_pinning(&domain, &uri, *plan))
-        }
-        Job::Define { xml, uri } => JobResult::Defined(
-            Libvirt::open(&uri)
-                .and_then(|hv| {
-                    hv.define(&xml)
-                        .map(|name| format!("Defined '{name}' on {uri}."))
-                })
-                .map_err(|e| e.to_string()),
-        ),
-    }
-}
-
-/// Start a job; the receiver yields its one result, then `wake` is called.
-pub fn spawn_job(job: Job, wake: impl FnOnce() + Send + 'static) -> Receiver<JobResult> {
-    let (tx, rx) = channel();
-    let spawned = std::thread::Builder::new()
-        .name("libvirt".into())
-        .spawn(move || {
-            let _ = tx.send(run(job));
-            wake();
-        });
-    if spawned.is_err() {
-        let (tx2, rx2) = channel();
-        let _ = tx2.send(JobResult::Defined(Err("could not start a thread".into())));
-        return rx2;
-    }
-    rx
+/// Where the wizard's new disk would go by default, and the space there.
+pub fn disk_place(uri: &str, vm_name: &str) -> crate::report::storage::DiskPlace {
+    let hv = Libvirt::open(uri).ok();
+    crate::report::storage::default_place(hv.as_ref().map(|h| h as &dyn Hypervisor), vm_name)
 }

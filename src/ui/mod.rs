@@ -1,11 +1,16 @@
-//! The desktop app (egui/eframe). `app.rs` owns the window and runs commands;
-//! `views/` draws one page per file; `worker.rs` scans and `jobs.rs` talks to
-//! libvirt off the UI thread; `wizard_state.rs` holds the New VM choices.
+//! The desktop app (egui/eframe). `app/` owns the window (state, logic,
+//! drawing, commands); `pages.rs` holds one runtime per page with its own
+//! job slots (`runtime.rs`), whose work is `jobs.rs` (library calls off the
+//! UI thread); `views/` draws one page per file; `worker.rs` scans;
+//! `theme.rs` holds the colours; `wizard_state.rs` the New VM choices.
 
 pub mod app;
 pub mod demo;
 pub mod jobs;
+pub mod pages;
+pub mod runtime;
 pub mod state;
+pub mod theme;
 pub mod views;
 pub mod widgets;
 pub mod wizard_state;

@@ -84,9 +84,14 @@ pub struct WizardState {
     pub devices: Vec<String>,
     pub vcpus: usize,
     pub pin: bool,
+    /// Guest memory; 0: a default from the host's memory (`memory_for`).
     pub memory_gib: u64,
     pub hugepages: HugeChoice,
     pub disk: String,
+    /// Make a new qcow2 image at `disk` (of `disk_size_gib`) instead of
+    /// naming an existing one.
+    pub create_disk: bool,
+    pub disk_size_gib: u64,
     /// `None`: virtio with the virtio-win ISO, SATA without.
     pub disk_bus: Option<DiskBus>,
     pub install_iso: String,
@@ -114,9 +119,11 @@ impl Default for WizardState {
             devices: Vec::new(),
             vcpus: 4,
             pin: true,
-            memory_gib: 16,
+            memory_gib: 0,
             hugepages: HugeChoice::Auto,
             disk: String::new(),
+            create_disk: true,
+            disk_size_gib: 128,
             disk_bus: None,
             install_iso: String::new(),
             virtio_iso: String::new(),
@@ -136,8 +143,32 @@ fn non_empty(s: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
+/// A guest memory default for a host with `total_kib`: half of it in whole
+/// GiB, at least 2 and at most 16 (8 when unknown). The old fixed 16 GiB did
+/// not fit a host with 7 GiB.
+pub fn default_memory_gib(total_kib: Option<u64>) -> u64 {
+    match total_kib {
+        Some(kib) => (kib / (2 * 1024 * 1024)).clamp(2, 16),
+        None => 8,
+    }
+}
+
 impl WizardState {
-    pub fn choices(&self) -> Choices {
+    /// The guest memory in GiB: the user's, or the host's default.
+    pub fn memory_for(&self, total_kib: Option<u64>) -> u64 {
+        if self.memory_gib == 0 {
+            default_memory_gib(total_kib)
+        } else {
+            self.memory_gib
+        }
+    }
+
+    /// Whether the storage step is done: a disk named (to create or existing).
+    pub fn has_disk(&self) -> bool {
+        !self.disk.trim().is_empty()
+    }
+
+    pub fn choices(&self, total_kib: Option<u64>) -> Choices {
         Choices {
             name: self.name.clone(),
             windows: if self.windows11 {
@@ -149,7 +180,7 @@ impl WizardState {
             devices: self.devices.clone(),
             gpu_rom: None,
             vcpus: self.vcpus.max(1),
-            memory_mib: self.memory_gib.max(1).saturating_mul(1024),
+            memory_mib: self.memory_for(total_kib).max(1).saturating_mul(1024),
             hugepages: match self.hugepages {
                 HugeChoice::Auto => None,
                 HugeChoice::TwoMiB => Some(Hugepages::TwoMiB),

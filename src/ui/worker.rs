@@ -11,8 +11,15 @@ use std::sync::mpsc::{Receiver, channel};
 /// A scanned host and its prerequisite findings.
 pub type ScanResult = Result<(HostSnapshot, Vec<Finding>), String>;
 
-/// Start a scan; the receiver yields one result. `wake` is called when it is ready.
-pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Receiver<ScanResult> {
+/// Start a scan; the receiver yields one result. `wake` is called when it is
+/// ready. `libvirt`: the connection whose access is checked too (the live
+/// host's system libvirt, the demo's test driver; none for a capture), as
+/// the CLI's `check` does.
+pub fn spawn_scan(
+    root: HostRoot,
+    libvirt: Option<String>,
+    wake: impl FnOnce() + Send + 'static,
+) -> Receiver<ScanResult> {
     let (tx, rx) = channel();
     let spawned = std::thread::Builder::new()
         .name("scan".into())
@@ -20,9 +27,9 @@ pub fn spawn_scan(root: HostRoot, wake: impl FnOnce() + Send + 'static) -> Recei
             let result = scan(&root)
                 .map(|snap| {
                     let mut findings = run_checks(&snap, None);
-                    // The live host: can this user reach the system libvirt?
-                    if root.is_live() {
-                        findings.extend(check_libvirt_quietly(&root, crate::libvirt::DEFAULT_URI));
+                    // Can this user reach the host's libvirt (and its network)?
+                    if let Some(uri) = &libvirt {
+                        findings.extend(check_libvirt_quietly(&root, uri));
                         findings.sort_by_key(|f| f.status);
                     }
                     (snap, findings)

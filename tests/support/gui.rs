@@ -1,5 +1,5 @@
 //! The app in an egui_kittest harness, driven like the window drives it
-//! (`poll_scan` takes scans, libvirt jobs and monitor samples each frame).
+//! (`poll` takes scans, page jobs and monitor samples each frame).
 
 use egui_kittest::Harness;
 use vfio_assistant::ui::app::App;
@@ -7,7 +7,7 @@ use vfio_assistant::ui::app::App;
 pub fn harness(app: App, size: [f32; 2]) -> Harness<'static, App> {
     Harness::builder().with_size(size).build_ui_state(
         |ui, app: &mut App| {
-            app.poll_scan();
+            app.poll();
             app.ui_content(ui);
         },
         app,

@@ -5,9 +5,9 @@ use crate::cli::text::topology_counts;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
 use crate::ui::app::Command;
+use crate::ui::pages::CpuRuntime;
 use crate::ui::state::State;
 use crate::ui::views::pin_board::{board_ui, on_cpu};
-use crate::ui::views::wizard::WizardRuntime;
 use crate::ui::widgets::topology::topology_ui_with;
 use egui::RichText;
 
@@ -29,7 +29,7 @@ pub fn cpu_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
     state: &mut State,
-    rt: &WizardRuntime,
+    rt: &CpuRuntime,
     out: &mut Vec<Command>,
 ) {
     let t = &s.topology;

@@ -6,7 +6,6 @@ use crate::checks::model::Finding;
 use crate::cli::text::badges;
 use crate::host::{HostSnapshot, PciEntry};
 use crate::ui::app::Command;
-use crate::ui::jobs::Job;
 use crate::ui::state::State;
 use crate::ui::views::findings::finding_list_ui;
 use crate::ui::widgets::badges::{badge_color, badge_ui, verdict_color, verdict_label};
@@ -55,11 +54,10 @@ fn rom_ui(ui: &mut egui::Ui, e: &PciEntry, rom: &RomView<'_>, out: &mut Vec<Comm
             .on_hover_text("Reads the card's ROM (needs root: the kernel enables it for the read and this switches it off again) and says whether it carries the UEFI GOP driver OVMF needs to show a picture before Windows loads its driver.")
             .clicked();
         if clicked {
-            out.push(Command::Job(Job::ReadRom {
+            out.push(Command::ReadRom {
                 addr: d.address.clone(),
                 card: crate::checks::rom::Card::of(d),
-                root: None,
-            }));
+            });
         }
     });
     if let Some(f) = rom.findings.get(&d.address) {
@@ -158,7 +156,7 @@ pub fn devices_ui(
     });
     if !s.iommu.active {
         ui.colored_label(
-            egui::Color32::from_rgb(220, 150, 30),
+            crate::ui::theme::WARN,
             "This host has no active IOMMU: no device can be passed through until VT-d / AMD-Vi is enabled in the firmware. The devices are listed without groups.",
         );
     }

@@ -3,18 +3,11 @@
 
 use crate::checks::counts;
 use crate::checks::model::{Finding, Status};
+use crate::ui::theme;
 use crate::ui::widgets::badges::badge_ui;
-use egui::{Color32, RichText};
+use egui::RichText;
 
-pub fn status_color(s: Status) -> Color32 {
-    match s {
-        Status::Fail => Color32::from_rgb(210, 60, 60),
-        Status::Warn => Color32::from_rgb(220, 150, 30),
-        Status::Unknown => Color32::from_rgb(150, 150, 150),
-        Status::Info => Color32::from_rgb(90, 150, 220),
-        Status::Pass => Color32::from_rgb(40, 170, 90),
-    }
-}
+pub use crate::ui::theme::status_color;
 
 fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
     let header = egui::CollapsingHeader::new(RichText::new(&f.title))
@@ -33,18 +26,14 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
         ui.vertical(|ui| {
             header.show(ui, |ui| {
                 for e in &f.evidence {
-                    ui.label(
-                        RichText::new(format!("{} = {}", e.source, e.value))
-                            .monospace()
-                            .small(),
-                    );
+                    ui.label(theme::mono(format!("{} = {}", e.source, e.value)));
                 }
                 if !f.why.is_empty() {
-                    ui.label(RichText::new(format!("Why: {}", f.why)).small());
+                    ui.label(theme::detail(format!("Why: {}", f.why)));
                 }
                 if let Some(fix) = &f.fix {
                     ui.horizontal_wrapped(|ui| {
-                        ui.label(RichText::new(format!("Fix: {fix}")).small().strong());
+                        ui.label(theme::detail(format!("Fix: {fix}")).strong());
                         if ui
                             .small_button("Copy")
                             .on_hover_text("Copy the fix")

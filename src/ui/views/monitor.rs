@@ -13,9 +13,8 @@ use crate::monitor::rates::Rates;
 use crate::monitor::sampler::{Series, Update};
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::ui::app::Command;
-use crate::ui::jobs::Job;
 use crate::ui::state::State;
-use egui::{Color32, RichText};
+use egui::RichText;
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 use std::collections::BTreeSet;
 
@@ -66,7 +65,7 @@ impl MonitorView {
     }
 }
 
-const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+use crate::ui::theme::WARN;
 
 /// Which cpufreq governor runs where; in the warning colour when a CPU of
 /// the followed VM is not on `performance`.
@@ -196,11 +195,11 @@ fn latency_ui(
             .on_hover_text("Measures a second time while every CPU is kept to idle states that wake within 10 µs, like C1/C1E (root; a request the kernel drops as soon as the probe ends). A big difference means deep idle states add to the guest's latency: see the CPU idle states check on the Overview.");
         if run.clicked()
             && let Some(cpus) = cpus {
-                out.push(Command::Job(Job::Latency {
+                out.push(Command::Latency {
                     cpus: cpus.into_iter().collect(),
                     seconds: 5,
                     compare_idle: state.latency_compare_idle,
-                }));
+                });
             }
         if busy {
             ui.weak("measuring…");

@@ -6,11 +6,9 @@ use crate::cli::text::human_kib;
 use crate::host::HostSnapshot;
 use crate::ui::app::Command;
 use crate::ui::widgets::badges::{badge_ui, verdict_color, verdict_label};
-use egui::{Color32, RichText};
+use egui::RichText;
 
-const GOOD: Color32 = Color32::from_rgb(40, 170, 90);
-const BAD: Color32 = Color32::from_rgb(210, 60, 60);
-const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+use crate::ui::theme::{BAD, GOOD, WARN};
 
 /// The host in three sentences a newcomer understands.
 fn summary_ui(ui: &mut egui::Ui, s: &HostSnapshot) {

@@ -10,13 +10,12 @@ use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::pinning::board::{Board, Chip};
 use crate::pinning::{PinPlan, PinRequest, plan, validate};
 use crate::ui::app::Command;
-use crate::ui::jobs::Job;
+use crate::ui::pages::CpuRuntime;
 use crate::ui::state::State;
-use crate::ui::views::wizard::WizardRuntime;
 use crate::ui::widgets::topology::{CpuMark, CpuMarks};
-use egui::{Color32, RichText};
+use egui::RichText;
 
-const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+use crate::ui::theme::WARN;
 
 /// What is being dragged, and from which CPU (None: from the tray).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +135,7 @@ pub fn board_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
     state: &mut State,
-    rt: &WizardRuntime,
+    rt: &CpuRuntime,
     out: &mut Vec<Command>,
 ) -> CpuMarks {
     let t = &s.topology;
@@ -287,7 +286,7 @@ pub fn board_ui(
                     .add_enabled(ok, egui::Button::new("Save board XML"))
                     .clicked()
                 {
-                    out.push(Command::SaveXml {
+                    out.push(Command::SaveBoardXml {
                         xml: xml.clone(),
                         path: state.pin_save_path.trim().to_string(),
                     });
@@ -310,13 +309,12 @@ pub fn board_ui(
                     .add_enabled(ok, egui::Button::new("Apply pinning to domain"))
                     .clicked()
                 {
-                    out.push(Command::Job(Job::ApplyPinning {
+                    out.push(Command::ApplyPinning {
                         domain: state.pin_domain.trim().to_string(),
-                        uri: state.wizard.uri.trim().to_string(),
                         plan: Box::new(p.clone()),
-                    }));
+                    });
                 }
-                if rt.busy {
+                if rt.apply_job.is_busy() {
                     ui.weak("working…");
                 }
             });

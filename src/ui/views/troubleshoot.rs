@@ -3,20 +3,25 @@
 
 use super::findings::finding_list_ui;
 use crate::checks::model::Finding;
-use crate::doctor::{Outcome, SYMPTOMS, diagnose, find_symptom};
-use crate::ui::app::Command;
+use crate::doctor::{SYMPTOMS, diagnose, find_symptom};
+use crate::ui::app::{Command, VmPage};
+use crate::ui::pages::TroubleshootRuntime;
 use crate::ui::state::State;
+use crate::ui::theme;
 use crate::ui::widgets::badges::badge_ui;
-use egui::{Color32, RichText};
+use crate::ui::widgets::vm_control::vm_control_ui;
+use egui::RichText;
 
 pub fn troubleshoot_ui(
     ui: &mut egui::Ui,
     host_findings: &[Finding],
-    vm: Option<&Result<Vec<Finding>, String>>,
-    busy: bool,
+    rt: &TroubleshootRuntime,
+    pending_restart: &[String],
     state: &mut State,
     out: &mut Vec<Command>,
 ) {
+    let vm = rt.vm_findings.as_ref();
+    let busy = rt.probe_job.is_busy();
     // The domain, when one is named: its findings join the host's.
     ui.horizontal(|ui| {
         let l = ui.label("VM (optional)");
@@ -47,6 +52,15 @@ pub fn troubleshoot_ui(
             None => {}
         }
     });
+    if let Some(name) = rt.vm.name.as_deref() {
+        vm_control_ui(ui, VmPage::Troubleshoot, &rt.vm, name, out);
+        if pending_restart.iter().any(|d| d == name) {
+            ui.colored_label(
+                theme::WARN,
+                "Pinning was applied to it from the CPU page: it takes effect at its next start.",
+            );
+        }
+    }
     let mut all: Vec<Finding> = host_findings.to_vec();
     if let Some(Ok(f)) = vm {
         all.extend(f.iter().cloned());
@@ -87,13 +101,7 @@ pub fn troubleshoot_ui(
             finding_list_ui(ui, &d.findings);
             ui.add_space(6.0);
             ui.label(RichText::new("3. Verdict").heading());
-            let (word, color) = match d.outcome {
-                Outcome::CauseFound => ("Likely cause found", Color32::from_rgb(210, 60, 60)),
-                Outcome::NothingFound => {
-                    ("No clear cause on the host", Color32::from_rgb(40, 170, 90))
-                }
-                Outcome::CannotTell => ("Cannot tell from here", Color32::from_rgb(150, 150, 150)),
-            };
+            let (word, color) = (d.outcome.label(), theme::outcome_color(d.outcome));
             ui.horizontal_wrapped(|ui| {
                 badge_ui(ui, word, color);
                 ui.label(&d.summary);

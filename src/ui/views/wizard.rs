@@ -1,36 +1,24 @@
 //! New VM: a step-by-step wizard for a tuned Windows passthrough domain. The
 //! domain is rebuilt from the choices every frame (it takes well under a
-//! millisecond), so every step shows what it changes; the review step shows the
-//! XML, checks it against libvirt's schema and the host's capabilities, and
-//! defines it or saves it to a file.
+//! millisecond), so every step shows what it changes. The storage step names
+//! or creates the disk (the VM needs one to go on); the review step runs the
+//! one preflight (`report::preflight`, the CLI's `domain validate`): what
+//! was adapted to this host and what would stop the start, then defines it
+//! (an update keeps an existing domain's identity) and starts, shuts down or
+//! forces it off with its state live.
 
+use super::findings::finding_list_ui;
 use crate::domain::from_host::prepare;
 use crate::domain::template::{DiskBus, NewDomain, new_windows};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
-use crate::libvirt::caps::DomainCaps;
-use crate::ui::app::Command;
-use crate::ui::jobs::{Job, PickField};
+use crate::ui::app::{Command, VmPage};
+use crate::ui::jobs::PickField;
+use crate::ui::pages::WizardRuntime;
+use crate::ui::theme::{self, WARN};
+use crate::ui::widgets::vm_control::vm_control_ui;
 use crate::ui::wizard_state::{HugeChoice, NetChoice, Step, WizardState};
-use egui::{Color32, RichText};
-
-/// What the app knows beyond the choices: libvirt's answers.
-#[derive(Debug, Clone, Default)]
-pub struct WizardRuntime {
-    pub caps: Option<DomainCaps>,
-    pub validation: Option<(bool, Vec<String>)>,
-    pub defined: Option<Result<String, String>>,
-    pub saved: Option<Result<String, String>>,
-    /// Said when a file dialog gave nothing.
-    pub pick_note: Option<String>,
-    /// The CPU page's "apply pinning to domain".
-    pub applied: Option<Result<String, String>>,
-    pub busy: bool,
-    /// The URI used when the user leaves it empty.
-    pub default_uri: String,
-}
-
-const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+use egui::RichText;
 
 pub fn wizard_ui(
     ui: &mut egui::Ui,
@@ -53,12 +41,20 @@ pub fn wizard_ui(
             w.step = w.step.prev();
         }
         let next = egui::Button::new(RichText::new("Next").strong());
-        if ui.add_enabled(w.step != Step::Review, next).clicked() {
+        // A VM with no disk has nothing to install to: the storage step
+        // must name or create one first.
+        let blocked = w.step == Step::Storage && !w.has_disk();
+        if ui
+            .add_enabled(w.step != Step::Review && !blocked, next)
+            .on_disabled_hover_text("Name a disk image, or create one, first: the VM needs a disk.")
+            .clicked()
+        {
             w.step = w.step.next();
         }
     });
     ui.separator();
-    let prepared = prepare(snap, &w.choices(), rt.caps.clone());
+    let total_kib = snap.kernel.mem_total_kib;
+    let prepared = prepare(snap, &w.choices(total_kib), rt.caps.clone());
     let built: Result<(NewDomain, Vec<String>), String> = prepared.and_then(|p| {
         new_windows(&p.spec)
             .map(|d| (d, p.notes))
@@ -79,6 +75,13 @@ pub fn wizard_ui(
             Step::Storage => storage_step(ui, w, rt, out),
             Step::Network => network_step(ui, w),
             Step::Features => features_step(ui, w, built.as_ref().ok()),
+            Step::Review if !w.has_disk() => {
+                ui.heading("Review");
+                ui.colored_label(theme::BAD, "The VM has no disk: Windows has nothing to install to. Go back to Storage and name or create one.");
+                if ui.button("Go to Storage").clicked() {
+                    w.step = Step::Storage;
+                }
+            }
             Step::Review => review_step(ui, w, rt, built.as_ref().ok(), out),
         });
 }
@@ -86,6 +89,16 @@ pub fn wizard_ui(
 fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.heading("Which GPU goes to the VM?");
     ui.label("Its whole passthrough set goes with it: the other functions of the card (HDMI audio, USB-C) and anything sharing its IOMMU group.");
+    if snap.gpus().next().is_none() {
+        ui.colored_label(
+            WARN,
+            if snap.pci_devices.is_empty() {
+                "No PCI devices could be read on this host, so no GPU either (a container or a capture without sysfs)."
+            } else {
+                "This host has no GPU (no display controller among its PCI devices). The VM can still be set up now; add a GPU later."
+            },
+        );
+    }
     for g in snap.gpus() {
         let v = &g.passthrough;
         let addr = &g.device.address;
@@ -128,6 +141,8 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
         .filter(|e| e.device.is_usb_controller() || e.device.class_subclass() == 0x0403)
         .filter(|e| e.passthrough.verdict != VerdictKind::NotViable)
         .filter(|e| !gpu_set.contains(&e.device.address))
+        // A GPU's own HDMI audio goes with its GPU, not on its own.
+        .filter(|e| !is_gpu_function(snap, &e.device.address))
         .collect();
     if !extras.is_empty() {
         ui.label(RichText::new("Also pass through").strong()).on_hover_text(
@@ -159,6 +174,13 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     }
 }
 
+/// Whether `addr` is another function of a GPU's card (its HDMI audio).
+fn is_gpu_function(snap: &HostSnapshot, addr: &str) -> bool {
+    let slot = |a: &str| a.rsplit_once('.').map(|(s, _)| s.to_string());
+    snap.gpus()
+        .any(|g| g.device.address != addr && slot(&g.device.address) == slot(addr))
+}
+
 fn cpu_step(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
@@ -188,15 +210,37 @@ fn cpu_step(
 
 fn memory_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.heading("Memory");
+    let total = snap.kernel.mem_total_kib;
+    let mut gib = w.memory_for(total);
+    let max_gib = total.map_or(4096, |k| (k / (1024 * 1024)).max(1));
     ui.horizontal(|ui| {
         let l = ui.label("Guest memory");
-        ui.add(
-            egui::DragValue::new(&mut w.memory_gib)
-                .range(1..=4096)
-                .suffix(" GiB"),
-        )
-        .labelled_by(l.id);
+        if ui
+            .add(
+                egui::DragValue::new(&mut gib)
+                    .range(1..=max_gib.max(1))
+                    .suffix(" GiB"),
+            )
+            .labelled_by(l.id)
+            .changed()
+        {
+            w.memory_gib = gib;
+        }
+        match (total, snap.kernel.mem_available_kib) {
+            (Some(t), Some(a)) => ui.weak(format!(
+                "this host has {:.1} GiB, {:.1} GiB free now",
+                t as f64 / 1_048_576.0,
+                a as f64 / 1_048_576.0
+            )),
+            (Some(t), None) => ui.weak(format!("this host has {:.1} GiB", t as f64 / 1_048_576.0)),
+            _ => ui.weak("the host's memory is not known"),
+        };
     });
+    if let Some(t) = total
+        && gib.saturating_mul(1_048_576) > t.saturating_mul(3) / 4
+    {
+        ui.colored_label(WARN, "That leaves the host less than a quarter of its memory: a VM with a device passed through pins all of its memory, so the host cannot get it back while the VM runs.");
+    }
     ui.label("Hugepages");
     ui.horizontal(|ui| {
         ui.radio_value(
@@ -251,7 +295,7 @@ fn path_row(
             ))
             .clicked()
         {
-            out.push(Command::Job(Job::PickFile(field)));
+            out.push(Command::PickFile(field));
         }
     });
 }
@@ -263,19 +307,112 @@ fn storage_step(
     out: &mut Vec<Command>,
 ) {
     ui.heading("Storage");
-    path_row(
-        ui,
-        "Disk image or block device",
-        &mut w.disk,
-        "/var/lib/libvirt/images/win11.qcow2 or /dev/nvme1n1",
-        PickField::Disk,
-        out,
-    );
+    ui.horizontal(|ui| {
+        ui.radio_value(&mut w.create_disk, true, "Create a new disk image");
+        ui.radio_value(
+            &mut w.create_disk,
+            false,
+            "Use an image or block device I have",
+        );
+    });
+    if w.create_disk {
+        let name = w.name.trim().to_string();
+        if rt.place_asked.as_deref() != Some(name.as_str()) && !rt.place_job.is_busy() {
+            out.push(Command::DiskPlace {
+                vm_name: name.clone(),
+            });
+        }
+        if w.disk.trim().is_empty()
+            && let Some((n, p)) = &rt.place
+            && *n == name
+            && !p.path.is_empty()
+        {
+            w.disk = p.path.clone();
+        }
+        ui.horizontal(|ui| {
+            let l = ui.label("New image");
+            ui.add(
+                egui::TextEdit::singleline(&mut w.disk)
+                    .hint_text("/var/lib/libvirt/images/win11.qcow2")
+                    .desired_width(380.0),
+            )
+            .labelled_by(l.id);
+            let l = ui.label("Size");
+            ui.add(
+                egui::DragValue::new(&mut w.disk_size_gib)
+                    .range(1..=65536)
+                    .suffix(" GiB"),
+            )
+            .labelled_by(l.id);
+        });
+        if let Some((_, p)) = &rt.place
+            && let Some(free) = p.free_bytes
+        {
+            let fits = free >= w.disk_size_gib.saturating_mul(1 << 30);
+            let text = format!(
+                "{} free there{}",
+                crate::report::storage::gib(free),
+                p.pool
+                    .as_ref()
+                    .map(|n| format!(" (libvirt pool '{n}')"))
+                    .unwrap_or_default()
+            );
+            if fits {
+                ui.weak(text);
+            } else {
+                ui.colored_label(
+                    WARN,
+                    format!("{text}: not enough for {} GiB", w.disk_size_gib),
+                );
+            }
+        }
+        ui.horizontal(|ui| {
+            let busy = rt.disk_job.is_busy();
+            if ui
+                .add_enabled(!busy && w.has_disk(), egui::Button::new("Create the image"))
+                .on_hover_text("A qcow2 image with its metadata preallocated: it takes room only as Windows writes, and stays fast.")
+                .clicked()
+            {
+                out.push(Command::CreateDisk {
+                    path: w.disk.trim().to_string(),
+                    size_gib: w.disk_size_gib,
+                });
+            }
+            if busy {
+                ui.spinner();
+            }
+            match &rt.disk_made {
+                Some(Ok(p)) => {
+                    ui.colored_label(theme::GOOD, format!("Created {p}."));
+                }
+                Some(Err(e)) => {
+                    ui.colored_label(theme::BAD, e);
+                }
+                None => {}
+            }
+        });
+        ui.weak("Not created yet? Validate says so, and the VM will not start until it is.");
+    } else {
+        path_row(
+            ui,
+            "Disk image or block device",
+            &mut w.disk,
+            "/var/lib/libvirt/images/win11.qcow2 or /dev/nvme1n1",
+            PickField::Disk,
+            out,
+        );
+    }
+    if !w.has_disk() {
+        ui.colored_label(
+            WARN,
+            "The VM needs a disk: name one or create one to go on.",
+        );
+    }
     path_row(
         ui,
         "Windows installer ISO",
         &mut w.install_iso,
-        "Win11_English_x64.iso",
+        "/home/me/Downloads/Win11_English_x64.iso",
         PickField::InstallIso,
         out,
     );
@@ -283,14 +420,16 @@ fn storage_step(
         ui,
         "virtio-win driver ISO",
         &mut w.virtio_iso,
-        "virtio-win.iso",
+        "/home/me/Downloads/virtio-win.iso",
         PickField::VirtioIso,
         out,
     );
     if let Some(n) = &rt.pick_note {
         ui.colored_label(WARN, n);
     }
-    ui.weak("Validate (on the Review step) checks that the files exist.");
+    ui.weak(
+        "Validate (on the Review step) checks that the files exist and that QEMU may open them.",
+    );
     ui.label("Disk bus");
     ui.horizontal(|ui| {
         ui.radio_value(
@@ -344,14 +483,14 @@ fn network_step(ui: &mut egui::Ui, w: &mut WizardState) {
 }
 
 fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDomain, Vec<String>)>) {
-    ui.heading("Windows and features");
-    ui.horizontal(|ui| {
-        ui.radio_value(&mut w.windows11, true, "Windows 11 (Secure Boot, TPM 2.0)");
-        ui.radio_value(&mut w.windows11, false, "Windows 10");
-    });
+    ui.heading("Name, Windows and features");
     ui.horizontal(|ui| {
         let l = ui.label("Name");
         ui.text_edit_singleline(&mut w.name).labelled_by(l.id);
+    });
+    ui.horizontal(|ui| {
+        ui.radio_value(&mut w.windows11, true, "Windows 11 (Secure Boot, TPM 2.0)");
+        ui.radio_value(&mut w.windows11, false, "Windows 10");
     });
     ui.checkbox(
         &mut w.hide_kvm,
@@ -366,11 +505,14 @@ fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDoma
         "A SPICE window for the install (remove it once the GPU drives a monitor)",
     );
     ui.separator();
-    ui.label(RichText::new("What the VM gets, and why").strong());
+    ui.label(RichText::new("What the VM gets").strong());
     if let Some((d, _)) = built {
-        for e in &d.edits {
-            ui.label(RichText::new(&e.what).strong());
-            ui.weak(&e.why);
+        for (i, e) in d.edits.iter().enumerate() {
+            egui::CollapsingHeader::new(&e.what)
+                .id_salt(("feature", i))
+                .show(ui, |ui| {
+                    ui.label(theme::detail(&e.why));
+                });
         }
     }
 }
@@ -382,16 +524,12 @@ fn review_step(
     built: Option<&(NewDomain, Vec<String>)>,
     out: &mut Vec<Command>,
 ) {
-    ui.heading("Review");
+    ui.heading(format!("Review '{}'", w.name.trim()));
     let Some((d, notes)) = built else { return };
     for n in notes {
         ui.label(format!("Note: {n}"));
     }
-    let uri = if w.uri.trim().is_empty() {
-        rt.default_uri.clone()
-    } else {
-        w.uri.trim().to_string()
-    };
+    let busy = rt.validate_job.is_busy() || rt.define_job.is_busy();
     ui.horizontal(|ui| {
         let l = ui.label("libvirt");
         ui.add(
@@ -400,29 +538,76 @@ fn review_step(
                 .desired_width(220.0),
         )
         .labelled_by(l.id);
-        let enabled = !rt.busy;
         if ui
-            .add_enabled(enabled, egui::Button::new("Validate"))
+            .add_enabled(!busy, egui::Button::new("Validate"))
+            .on_hover_text("Will this host start it? libvirt's schema, what this QEMU/KVM gives (a short trial start), the files, memory, network and devices.")
             .clicked()
         {
-            out.push(Command::Job(Job::Validate {
-                xml: d.xml.clone(),
-                uri: uri.clone(),
-            }));
+            out.push(Command::Validate { xml: d.xml.clone() });
         }
         if ui
-            .add_enabled(enabled, egui::Button::new("Define in libvirt"))
+            .add_enabled(!busy, egui::Button::new("Define in libvirt"))
+            .on_hover_text("Adds it to libvirt as this host accepts it (the same checks first); a domain of that name is updated, keeping its UUID, MAC addresses and NVRAM.")
             .clicked()
         {
-            out.push(Command::Job(Job::Define {
-                xml: d.xml.clone(),
-                uri: uri.clone(),
-            }));
+            out.push(Command::Define { xml: d.xml.clone() });
         }
-        if rt.busy {
+        if busy {
             ui.spinner();
+            ui.weak("checking on this host…");
         }
     });
+    match &rt.preflight {
+        Some((_, Ok(p))) => {
+            if p.passes() {
+                ui.colored_label(
+                    theme::GOOD,
+                    "Nothing found that stops it from starting on this host.",
+                );
+            } else {
+                ui.colored_label(theme::BAD, "It will not start on this host as it is:");
+            }
+            for e in &p.adapted {
+                ui.label(RichText::new(format!("Adapted to this host: {}", e.what)).strong());
+                ui.label(theme::detail(&e.why));
+            }
+            finding_list_ui(ui, &p.findings);
+        }
+        Some((_, Err(e))) => {
+            ui.colored_label(theme::BAD, format!("Validate failed: {e}"));
+        }
+        None => {}
+    }
+    match &rt.defined {
+        Some(Ok(plan)) => {
+            ui.colored_label(
+                theme::GOOD,
+                format!(
+                    "{} '{}'.",
+                    if plan.existing.is_some() {
+                        "Updated"
+                    } else {
+                        "Defined"
+                    },
+                    plan.name
+                ),
+            );
+            for e in &plan.preflight.adapted {
+                ui.label(theme::detail(format!("Adapted to this host: {}", e.what)));
+            }
+            for k in &plan.kept {
+                ui.label(theme::detail(format!(
+                    "Kept from the existing domain: {}",
+                    k.what
+                )));
+            }
+            vm_control_ui(ui, VmPage::Wizard, &rt.vm, &plan.name, out);
+        }
+        Some(Err(e)) => {
+            ui.colored_label(theme::BAD, format!("Define failed: {e}"));
+        }
+        None => {}
+    }
     ui.horizontal(|ui| {
         let l = ui.label("File");
         ui.add(
@@ -447,26 +632,15 @@ fn review_step(
             ui.ctx().copy_text(d.xml.clone());
         }
     });
-    if let Some((ok, lines)) = &rt.validation {
-        for l in lines {
-            if *ok {
-                ui.label(l)
-            } else {
-                ui.colored_label(WARN, l)
-            };
+    match &rt.saved {
+        Some(Ok(m)) => {
+            ui.label(m);
         }
-    }
-    for (r, what) in [(&rt.defined, "Define"), (&rt.saved, "Save")] {
-        match r {
-            Some(Ok(m)) => {
-                ui.label(m);
-            }
-            Some(Err(e)) => {
-                ui.colored_label(ui.visuals().error_fg_color, format!("{what} failed: {e}"));
-            }
-            None => {}
+        Some(Err(e)) => {
+            ui.colored_label(ui.visuals().error_fg_color, format!("Save failed: {e}"));
         }
+        None => {}
     }
     ui.separator();
-    ui.label(RichText::new(&d.xml).monospace());
+    ui.label(theme::mono(&d.xml));
 }

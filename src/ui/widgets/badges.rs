@@ -14,14 +14,7 @@ pub fn badge_ui(ui: &mut egui::Ui, text: &str, color: Color32) -> egui::Response
         .response
 }
 
-pub fn verdict_color(v: VerdictKind) -> Color32 {
-    match v {
-        VerdictKind::ViableAlone => Color32::from_rgb(40, 170, 90),
-        VerdictKind::ViableWith => Color32::from_rgb(200, 150, 20),
-        VerdictKind::NotViable => Color32::from_rgb(210, 60, 60),
-        VerdictKind::NoIommu => Color32::from_rgb(130, 130, 130),
-    }
-}
+pub use crate::ui::theme::verdict_color;
 
 /// A short verdict tag.
 pub fn verdict_label(v: VerdictKind) -> &'static str {
@@ -35,15 +28,16 @@ pub fn verdict_label(v: VerdictKind) -> &'static str {
 
 /// Colour for a text badge from `cli::text::badges`.
 pub fn badge_color(text: &str) -> Color32 {
+    use crate::ui::theme;
     if text == "GPU" {
-        Color32::from_rgb(80, 140, 230)
+        theme::GPU
     } else if text == "boot VGA" || text == "used by host" || text == "no reset" {
-        Color32::from_rgb(220, 120, 40)
+        theme::HOST_USE
     } else if text.starts_with("SR-IOV") {
-        Color32::from_rgb(150, 100, 210)
+        theme::SRIOV
     } else if text == "ready for VM" {
-        Color32::from_rgb(40, 170, 90)
+        theme::GOOD
     } else {
-        Color32::from_rgb(120, 120, 120)
+        theme::NEUTRAL
     }
 }

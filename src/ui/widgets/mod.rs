@@ -2,3 +2,4 @@
 
 pub mod badges;
 pub mod topology;
+pub mod vm_control;

@@ -7,9 +7,7 @@ use crate::host::topology::{Core, Topology};
 use crate::parse::cpulist::format_cpulist;
 use egui::{Color32, RichText};
 
-const P_CORE: Color32 = Color32::from_rgb(70, 130, 220);
-const E_CORE: Color32 = Color32::from_rgb(60, 170, 150);
-const ISOLATED: Color32 = Color32::from_rgb(220, 140, 40);
+use crate::ui::theme::{E_CORE, ISOLATED, P_CORE, VCPU};
 
 fn boxed<R>(ui: &mut egui::Ui, fill: Color32, add: impl FnOnce(&mut egui::Ui) -> R) -> R {
     egui::Frame::new()
@@ -35,8 +33,6 @@ pub type CpuMarks = std::collections::BTreeMap<u32, CpuMark>;
 /// Extra lines for a CPU's hover (what else runs there: IRQs), asked for only
 /// while the pointer is on that CPU.
 pub type CpuNotes<'a> = dyn Fn(u32) -> Vec<String> + 'a;
-
-const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
 
 /// A background for a CPU's cell (the monitor's interrupt heat), or none.
 pub type CpuShade<'a> = dyn Fn(u32) -> Option<Color32> + 'a;

@@ -1,0 +1,275 @@
+//! What views ask for while drawing, run by the app afterwards: each
+//! command carries only what the view knows; the app adds the host, the
+//! URI and the snapshot, and starts the job in the slot of the page that
+//! asked, so its answer comes back there.
+
+use super::App;
+use crate::checks::rom::Card;
+use crate::monitor::sampler::{MonitorConfig, spawn};
+use crate::pinning::PinPlan;
+use crate::ui::jobs::{self, PickField, VmAction};
+use crate::ui::state::Page;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Which page's VM buttons were pressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmPage {
+    Wizard,
+    Troubleshoot,
+}
+
+#[must_use]
+#[derive(Debug, Clone)]
+pub enum Command {
+    Rescan,
+    ShowPage(Page),
+    /// Show this device on the Devices page.
+    ShowDevice(String),
+    /// (Re)start the monitor's sampler.
+    StartMonitor,
+    /// Devices: read a card's ROM.
+    ReadRom {
+        addr: String,
+        card: Card,
+    },
+    /// CPU: tune a domain's pinning (and the CPU topology that goes with it).
+    ApplyPinning {
+        domain: String,
+        plan: Box<PinPlan>,
+    },
+    /// CPU: write the board's XML fragment to a file.
+    SaveBoardXml {
+        xml: String,
+        path: String,
+    },
+    /// Monitor: the timer latency probe.
+    Latency {
+        cpus: Vec<u32>,
+        seconds: u64,
+        compare_idle: bool,
+    },
+    /// Wizard: a file dialog for a field.
+    PickFile(PickField),
+    /// Wizard: the preflight of this XML.
+    Validate {
+        xml: String,
+    },
+    /// Wizard: define (or update) it.
+    Define {
+        xml: String,
+    },
+    /// Wizard: write the XML to a file.
+    SaveXml {
+        xml: String,
+        path: String,
+    },
+    /// Wizard: a new qcow2 image.
+    CreateDisk {
+        path: String,
+        size_gib: u64,
+    },
+    /// Wizard: where a new disk for this VM would go.
+    DiskPlace {
+        vm_name: String,
+    },
+    /// Start / shut down / force off a domain, from a page's buttons.
+    Vm {
+        page: VmPage,
+        name: String,
+        action: VmAction,
+    },
+    /// Troubleshoot: read this domain (and follow its state).
+    ProbeVm(String),
+}
+
+/// Write `text` to `path` for a Save button: a clear message either way.
+fn save(path: &str, text: &str, then: &str) -> Result<String, String> {
+    std::fs::write(path, text)
+        .map(|_| format!("Saved to {path}. {then}"))
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+impl App {
+    pub(super) fn run(&mut self, cmd: Command, ctx: &egui::Context) {
+        let wake = self.wake();
+        let root = self.root_or_live();
+        let uri = self.wizard_uri();
+        // Each job in its page's slot; a busy slot says so on its page.
+        let refused: Option<String> = match cmd {
+            Command::Rescan => {
+                let ctx = ctx.clone();
+                self.start_scan(move || ctx.request_repaint());
+                None
+            }
+            Command::ShowPage(p) => {
+                if p != Page::Monitor {
+                    // Nothing samples while nobody looks.
+                    self.stop_monitor();
+                }
+                self.state.page = p;
+                None
+            }
+            Command::ShowDevice(a) => {
+                self.state.page = Page::Devices;
+                self.focus_device = Some(a);
+                None
+            }
+            Command::StartMonitor => {
+                self.start_monitor(ctx);
+                None
+            }
+            Command::ReadRom { addr, card } => self
+                .devices
+                .rom_job
+                .start(
+                    move || {
+                        let f = jobs::read_rom(&root, &addr, card);
+                        (addr, f)
+                    },
+                    wake,
+                )
+                .err(),
+            Command::ApplyPinning { domain, plan } => {
+                self.cpu.applied = None;
+                let d = domain.clone();
+                let r = self
+                    .cpu
+                    .apply_job
+                    .start(move || jobs::apply_pinning(&d, &uri, *plan), wake)
+                    .err();
+                if r.is_none() && !self.cpu.pending_restart.contains(&domain) {
+                    self.cpu.pending_restart.push(domain);
+                }
+                r.inspect(|e| self.cpu.applied = Some(Err(e.clone())))
+            }
+            Command::SaveBoardXml { xml, path } => {
+                self.cpu.saved = Some(save(
+                    &path,
+                    &xml,
+                    "Paste it into the domain's XML (virsh edit), or use Apply below.",
+                ));
+                None
+            }
+            Command::Latency {
+                cpus,
+                seconds,
+                compare_idle,
+            } => self
+                .monitor_rt
+                .latency_job
+                .start(move || jobs::latency(&cpus, seconds, compare_idle), wake)
+                .err(),
+            Command::PickFile(field) => self
+                .wizard
+                .pick_job
+                .start(move || jobs::pick_file(field), wake)
+                .err(),
+            Command::Validate { xml } => {
+                let Some(snap) = self.snapshot.clone() else {
+                    return;
+                };
+                self.wizard.preflight = None;
+                let x = xml.clone();
+                self.wizard
+                    .validate_job
+                    .start(move || jobs::validate(&root, &snap, &uri, &x), wake)
+                    .err()
+            }
+            Command::Define { xml } => {
+                let Some(snap) = self.snapshot.clone() else {
+                    return;
+                };
+                self.wizard.defined = None;
+                self.wizard
+                    .define_job
+                    .start(move || jobs::define(&root, &snap, &uri, &xml), wake)
+                    .err()
+            }
+            Command::SaveXml { xml, path } => {
+                let then = format!(
+                    "Define it here with Define, or `vfio-assistant domain define {path}` in a terminal."
+                );
+                self.wizard.saved = Some(save(&path, &xml, &then));
+                None
+            }
+            Command::CreateDisk { path, size_gib } => {
+                self.wizard.disk_made = None;
+                self.wizard
+                    .disk_job
+                    .start(move || jobs::create_disk(&uri, &path, size_gib), wake)
+                    .err()
+            }
+            Command::DiskPlace { vm_name } => {
+                self.wizard.place_asked = Some(vm_name.clone());
+                self.wizard
+                    .place_job
+                    .start(
+                        move || {
+                            let p = jobs::disk_place(&uri, &vm_name);
+                            (vm_name, p)
+                        },
+                        wake,
+                    )
+                    .err()
+            }
+            Command::Vm { page, name, action } => {
+                let vm = match page {
+                    VmPage::Wizard => &mut self.wizard.vm,
+                    VmPage::Troubleshoot => &mut self.troubleshoot.vm,
+                };
+                vm.follow(&name);
+                vm.done = None;
+                // The state is read again as soon as the action is done.
+                vm.state_read_at = None;
+                if action == VmAction::Start {
+                    self.cpu.pending_restart.retain(|d| d != &name);
+                }
+                vm.action
+                    .start(move || jobs::vm_action(&root, &uri, &name, action), wake)
+                    .err()
+            }
+            Command::ProbeVm(domain) => {
+                let Some(snap) = self.snapshot.clone() else {
+                    return;
+                };
+                self.troubleshoot.vm_findings = None;
+                self.troubleshoot.vm.follow(&domain);
+                self.troubleshoot
+                    .probe_job
+                    .start(move || jobs::probe(&root, &snap, &uri, &domain), wake)
+                    .err()
+            }
+        };
+        // Said in the top bar until the next command.
+        self.note = refused;
+    }
+
+    pub(super) fn stop_monitor(&mut self) {
+        if let Some((_, stop)) = self.sampler.take() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn start_monitor(&mut self, ctx: &egui::Context) {
+        self.stop_monitor();
+        let Some(root) = self.root.clone() else {
+            return;
+        };
+        self.monitor.restart();
+        let domain = self.state.monitor_domain.trim();
+        let config = MonitorConfig {
+            root,
+            uri: Some(self.wizard_uri()),
+            domain: (!domain.is_empty()).then(|| domain.to_string()),
+            interval: Duration::from_secs(1),
+            only_changes: true,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = ctx.clone();
+        if let Ok(rx) = spawn(config, stop.clone(), move || ctx.request_repaint()) {
+            self.sampler = Some((rx, stop));
+        }
+    }
+}

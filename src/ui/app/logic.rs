@@ -1,0 +1,169 @@
+//! Taking what the workers sent, with no drawing (eframe's `logic`): the
+//! scan, each page's job slots, the monitor's samples, and the live state
+//! of the VM a page's buttons act on (read again every few seconds while
+//! that page shows).
+
+use super::App;
+use crate::ui::jobs::{self, PickField};
+use crate::ui::pages::VmControl;
+use crate::ui::runtime::flatten;
+use crate::ui::state::Page;
+use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, Instant};
+
+/// How often a shown VM's state is read again.
+const VM_STATE_EVERY: Duration = Duration::from_secs(2);
+
+impl App {
+    /// Everything that arrived since the last frame.
+    pub fn poll(&mut self) {
+        self.poll_scan();
+        self.poll_jobs();
+        self.poll_monitor();
+        self.refresh_vm_state();
+    }
+
+    fn poll_scan(&mut self) {
+        let Some(rx) = &self.scanning else { return };
+        match rx.try_recv() {
+            Ok(Ok((snap, findings))) => {
+                self.snapshot = Some(std::sync::Arc::new(snap));
+                self.findings = std::sync::Arc::new(findings);
+                self.error = None;
+                self.scanning = None;
+            }
+            Ok(Err(e)) => {
+                self.error = Some(e);
+                self.scanning = None;
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => {
+                self.error = Some("the scan stopped without a result".into());
+                self.scanning = None;
+            }
+        }
+    }
+
+    fn poll_jobs(&mut self) {
+        let w = &mut self.wizard;
+        if let Some(r) = w.caps_job.poll() {
+            w.caps = flatten(r).ok();
+        }
+        if let Some(r) = w.validate_job.poll() {
+            w.preflight = Some((String::new(), flatten(r)));
+        }
+        if let Some(r) = w.define_job.poll() {
+            let r = flatten(r);
+            if let Ok(plan) = &r {
+                w.vm.follow(&plan.name);
+                w.vm.state_read_at = None;
+            }
+            w.defined = Some(r);
+        }
+        if let Some(r) = w.disk_job.poll() {
+            let r = flatten(r);
+            if let Ok(path) = &r {
+                self.state.wizard.disk = path.clone();
+                self.state.wizard.create_disk = false;
+            }
+            self.wizard.disk_made = Some(r);
+        }
+        let w = &mut self.wizard;
+        if let Some(Ok(place)) = w.place_job.poll() {
+            w.place = Some(place);
+        }
+        if let Some(r) = w.pick_job.poll() {
+            match r {
+                Ok((field, path)) => self.picked(field, path),
+                Err(e) => self.wizard.pick_note = Some(e),
+            }
+        }
+        poll_vm(&mut self.wizard.vm);
+        let t = &mut self.troubleshoot;
+        if let Some(r) = t.probe_job.poll() {
+            t.vm_findings = Some(flatten(r));
+        }
+        poll_vm(&mut self.troubleshoot.vm);
+        if let Some(r) = self.devices.rom_job.poll() {
+            match r {
+                Ok((addr, f)) => {
+                    self.devices.rom_findings.insert(addr, f);
+                }
+                Err(e) => self.note = Some(e),
+            }
+        }
+        if let Some(r) = self.cpu.apply_job.poll() {
+            self.cpu.applied = Some(flatten(r));
+        }
+        if let Some(r) = self.monitor_rt.latency_job.poll() {
+            match r {
+                Ok((configured, held)) => {
+                    self.monitor.latency = Some(configured);
+                    self.monitor.latency_held = held;
+                }
+                Err(e) => self.monitor.latency = Some(Err(e)),
+            }
+        }
+    }
+
+    /// Take the monitor's new samples.
+    fn poll_monitor(&mut self) {
+        let Some((rx, _)) = &self.sampler else { return };
+        while let Ok(u) = rx.try_recv() {
+            self.monitor.push(u);
+        }
+    }
+
+    /// Read the followed VM's state again when its page shows and it is due.
+    fn refresh_vm_state(&mut self) {
+        let uri = self.wizard_uri();
+        let wake = self.wake();
+        let vm = match self.state.page {
+            Page::NewVm => &mut self.wizard.vm,
+            Page::Troubleshoot => &mut self.troubleshoot.vm,
+            _ => return,
+        };
+        let Some(name) = vm.name.clone() else { return };
+        let due = vm
+            .state_read_at
+            .is_none_or(|t| t.elapsed() >= VM_STATE_EVERY);
+        if !due || vm.state_job.is_busy() || vm.action.is_busy() {
+            return;
+        }
+        vm.state_read_at = Some(Instant::now());
+        let _ = vm
+            .state_job
+            .start(move || jobs::vm_state(&uri, &name), wake);
+        if let Some(ctx) = &self.waker {
+            ctx.request_repaint_after(VM_STATE_EVERY);
+        }
+    }
+
+    /// A file dialog's answer goes into its wizard field.
+    fn picked(&mut self, field: PickField, path: Option<String>) {
+        let Some(path) = path else {
+            self.wizard.pick_note = Some(
+                "No file chosen. If no dialog appeared, this desktop has no xdg-desktop-portal: type the path instead.".into(),
+            );
+            return;
+        };
+        self.wizard.pick_note = None;
+        let w = &mut self.state.wizard;
+        match field {
+            PickField::Disk => w.disk = path,
+            PickField::InstallIso => w.install_iso = path,
+            PickField::VirtioIso => w.virtio_iso = path,
+        }
+    }
+}
+
+fn poll_vm(vm: &mut VmControl) {
+    if let Some(r) = vm.state_job.poll() {
+        vm.state = Some(flatten(r));
+    }
+    if let Some(r) = vm.action.poll() {
+        vm.done = Some(flatten(r));
+        // Read the state at once: it changed, or the start failed.
+        vm.state_read_at = None;
+    }
+}

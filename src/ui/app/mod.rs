@@ -1,0 +1,232 @@
+//! The app: persisted `State` (data only) next to the runtime: the host
+//! being shown, its scan, and one runtime per page (`pages.rs`) with its own
+//! job slots. Split the way rerun splits its app: `logic.rs` takes what the
+//! workers sent (no drawing), `ui.rs` draws and collects the views'
+//! `Command`s, `commands.rs` runs them.
+
+mod commands;
+mod logic;
+mod ui;
+
+pub use commands::{Command, VmPage};
+
+use super::Source;
+use super::pages::{
+    CpuRuntime, DevicesRuntime, MonitorRuntime, TroubleshootRuntime, WizardRuntime,
+};
+use super::state::State;
+use super::views::monitor::MonitorView;
+use super::worker::{ScanResult, spawn_scan};
+use crate::checks::model::Finding;
+use crate::checks::run_checks;
+use crate::host::HostSnapshot;
+use crate::monitor::sampler::Update;
+use crate::sysroot::HostRoot;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Receiver;
+
+pub struct App {
+    pub state: State,
+    root: Option<HostRoot>,
+    /// Keeps the unpacked demo host alive.
+    _demo_dir: Option<tempfile::TempDir>,
+    source_label: String,
+    /// The libvirt this host's VMs are on (None for a captured host).
+    libvirt_uri: Option<String>,
+    pub snapshot: Option<Arc<HostSnapshot>>,
+    /// The prerequisite checks of `snapshot`, failures first.
+    pub findings: Arc<Vec<Finding>>,
+    pub error: Option<String>,
+    scanning: Option<Receiver<ScanResult>>,
+    /// Set by `ShowDevice`: the Devices page opens and scrolls to it.
+    pub focus_device: Option<String>,
+    pub wizard: WizardRuntime,
+    pub troubleshoot: TroubleshootRuntime,
+    pub devices: DevicesRuntime,
+    pub cpu: CpuRuntime,
+    pub monitor_rt: MonitorRuntime,
+    /// The Monitor page's data and its sampler (running only while the page shows).
+    pub monitor: MonitorView,
+    sampler: Option<(Receiver<Update>, Arc<AtomicBool>)>,
+    commands: Vec<Command>,
+    /// A request that could not start (its page's job still runs), shown
+    /// in the top bar.
+    pub note: Option<String>,
+    /// Repaints the window (a job's `wake`); none in tests without a context.
+    waker: Option<egui::Context>,
+}
+
+const STATE_KEY: &str = "vfio-assistant-state";
+
+impl App {
+    pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
+        let state: State = cc
+            .storage
+            .and_then(|s| eframe::get_value(s, STATE_KEY))
+            .unwrap_or_default();
+        let ctx = cc.egui_ctx.clone();
+        let mut app = Self::with_source(source, state, {
+            let ctx = ctx.clone();
+            move || ctx.request_repaint()
+        });
+        app.waker = Some(ctx);
+        app
+    }
+
+    fn empty(state: State, default_uri: &str) -> Self {
+        App {
+            state,
+            root: None,
+            _demo_dir: None,
+            source_label: String::new(),
+            libvirt_uri: None,
+            snapshot: None,
+            findings: Arc::new(Vec::new()),
+            error: None,
+            scanning: None,
+            focus_device: None,
+            wizard: WizardRuntime::new(default_uri),
+            troubleshoot: TroubleshootRuntime::default(),
+            devices: DevicesRuntime::default(),
+            cpu: CpuRuntime::default(),
+            monitor_rt: MonitorRuntime::default(),
+            monitor: MonitorView::new(),
+            sampler: None,
+            commands: Vec::new(),
+            note: None,
+            waker: None,
+        }
+    }
+
+    fn from_source(source: Source, state: State) -> Self {
+        let default_uri = if source == Source::Demo {
+            crate::libvirt::TEST_URI
+        } else {
+            crate::libvirt::DEFAULT_URI
+        };
+        let mut app = Self::empty(state, default_uri);
+        match source {
+            Source::Live => {
+                app.root = Some(HostRoot::live());
+                app.source_label = "this machine".into();
+                app.libvirt_uri = Some(crate::libvirt::DEFAULT_URI.into());
+            }
+            Source::Root(dir) => {
+                app.source_label = dir.display().to_string();
+                app.root = Some(HostRoot::at(dir));
+            }
+            Source::Demo => {
+                app.source_label = "demo host (sample data)".into();
+                app.libvirt_uri = Some(crate::libvirt::TEST_URI.into());
+                match super::demo::unpack_demo() {
+                    Ok((root, dir)) => {
+                        app.root = Some(root);
+                        app._demo_dir = Some(dir);
+                    }
+                    Err(e) => app.error = Some(format!("{e:#}")),
+                }
+            }
+        }
+        app
+    }
+
+    /// An app that starts scanning `source` at once; `wake` is called when the
+    /// scan is done (eframe passes a repaint request; tests may pass nothing).
+    pub fn with_source(source: Source, state: State, wake: impl FnOnce() + Send + 'static) -> Self {
+        let mut app = Self::from_source(source, state);
+        app.start_scan(wake);
+        app
+    }
+
+    /// An app showing an already scanned host (tests, embedding).
+    pub fn with_snapshot(snapshot: HostSnapshot, state: State) -> Self {
+        let mut app = Self::empty(state, crate::libvirt::DEFAULT_URI);
+        app.source_label = snapshot.root.clone();
+        app.findings = Arc::new(run_checks(&snapshot, None));
+        app.snapshot = Some(Arc::new(snapshot));
+        app
+    }
+
+    fn start_scan(&mut self, wake: impl FnOnce() + Send + 'static) {
+        if let Some(root) = &self.root {
+            self.scanning = Some(spawn_scan(root.clone(), self.libvirt_uri.clone(), wake));
+        }
+    }
+
+    pub fn is_scanning(&self) -> bool {
+        self.scanning.is_some()
+    }
+
+    /// Whether the monitor's sampler runs.
+    pub fn is_monitoring(&self) -> bool {
+        self.sampler.is_some()
+    }
+
+    /// The wizard's libvirt URI as the user set it, or the default.
+    pub fn wizard_uri(&self) -> String {
+        let u = self.state.wizard.uri.trim();
+        if u.is_empty() {
+            self.wizard.default_uri.clone()
+        } else {
+            u.to_string()
+        }
+    }
+
+    /// The host the pages act on: the one scanned (a captured tree reads
+    /// from that tree; an embedded snapshot from where it was taken).
+    fn root_or_live(&self) -> HostRoot {
+        match (&self.root, &self.snapshot) {
+            (Some(r), _) => r.clone(),
+            (None, Some(s)) => HostRoot::at(&s.root),
+            (None, None) => HostRoot::live(),
+        }
+    }
+
+    /// Whether any page's job still runs (for tests and the window title).
+    pub fn is_busy(&self) -> bool {
+        let w = &self.wizard;
+        let t = &self.troubleshoot;
+        w.caps_job.is_busy()
+            || w.validate_job.is_busy()
+            || w.define_job.is_busy()
+            || w.pick_job.is_busy()
+            || w.disk_job.is_busy()
+            || w.place_job.is_busy()
+            || w.vm.action.is_busy()
+            || w.vm.state_job.is_busy()
+            || t.probe_job.is_busy()
+            || t.vm.action.is_busy()
+            || t.vm.state_job.is_busy()
+            || self.devices.rom_job.is_busy()
+            || self.cpu.apply_job.is_busy()
+            || self.monitor_rt.latency_job.is_busy()
+    }
+
+    /// A closure that repaints the window when a job is done.
+    fn wake(&self) -> impl FnOnce() + Send + 'static {
+        let ctx = self.waker.clone();
+        move || {
+            if let Some(c) = ctx {
+                c.request_repaint();
+            }
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        if self.waker.is_none() {
+            self.waker = Some(ctx.clone());
+        }
+        self.poll();
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.ui_content(ui);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, STATE_KEY, &self.state);
+    }
+}

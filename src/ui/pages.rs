@@ -1,0 +1,172 @@
+//! One runtime per page: its own job slots and their typed answers, so a
+//! page's job never lands in another page's result and one page's work does
+//! not block another's buttons. Views read these; the app fills them.
+
+use super::jobs::{LatencyPair, VmDone};
+use super::runtime::Slot;
+use crate::checks::model::Finding;
+use crate::libvirt::DomainState;
+use crate::libvirt::caps::DomainCaps;
+use crate::report::lifecycle::DefinePlan;
+use crate::report::preflight::Preflight;
+use crate::report::storage::DiskPlace;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Start / Shut down / Force off for one domain, with its state kept live
+/// (read again every few seconds while the page shows).
+pub struct VmControl {
+    /// The domain the buttons act on.
+    pub name: Option<String>,
+    pub state: Option<Result<DomainState, String>>,
+    pub state_job: Slot<Result<DomainState, String>>,
+    pub state_read_at: Option<Instant>,
+    pub action: Slot<Result<VmDone, String>>,
+    pub done: Option<Result<VmDone, String>>,
+}
+
+impl VmControl {
+    pub fn new() -> Self {
+        VmControl {
+            name: None,
+            state: None,
+            state_job: Slot::new("reading the VM's state"),
+            state_read_at: None,
+            action: Slot::new("starting or stopping the VM"),
+            done: None,
+        }
+    }
+    /// Follow another domain (its state is read afresh).
+    pub fn follow(&mut self, name: &str) {
+        if self.name.as_deref() != Some(name) {
+            self.name = Some(name.to_string());
+            self.state = None;
+            self.state_read_at = None;
+            self.done = None;
+        }
+    }
+}
+
+impl Default for VmControl {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The New VM wizard's libvirt answers.
+pub struct WizardRuntime {
+    /// The URI used when the user leaves it empty.
+    pub default_uri: String,
+    pub caps: Option<DomainCaps>,
+    pub caps_job: Slot<Result<DomainCaps, String>>,
+    /// The URI whose capabilities were asked for.
+    pub caps_asked: Option<String>,
+    pub validate_job: Slot<Result<Preflight, String>>,
+    /// The last preflight, with the XML it was run on.
+    pub preflight: Option<(String, Result<Preflight, String>)>,
+    pub define_job: Slot<Result<DefinePlan, String>>,
+    pub defined: Option<Result<DefinePlan, String>>,
+    pub saved: Option<Result<String, String>>,
+    pub pick_job: Slot<(super::jobs::PickField, Option<String>)>,
+    /// Said when a file dialog gave nothing.
+    pub pick_note: Option<String>,
+    pub disk_job: Slot<Result<String, String>>,
+    pub disk_made: Option<Result<String, String>>,
+    pub place_job: Slot<(String, DiskPlace)>,
+    /// Where a new disk would go and the space there, for the VM name asked.
+    pub place: Option<(String, DiskPlace)>,
+    /// The VM name a place was last asked for (asked once per name).
+    pub place_asked: Option<String>,
+    pub vm: VmControl,
+}
+
+impl WizardRuntime {
+    pub fn new(default_uri: &str) -> Self {
+        WizardRuntime {
+            default_uri: default_uri.to_string(),
+            caps: None,
+            caps_job: Slot::new("reading the domain capabilities"),
+            caps_asked: None,
+            validate_job: Slot::new("checking the domain on this host"),
+            preflight: None,
+            define_job: Slot::new("defining the domain"),
+            defined: None,
+            saved: None,
+            pick_job: Slot::new("showing the file dialog"),
+            pick_note: None,
+            disk_job: Slot::new("creating the disk image"),
+            disk_made: None,
+            place_job: Slot::new("looking for room for the disk"),
+            place: None,
+            place_asked: None,
+            vm: VmControl::new(),
+        }
+    }
+}
+
+/// The Troubleshoot page: the domain's findings and its buttons.
+pub struct TroubleshootRuntime {
+    pub probe_job: Slot<Result<Vec<Finding>, String>>,
+    pub vm_findings: Option<Result<Vec<Finding>, String>>,
+    pub vm: VmControl,
+}
+
+impl Default for TroubleshootRuntime {
+    fn default() -> Self {
+        TroubleshootRuntime {
+            probe_job: Slot::new("reading the VM"),
+            vm_findings: None,
+            vm: VmControl::new(),
+        }
+    }
+}
+
+/// The Devices page: ROM reads.
+pub struct DevicesRuntime {
+    pub rom_job: Slot<(String, Finding)>,
+    /// Address -> the `device.rom` finding of its last read.
+    pub rom_findings: BTreeMap<String, Finding>,
+}
+
+impl Default for DevicesRuntime {
+    fn default() -> Self {
+        DevicesRuntime {
+            rom_job: Slot::new("reading the ROM"),
+            rom_findings: BTreeMap::new(),
+        }
+    }
+}
+
+/// The CPU page: applying the board to a domain.
+pub struct CpuRuntime {
+    pub apply_job: Slot<Result<String, String>>,
+    pub applied: Option<Result<String, String>>,
+    pub saved: Option<Result<String, String>>,
+    /// Domains whose pinning was changed here while they ran: the
+    /// Troubleshoot page says "applied, takes effect at the next start".
+    pub pending_restart: Vec<String>,
+}
+
+impl Default for CpuRuntime {
+    fn default() -> Self {
+        CpuRuntime {
+            apply_job: Slot::new("applying the pinning"),
+            applied: None,
+            saved: None,
+            pending_restart: Vec::new(),
+        }
+    }
+}
+
+/// The Monitor page's probe (its sampler lives in the app).
+pub struct MonitorRuntime {
+    pub latency_job: Slot<LatencyPair>,
+}
+
+impl Default for MonitorRuntime {
+    fn default() -> Self {
+        MonitorRuntime {
+            latency_job: Slot::new("measuring latency"),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The app's colours and text styles, in one place: each outcome (a check's
+//! status, a passthrough verdict, the doctor's verdict) has one colour on
+//! every page, and the labels come from the library so the CLI says the
+//! same words.
+
+use crate::checks::model::Status;
+use crate::doctor::Outcome;
+use crate::host::iommu::VerdictKind;
+use egui::Color32;
+
+pub const GOOD: Color32 = Color32::from_rgb(40, 170, 90);
+pub const BAD: Color32 = Color32::from_rgb(210, 60, 60);
+pub const WARN: Color32 = Color32::from_rgb(220, 150, 30);
+pub const MUTED: Color32 = Color32::from_rgb(150, 150, 150);
+pub const INFO: Color32 = Color32::from_rgb(90, 150, 220);
+/// Topology: performance and efficiency cores, isolated CPUs, a VM's vCPUs.
+pub const P_CORE: Color32 = Color32::from_rgb(70, 130, 220);
+pub const E_CORE: Color32 = Color32::from_rgb(60, 170, 150);
+pub const ISOLATED: Color32 = Color32::from_rgb(220, 140, 40);
+pub const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
+/// Device badges.
+pub const GPU: Color32 = Color32::from_rgb(80, 140, 230);
+pub const HOST_USE: Color32 = Color32::from_rgb(220, 120, 40);
+pub const SRIOV: Color32 = Color32::from_rgb(150, 100, 210);
+pub const NEUTRAL: Color32 = Color32::from_rgb(120, 120, 120);
+
+pub fn status_color(s: Status) -> Color32 {
+    match s {
+        Status::Fail => BAD,
+        Status::Warn => WARN,
+        Status::Unknown => MUTED,
+        Status::Info => INFO,
+        Status::Pass => GOOD,
+    }
+}
+
+pub fn verdict_color(v: VerdictKind) -> Color32 {
+    match v {
+        VerdictKind::ViableAlone => GOOD,
+        VerdictKind::ViableWith => Color32::from_rgb(200, 150, 20),
+        VerdictKind::NotViable => BAD,
+        VerdictKind::NoIommu => Color32::from_rgb(130, 130, 130),
+    }
+}
+
+pub fn outcome_color(o: Outcome) -> Color32 {
+    match o {
+        Outcome::CauseFound => BAD,
+        Outcome::NothingFound => GOOD,
+        Outcome::CannotTell => MUTED,
+    }
+}
+
+/// Body text in details (evidence, why, fix): readable, not `small()`.
+pub const DETAIL_SIZE: f32 = 13.0;
+/// Monospace for XML, kernel lines and evidence.
+pub const MONO_SIZE: f32 = 13.0;
+
+/// Monospace text at a readable size.
+pub fn mono(text: impl Into<String>) -> egui::RichText {
+    egui::RichText::new(text).monospace().size(MONO_SIZE)
+}
+
+/// Detail text at a readable size.
+pub fn detail(text: impl Into<String>) -> egui::RichText {
+    egui::RichText::new(text).size(DETAIL_SIZE)
+}

@@ -105,6 +105,7 @@ fn live(
         qmp_status: Some(Ok(qmp.into())),
         xml: Some(doc),
         live_xml: None,
+        hyperv_offered: None,
         rates: Some(rates(&a, &b, Some(&vm))),
         rates_problem: None,
         interrupts: Some(IRQ_B.into()),
@@ -276,4 +277,47 @@ fn new_pinning_on_a_running_vm_takes_effect_at_the_next_start() {
     v.live_xml = v.xml.clone();
     let pin = find(&vm_findings(&snap, &root, &v), "vm.pinning").clone();
     assert!(!pin.title.contains("next start"), "{pin:?}");
+}
+
+/// What the host cannot offer is said as such, never a cause with a fix that
+/// cannot work (`domain tune` cannot add an enlightenment KVM lacks).
+#[test]
+fn hyperv_the_host_does_not_offer_is_not_a_cause() {
+    let host = support::hosts::good_host();
+    let root = HostRoot::at(host.path());
+    let snap = scan(&root).unwrap();
+    let mut d = domain("user-mapmanagement-gpu-passthrough-win10.xml");
+    if let Some(f) = d.root.child_mut("features") {
+        f.remove_children("hyperv");
+    }
+    let mut v = live(d, DomainState::Shutoff, "", BTreeMap::new(), (1, 0));
+    // This project's nested CI host offers only spinlocks and vendor_id:
+    // spinlocks can be added, the rest are not offered.
+    v.hyperv_offered = Some(vec!["spinlocks".into(), "vendor_id".into()]);
+    let hv = find(&vm_findings(&snap, &root, &v), "vm.hyperv").clone();
+    assert_eq!(hv.status, Status::Warn);
+    assert!(
+        hv.title
+            .contains("missing: spinlocks; not offered by this host: relaxed"),
+        "{hv:?}"
+    );
+    assert!(
+        hv.fix.as_deref().unwrap_or("").contains("adds spinlocks ("),
+        "{hv:?}"
+    );
+    // Nothing it lacks can be added: said, not a cause.
+    v.hyperv_offered = Some(vec!["vendor_id".into()]);
+    let f = vm_findings(&snap, &root, &v);
+    let hv = find(&f, "vm.hyperv");
+    assert!(hv.title.contains("not offered by this host"), "{hv:?}");
+    assert_eq!(hv.status, Status::Info, "{hv:?}");
+    assert!(hv.fix.is_none(), "{hv:?}");
+    // On a host that offers them, they are missing and `domain tune` adds them.
+    v.hyperv_offered = None;
+    let hv = find(&vm_findings(&snap, &root, &v), "vm.hyperv").clone();
+    assert_eq!(hv.status, Status::Warn);
+    assert!(
+        hv.fix.as_deref().unwrap_or("").contains("domain tune"),
+        "{hv:?}"
+    );
 }

@@ -159,6 +159,7 @@ fn a_domains_rom_file_is_read() {
         qmp_status: None,
         xml: Some(Document::parse(xml).unwrap()),
         live_xml: None,
+        hyperv_offered: None,
         rates: None,
         rates_problem: None,
         interrupts: None,

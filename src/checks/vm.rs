@@ -31,6 +31,9 @@ pub struct VmLive {
     pub xml: Option<Document>,
     /// What the running QEMU was started with (None when it is off).
     pub live_xml: Option<Document>,
+    /// The Hyper-V enlightenments this host's KVM offers (domain
+    /// capabilities); `None` when not known.
+    pub hyperv_offered: Option<Vec<String>>,
     /// One window of live rates (interrupts, vCPUs, KVM), when it runs.
     pub rates: Option<Rates>,
     /// Why there are no live rates.
@@ -51,6 +54,7 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
         .then(|| hv.domain_xml_live(name).ok())
         .flatten()
         .and_then(|x| Document::parse(&x).ok());
+    let hyperv_offered = crate::libvirt::caps::caps_of(hv).and_then(|c| c.hyperv);
     let qmp_status = active.then(|| {
         hv.qmp(name, r#"{"execute":"query-status"}"#)
             .map_err(|e| e.to_string())
@@ -89,6 +93,7 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
         qmp_status,
         xml,
         live_xml,
+        hyperv_offered,
         rates,
         rates_problem,
         interrupts: root.read_text(&HostPath::proc("interrupts")).ok(),
@@ -341,7 +346,10 @@ const CORE_HV: &[&str] = &[
     "stimer",
 ];
 
-fn hyperv_finding(doc: &Document) -> Finding {
+/// The core enlightenments the domain has. One this host's KVM does not
+/// offer is said as such — "not offered by this host" — and is not a cause
+/// with a fix: `domain tune` cannot add what KVM lacks.
+fn hyperv_finding(doc: &Document, offered: Option<&[String]>) -> Finding {
     let why = "Windows uses the Hyper-V enlightenments to talk to the hypervisor directly instead of through emulated timers and interrupt controllers: fewer exits, steadier frame times.";
     if hyperv_passthrough(doc) {
         return Finding::new(
@@ -358,31 +366,57 @@ fn hyperv_finding(doc: &Document) -> Finding {
         .copied()
         .filter(|n| !on.iter().any(|o| o == n))
         .collect();
-    Finding::new(
-        "vm.hyperv",
-        if missing.is_empty() {
-            "The core Hyper-V enlightenments are on".to_string()
-        } else {
-            format!("Hyper-V enlightenments missing: {}", missing.join(", "))
-        },
-        if missing.is_empty() {
-            Status::Pass
-        } else {
-            Status::Warn
-        },
-    )
-    .evidence(
-        "<features><hyperv>",
-        if on.is_empty() {
-            "none".to_string()
-        } else {
-            on.join(", ")
-        },
-    )
-    .why(why)
-    .fix_if(
-        !missing.is_empty(),
-        "`vfio-assistant domain tune --domain NAME` adds the ones this host's KVM supports.",
+    let host_has = |n: &str| offered.is_none_or(|list| list.iter().any(|o| o == n));
+    let (can_add, not_offered): (Vec<&str>, Vec<&str>) = missing.iter().partition(|n| host_has(n));
+    let mut title = if missing.is_empty() {
+        "The core Hyper-V enlightenments are on".to_string()
+    } else if can_add.is_empty() {
+        format!(
+            "Hyper-V enlightenments not offered by this host: {} (its KVM does not list them, often a nested or old one)",
+            not_offered.join(", ")
+        )
+    } else {
+        format!("Hyper-V enlightenments missing: {}", can_add.join(", "))
+    };
+    if !can_add.is_empty() && !not_offered.is_empty() {
+        title.push_str(&format!(
+            "; not offered by this host: {}",
+            not_offered.join(", ")
+        ));
+    }
+    let status = if !can_add.is_empty() {
+        Status::Warn
+    } else if !not_offered.is_empty() {
+        Status::Info
+    } else {
+        Status::Pass
+    };
+    let mut f = Finding::new("vm.hyperv", title, status)
+        .evidence(
+            "<features><hyperv>",
+            if on.is_empty() {
+                "none".to_string()
+            } else {
+                on.join(", ")
+            },
+        )
+        .why(why);
+    if let Some(list) = offered {
+        f = f.evidence(
+            "domcapabilities hyperv",
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            },
+        );
+    }
+    f.fix_if(
+        !can_add.is_empty(),
+        format!(
+            "`vfio-assistant domain tune --domain NAME` adds {} (this host's KVM offers them).",
+            can_add.join(", ")
+        ),
     )
 }
 
@@ -484,7 +518,7 @@ pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Find
     let mut out = vec![state_finding(v)];
     if let Some(doc) = &v.xml {
         out.push(pinning_finding(snap, doc, v.live_xml.as_ref()));
-        out.push(hyperv_finding(doc));
+        out.push(hyperv_finding(doc, v.hyperv_offered.as_deref()));
         out.push(code43_finding(snap, root, doc));
         out.extend(rom_file_findings(snap, root, doc));
         out.push(intx_finding(v, doc));

@@ -143,3 +143,13 @@ impl DomainCaps {
         candidates.first().copied()
     }
 }
+
+/// The host's domain capabilities for q35 under KVM (or whatever the driver
+/// offers), when it can tell.
+pub fn caps_of(hv: &dyn super::Hypervisor) -> Option<DomainCaps> {
+    let xml = hv
+        .domain_capabilities(Some("q35"), Some("kvm"))
+        .or_else(|_| hv.domain_capabilities(None, None))
+        .ok()?;
+    DomainCaps::parse(&xml).ok()
+}

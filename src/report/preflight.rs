@@ -18,7 +18,6 @@ use crate::domain::validate::schema_check;
 use crate::domain::xml::{Document, XmlError};
 use crate::host::HostSnapshot;
 use crate::libvirt::Hypervisor;
-use crate::libvirt::caps::DomainCaps;
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::path::Path;
@@ -68,15 +67,7 @@ pub enum PreflightError {
     NotADomain(String),
 }
 
-/// The host's domain capabilities for q35 under KVM (or whatever the driver
-/// offers), when it can tell.
-pub fn caps_of(hv: &dyn Hypervisor) -> Option<DomainCaps> {
-    let xml = hv
-        .domain_capabilities(Some("q35"), Some("kvm"))
-        .or_else(|_| hv.domain_capabilities(None, None))
-        .ok()?;
-    DomainCaps::parse(&xml).ok()
-}
+pub use crate::libvirt::caps::caps_of;
 
 /// Whether the qemu user can reach `path`: it exists, is a file or block
 /// device, and every folder above it lets others in (libvirt hands QEMU the

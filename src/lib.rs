@@ -13,5 +13,6 @@ pub mod parse;
 pub mod pinning;
 pub mod report;
 pub mod sysroot;
+pub mod tuning;
 pub mod ui;
 pub mod userfile;

@@ -64,6 +64,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::rom::run(&root.0, args)
         }
+        Some(Command::Tune(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::tune::run(&root.0, args)
+        }
         Some(Command::Snapshot(args)) => {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)

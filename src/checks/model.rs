@@ -1,7 +1,7 @@
 //! A finding: what was checked, what we saw (evidence: the file and the value),
 //! the verdict, why it matters in plain words, and the fix.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -30,7 +30,7 @@ impl Status {
 }
 
 /// A file (or command) we read and the value we saw there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     pub source: String,
     pub value: String,

@@ -15,6 +15,8 @@ pub mod rom;
 pub mod scan;
 pub mod snapshot;
 pub mod text;
+pub mod tune;
+pub mod tune_text;
 
 use clap::{Args, Parser, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};
@@ -78,6 +80,10 @@ pub enum Command {
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
     Snapshot(snapshot::SnapshotArgs),
+    /// Host tuning as one undoable transaction: plan, apply, status, undo,
+    /// list (kernel command line, vfio-pci at boot, governor, THP, KSM,
+    /// hugepages, IRQ affinity, SR-IOV).
+    Tune(tune::TuneArgs),
 }
 
 /// Ask a yes/no question on the terminal. Without a terminal the answer is

@@ -1,0 +1,353 @@
+//! `vfio-assistant tune plan|apply|status|undo|list`: host tuning as one
+//! transaction (`crate::tuning`). `plan` previews (a unified diff per file,
+//! each value before → after, the commands); `apply` asks, then applies,
+//! verifies and journals; `status` says what is applied, waiting for a
+//! reboot, took effect or drifted; `undo` restores a transaction. With
+//! `--root DIR` nothing outside DIR is read or written and commands are
+//! listed, not run. Exit codes: 0 done or nothing to do, 1 a change failed
+//! and was rolled back, 2 bad input or a refusal before anything changed.
+
+use crate::host::scan;
+use crate::parse::cpulist::parse_cpulist;
+use crate::parse::values::parse_memory_mib;
+use crate::sysroot::HostRoot;
+use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
+use crate::tuning::facts::gather;
+use crate::tuning::journal::{EntryState, Journal};
+use crate::tuning::model::{Plan, Request};
+use crate::tuning::plan::plan;
+use crate::tuning::status::status;
+use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    #[command(subcommand)]
+    pub command: TuneCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TuneCommand {
+    /// Show what would change on this host, and why.
+    Plan(PlanArgs),
+    /// Apply the plan as one transaction (asks first unless --yes).
+    Apply(ApplyArgs),
+    /// What is applied, waiting for a reboot, took effect, or drifted.
+    Status(JournalArgs),
+    /// Restore a transaction (files byte for byte, values, boot files rebuilt).
+    Undo(UndoArgs),
+    /// The journal's transactions.
+    List(JournalArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct RequestArgs {
+    /// A GPU for the VM (its whole passthrough set goes with it). Repeatable.
+    #[arg(long = "gpu", value_name = "ADDR")]
+    pub gpus: Vec<String>,
+    /// Another device for the VM. Repeatable.
+    #[arg(long = "device", value_name = "ADDR")]
+    pub devices: Vec<String>,
+    /// vCPUs, for the pinning planner (which host CPUs the VM gets).
+    #[arg(long, conflicts_with = "cpus")]
+    pub vcpus: Option<usize>,
+    /// The host CPUs the VM runs on, e.g. 2-7,10-15.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+    /// The VM's memory (e.g. 16G), for hugepages.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub memory: Option<u64>,
+    /// 1 GiB hugepages (reserved at boot) instead of 2 MiB ones (now).
+    #[arg(long)]
+    pub hugepages_1g: bool,
+    /// SR-IOV virtual functions: ADDR=N. Repeatable.
+    #[arg(long = "sriov", value_name = "ADDR=N", value_parser = parse_sriov)]
+    pub sriov: Vec<(String, u32)>,
+    #[arg(long)]
+    pub json: bool,
+    /// Where the journal is (default /var/lib/vfio-assistant/journal, inside
+    /// the root with --root).
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub req: RequestArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub req: RequestArgs,
+    /// Only these changes (ids from `tune plan`), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Show what would happen; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The transaction id (from `tune list`).
+    #[arg(required_unless_present = "last", conflicts_with = "last")]
+    pub id: Option<String>,
+    /// The newest applied transaction.
+    #[arg(long)]
+    pub last: bool,
+    /// Put the old files back even if they changed since.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<PathBuf>,
+}
+
+/// A CPU list argument (one value, not clap's repeated values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    parse_cpulist(s)
+        .map(|set| CpuList(set.into_iter().collect()))
+        .map_err(|e| e.to_string())
+}
+
+fn parse_memory(s: &str) -> Result<u64, String> {
+    parse_memory_mib(s).map_err(|e| e.0)
+}
+
+fn parse_sriov(s: &str) -> Result<(String, u32), String> {
+    let (a, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: use ADDRESS=COUNT, e.g. 0000:03:00.0=4"))?;
+    let n: u32 = n
+        .parse()
+        .map_err(|_| format!("{n:?} is not a number of virtual functions"))?;
+    Ok((a.to_string(), n))
+}
+
+fn request(a: &RequestArgs, only: &[String]) -> Request {
+    Request {
+        gpus: a.gpus.clone(),
+        devices: a.devices.clone(),
+        vcpus: a.vcpus,
+        cpus: a.cpus.as_ref().map(|c| c.0.clone()),
+        memory_mib: a.memory,
+        hugepages_1g: a.hugepages_1g,
+        sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
+        only: only.to_vec(),
+        isolation_hook: false,
+    }
+}
+
+fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool) -> Env {
+    Env {
+        root: root.clone(),
+        journal: Journal::new(
+            journal
+                .clone()
+                .unwrap_or_else(|| Env::default_journal(root)),
+        ),
+        run_commands,
+        fail_at: None,
+    }
+}
+
+pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
+    match &args.command {
+        TuneCommand::Plan(p) => run_plan(root, &p.req),
+        TuneCommand::Apply(a) => run_apply(root, a),
+        TuneCommand::Status(j) => run_status(root, j),
+        TuneCommand::List(j) => run_list(root, j),
+        TuneCommand::Undo(u) => run_undo(root, u),
+    }
+}
+
+/// The plan, with commands marked `run: false` where they will not run.
+fn make_plan(root: &HostRoot, req: &Request, run_commands: bool) -> Result<Plan, (i32, String)> {
+    let snap = scan(root).map_err(|e| (2, format!("{e:#}")))?;
+    let facts = gather(root);
+    let mut p = plan(&snap, &facts, req).map_err(|e| (2, e.to_string()))?;
+    if !run_commands {
+        for c in &mut p.changes {
+            for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
+                cmd.run = false;
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn run_plan(root: &HostRoot, a: &RequestArgs) -> anyhow::Result<i32> {
+    let p = match make_plan(root, &request(a, &[]), root.is_live()) {
+        Ok(p) => p,
+        Err((code, why)) => return fail(a.json, code, &why),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        print!("{}", super::tune_text::plan_text(&p));
+    }
+    Ok(0)
+}
+
+/// An error in the mode asked for: `{"error": …}` with --json.
+fn fail(json: bool, code: i32, why: &str) -> anyhow::Result<i32> {
+    if json {
+        println!("{}", serde_json::json!({ "error": why }));
+    } else {
+        eprintln!("vfio-assistant tune: {why}");
+    }
+    Ok(code)
+}
+
+fn printer(json: bool) -> impl FnMut(Progress) {
+    move |p: Progress| {
+        if json {
+            if let Ok(line) = serde_json::to_string(&p) {
+                println!("{line}");
+            }
+        } else {
+            println!("{}", super::tune_text::progress_line(&p));
+        }
+    }
+}
+
+fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
+    let run_commands = root.is_live() && !a.dry_run;
+    let req = request(&a.req, &a.only);
+    let p = match make_plan(root, &req, run_commands) {
+        Ok(p) => p,
+        Err((code, why)) => return fail(a.req.json, code, &why),
+    };
+    let json = a.req.json;
+    if p.changes.is_empty() {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "result": "nothing to do", "manual": p.manual })
+            );
+        } else {
+            print!("{}", super::tune_text::plan_text(&p));
+            println!("Nothing to do: this host already has all of it.");
+        }
+        return Ok(0);
+    }
+    if a.dry_run {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&p)?);
+        } else {
+            print!("{}", super::tune_text::plan_text(&p));
+            println!("Dry run: nothing was changed.");
+        }
+        return Ok(0);
+    }
+    if !json {
+        print!("{}", super::tune_text::plan_text(&p));
+    }
+    if !a.yes && !super::confirm("Apply these changes?")? {
+        eprintln!("Nothing changed.");
+        return Ok(2);
+    }
+    let e = env(root, &a.req.journal, run_commands);
+    let facts = gather(root);
+    let mut out = printer(json);
+    match apply(&e, &facts, &p, &req, &mut out) {
+        Ok(o) => {
+            if json {
+                println!("{}", serde_json::json!({ "result": o }));
+            } else {
+                print!("{}", super::tune_text::outcome_text(&o, &p));
+            }
+            Ok(if o.state == EntryState::Applied { 0 } else { 1 })
+        }
+        Err(ApplyError::Preflight(why)) => {
+            fail(json, 2, &format!("refused before changing anything: {why}"))
+        }
+        Err(err) => fail(json, 2, &err.to_string()),
+    }
+}
+
+fn run_status(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
+    let e = env(root, &j.journal, false);
+    let s = status(&e);
+    if j.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", super::tune_text::status_text(&s));
+    }
+    Ok(0)
+}
+
+fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
+    let e = env(root, &j.journal, false);
+    let list = e.journal.list();
+    if j.json {
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .map(|x| serde_json::json!({"id": x.id, "created": x.created, "state": x.state, "changes": x.applied}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if list.is_empty() {
+        println!("No transactions in {}.", e.journal.dir.display());
+    } else {
+        for x in &list {
+            println!("{}  {:?}  {}", x.id, x.state, x.applied.join(", "));
+        }
+    }
+    Ok(0)
+}
+
+fn run_undo(root: &HostRoot, u: &UndoArgs) -> anyhow::Result<i32> {
+    let e = env(root, &u.journal, root.is_live());
+    let id = match (&u.id, u.last) {
+        (Some(id), _) => id.clone(),
+        (None, _) => match e.journal.last_applied() {
+            Some(x) => x.id,
+            None => return fail(u.json, 2, "no applied transaction to undo"),
+        },
+    };
+    if !u.yes && !super::confirm(&format!("Undo {id}?"))? {
+        eprintln!("Nothing changed.");
+        return Ok(2);
+    }
+    let mut out = printer(u.json);
+    match undo(&e, &id, u.force, &mut out) {
+        Ok(o) => {
+            if u.json {
+                println!("{}", serde_json::json!({ "result": o }));
+            } else if let Some(f) = &o.failure {
+                println!("Undone, except: {f}");
+            } else {
+                println!(
+                    "Undone: {id}.{}",
+                    if o.needs_reboot {
+                        " Reboot for the boot changes to go too."
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(if o.failure.is_some() { 1 } else { 0 })
+        }
+        Err(err) => fail(u.json, 2, &err.to_string()),
+    }
+}

@@ -1,0 +1,661 @@
+//! The boot path, from what booted (the `LoaderInfo` EFI variable, the files
+//! and tools that are there), never from the distribution's name; and the
+//! kernel command line change for it (shared/research/host-tuning-mechanics.md):
+//! * GRUB with Debian's `/etc/default/grub.d`: a drop-in of ours, `update-grub`;
+//! * GRUB without it (Arch): `GRUB_CMDLINE_LINUX_DEFAULT` edited, `grub-mkconfig`;
+//! * GRUB with BLS (Fedora/RHEL): `/etc/kernel/cmdline` and `GRUB_CMDLINE_LINUX`
+//!   for new kernels, `grubby --update-kernel=ALL --args` for the installed ones;
+//! * systemd-boot: a new entry of ours, copied from the default one with the
+//!   tokens added, booted once with `bootctl set-oneshot` (the old default stays
+//!   the default until the user keeps the new one); `/etc/kernel/cmdline` for
+//!   kernel-install's future entries when it is in use;
+//! * Pop!_OS kernelstub: `kernelstub -a` / `-d`;
+//! * rpm-ostree: `rpm-ostree kargs --append` / `--delete` (a new deployment; the
+//!   old one stays in the menu);
+//! * bootc and UKIs: exact manual steps, nothing guessed.
+
+use super::facts::TuneFacts;
+use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};
+use super::tokens::{merge, missing, split};
+use crate::checks::model::Evidence;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loader {
+    GrubDebian,
+    GrubMkconfig,
+    GrubBls,
+    SystemdBoot,
+    Kernelstub,
+    RpmOstree,
+    Bootc,
+    Uki,
+    Unknown,
+}
+
+impl Loader {
+    pub fn id(self) -> &'static str {
+        match self {
+            Loader::GrubDebian => "grub-debian",
+            Loader::GrubMkconfig => "grub-mkconfig",
+            Loader::GrubBls => "grub-bls",
+            Loader::SystemdBoot => "systemd-boot",
+            Loader::Kernelstub => "kernelstub",
+            Loader::RpmOstree => "rpm-ostree",
+            Loader::Bootc => "bootc",
+            Loader::Uki => "uki",
+            Loader::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generator {
+    InitramfsTools,
+    Dracut,
+    Mkinitcpio,
+    Unknown,
+}
+
+impl Generator {
+    pub fn id(self) -> &'static str {
+        match self {
+            Generator::InitramfsTools => "initramfs-tools",
+            Generator::Dracut => "dracut",
+            Generator::Mkinitcpio => "mkinitcpio",
+            Generator::Unknown => "unknown",
+        }
+    }
+}
+
+fn ev(source: &str, value: impl Into<String>) -> Evidence {
+    Evidence {
+        source: source.into(),
+        value: value.into(),
+    }
+}
+
+/// The value of a shell assignment `NAME=…` in a GRUB defaults file, with
+/// `$NAME` / `${NAME}` expanded from `prev` (what earlier files set).
+fn assignment<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let rest = line.trim().strip_prefix(name)?.strip_prefix('=')?;
+    let rest = rest.trim();
+    let unq = rest
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .or_else(|| rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))
+        .unwrap_or(rest);
+    Some(unq)
+}
+
+/// The effective value of a GRUB variable after sourcing `texts` in order,
+/// as grub-mkconfig does (main file, then grub.d/*.cfg sorted).
+pub fn grub_var(texts: &[&str], name: &str) -> String {
+    let mut value = String::new();
+    for t in texts {
+        for line in t.lines() {
+            if line.trim_start().starts_with('#') {
+                continue;
+            }
+            if let Some(v) = assignment(line, name) {
+                value = v
+                    .replace(&format!("${{{name}}}"), &value)
+                    .replace(&format!("${name}"), &value);
+            }
+        }
+    }
+    value.trim().to_string()
+}
+
+/// The GRUB default files in sourcing order, without `skip` (our drop-in).
+fn grub_texts<'a>(f: &'a TuneFacts, skip: &str) -> Vec<&'a str> {
+    let mut out: Vec<&str> = f.file("/etc/default/grub").into_iter().collect();
+    if let Some(names) = f.dir("/etc/default/grub.d") {
+        for n in names.iter().filter(|n| n.ends_with(".cfg")) {
+            let p = format!("/etc/default/grub.d/{n}");
+            if p != skip
+                && let Some(t) = f.file(&p)
+            {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+fn grub_cfg(f: &TuneFacts) -> Option<&'static str> {
+    ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
+        .into_iter()
+        .find(|p| f.file(p).is_some())
+}
+
+/// Entries folders of a BLS loader, with their `.conf` files.
+fn entries(f: &TuneFacts) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in [
+        "/boot/loader/entries",
+        "/boot/efi/loader/entries",
+        "/efi/loader/entries",
+    ] {
+        if let Some(names) = f.dir(d) {
+            out.extend(
+                names
+                    .iter()
+                    .filter(|n| n.ends_with(".conf"))
+                    .map(|n| format!("{d}/{n}")),
+            );
+        }
+    }
+    out
+}
+
+/// Which loader booted and how its command line is set.
+pub fn detect_loader(f: &TuneFacts) -> (Loader, Vec<Evidence>) {
+    let mut e = Vec::new();
+    if let Some(li) = &f.loader_info {
+        e.push(ev("LoaderInfo EFI variable", li.clone()));
+    }
+    if f.markers.contains("/run/ostree-booted") {
+        e.push(ev("/run/ostree-booted", "present"));
+        if f.has_tool("bootc") && f.dir("/usr/lib/bootc").is_some() {
+            e.push(ev("/usr/lib/bootc", "present"));
+            return (Loader::Bootc, e);
+        }
+        return (Loader::RpmOstree, e);
+    }
+    if f.file("/etc/kernelstub/configuration").is_some() {
+        e.push(ev("/etc/kernelstub/configuration", "present"));
+        return (Loader::Kernelstub, e);
+    }
+    let li = f.loader_info.as_deref().unwrap_or("").to_ascii_lowercase();
+    let install_conf = f.file("/etc/kernel/install.conf").unwrap_or("");
+    let uki_layout = install_conf
+        .lines()
+        .any(|l| l.trim().replace(' ', "") == "layout=uki");
+    let ukis = ["/boot/EFI/Linux", "/efi/EFI/Linux"].iter().any(|d| {
+        f.dir(d)
+            .is_some_and(|n| n.iter().any(|x| x.ends_with(".efi")))
+    });
+    if li.contains("systemd-boot") {
+        if uki_layout || (ukis && entries(f).is_empty()) {
+            e.push(ev(
+                "UKI",
+                if uki_layout {
+                    "layout=uki in /etc/kernel/install.conf"
+                } else {
+                    "EFI/Linux/*.efi, no entries"
+                },
+            ));
+            return (Loader::Uki, e);
+        }
+        return (Loader::SystemdBoot, e);
+    }
+    let cmdline = f.proc_cmdline.as_deref().unwrap_or("");
+    let grub_booted = li.contains("grub") || cmdline.contains("BOOT_IMAGE=");
+    if grub_booted || (f.loader_info.is_none() && grub_cfg(f).is_some()) {
+        if cmdline.contains("BOOT_IMAGE=") {
+            e.push(ev("/proc/cmdline", "BOOT_IMAGE= (set by GRUB)"));
+        }
+        let bls = grub_var(&grub_texts(f, ""), "GRUB_ENABLE_BLSCFG") == "true";
+        if bls && !entries(f).is_empty() {
+            e.push(ev(
+                "/etc/default/grub",
+                "GRUB_ENABLE_BLSCFG=true, /boot/loader/entries",
+            ));
+            return (Loader::GrubBls, e);
+        }
+        if f.dir("/etc/default/grub.d").is_some() && f.has_tool("update-grub") {
+            e.push(ev("/etc/default/grub.d", "present, with update-grub"));
+            return (Loader::GrubDebian, e);
+        }
+        if let Some(c) = grub_cfg(f) {
+            e.push(ev(c, "present"));
+        }
+        return (Loader::GrubMkconfig, e);
+    }
+    if !entries(f).is_empty() && f.has_tool("bootctl") {
+        e.push(ev("/boot/loader/entries", "BLS entries, bootctl"));
+        return (Loader::SystemdBoot, e);
+    }
+    (Loader::Unknown, e)
+}
+
+/// Which generator builds the initramfs: the installed package where the
+/// package list says, else the tool that is there.
+pub fn detect_generator(f: &TuneFacts) -> (Generator, Vec<Evidence>) {
+    let m = |p: &str| f.markers.contains(p);
+    if f.has_tool("mkinitcpio") {
+        return (Generator::Mkinitcpio, vec![ev("mkinitcpio", "installed")]);
+    }
+    if m("/var/lib/dpkg/info/dracut.list") || m("/var/lib/dpkg/info/dracut-core.list") {
+        return (
+            Generator::Dracut,
+            vec![ev("/var/lib/dpkg/info", "dracut installed")],
+        );
+    }
+    if m("/var/lib/dpkg/info/initramfs-tools.list") {
+        return (
+            Generator::InitramfsTools,
+            vec![ev("/var/lib/dpkg/info", "initramfs-tools installed")],
+        );
+    }
+    if f.has_tool("dracut") {
+        return (Generator::Dracut, vec![ev("dracut", "installed")]);
+    }
+    if f.has_tool("update-initramfs") {
+        return (
+            Generator::InitramfsTools,
+            vec![ev("update-initramfs", "installed")],
+        );
+    }
+    (Generator::Unknown, Vec::new())
+}
+
+pub fn boot_info(f: &TuneFacts) -> (Loader, Generator, BootInfo) {
+    let (loader, mut e) = detect_loader(f);
+    let (generator, e2) = detect_generator(f);
+    e.extend(e2);
+    let recovery = recovery(loader);
+    (
+        loader,
+        generator,
+        BootInfo {
+            loader: loader.id().into(),
+            initramfs: generator.id().into(),
+            evidence: e,
+            recovery,
+        },
+    )
+}
+
+/// How to get back if the new setup does not boot, in plain words.
+fn recovery(l: Loader) -> String {
+    let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file.";
+    match l {
+        Loader::GrubDebian | Loader::GrubMkconfig => format!("If it does not boot: in the GRUB menu (hold Shift, or press Esc, while the machine starts) choose 'Advanced options' and the '(recovery mode)' entry, which does not get these parameters; or press e on the first entry, delete the added words from the line starting with 'linux', and press Ctrl-X. {undo}"),
+        Loader::GrubBls => format!("If it does not boot: in the GRUB menu press e on the entry, delete the added words from the 'options' (or 'linux') line, and press Ctrl-X. {undo}"),
+        Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. Keep it as the default after a good boot: `sudo bootctl set-default vfio-assistant.conf` (or `vfio-assistant tune status` says so). {undo}"),
+        Loader::Kernelstub => format!("If it does not boot: in the systemd-boot menu (hold Space while the machine starts) press e on 'Pop!_OS' and delete the added words, then Enter. {undo}"),
+        Loader::RpmOstree => "If it does not boot: choose the previous deployment in the boot menu (the second entry), then `rpm-ostree rollback`.".into(),
+        Loader::Bootc | Loader::Uki | Loader::Unknown => "Nothing is changed automatically on this boot path.".into(),
+    }
+}
+
+/// The kernel command line change adding `tokens` (those the configuration
+/// lacks), or manual steps where nothing can be changed safely.
+pub fn cmdline_change(
+    f: &TuneFacts,
+    loader: Loader,
+    tokens: &[String],
+) -> Result<Option<Change>, Manual> {
+    let base = Change {
+        id: "cmdline".into(),
+        title: String::new(),
+        why: "Kernel parameters take effect only at boot: they are written into the boot configuration, checked in the generated boot entries, and active after a reboot.".into(),
+        evidence: Vec::new(),
+        fixes: Vec::new(),
+        effect: Effect::AfterReboot,
+        files: Vec::new(),
+        values: Vec::new(),
+        commands: Vec::new(),
+        undo_values: Vec::new(),
+        undo_commands: Vec::new(),
+        verify: Vec::new(),
+        notes: Vec::new(),
+    };
+    let cmd = |argv: &[&str], why: &str| CommandStep {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        run: true,
+        why: why.into(),
+    };
+    let title = |t: &[String]| format!("Kernel parameters: {}", t.join(" "));
+    match loader {
+        Loader::GrubDebian => {
+            const OURS: &str = "/etc/default/grub.d/99-vfio-assistant.cfg";
+            let others = grub_texts(f, OURS);
+            let line = format!("{} {}", grub_var(&others, "GRUB_CMDLINE_LINUX"), grub_var(&others, "GRUB_CMDLINE_LINUX_DEFAULT"));
+            let add = missing(&line, tokens);
+            let after = (!add.is_empty()).then(|| format!(
+                "# Written by vfio-assistant (tune): kernel parameters for VM passthrough.\n# Undo: `vfio-assistant tune undo`, or delete this file and run update-grub.\nGRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
+                add.join(" ")
+            ));
+            let before = f.file(OURS).map(str::to_string);
+            if before == after {
+                return Ok(None);
+            }
+            let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
+            let shown: Vec<String> = if add.is_empty() { tokens.to_vec() } else { add.clone() };
+            Ok(Some(Change {
+                title: title(&shown),
+                evidence: vec![ev("GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d", line.trim())],
+                files: vec![FileChange { path: OURS.into(), before, after }],
+                commands: vec![cmd(&["update-grub"], "regenerates /boot/grub/grub.cfg from /etc/default/grub and its drop-ins")],
+                undo_commands: vec![cmd(&["update-grub"], "regenerates grub.cfg without the drop-in")],
+                verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
+                ..base
+            }))
+        }
+        Loader::GrubMkconfig => {
+            let Some(main) = f.file("/etc/default/grub") else {
+                return Err(manual_cmdline(tokens, "GRUB booted, but /etc/default/grub is not there"));
+            };
+            let line = format!("{} {}", grub_var(&[main], "GRUB_CMDLINE_LINUX"), grub_var(&[main], "GRUB_CMDLINE_LINUX_DEFAULT"));
+            let add = missing(&line, tokens);
+            if add.is_empty() {
+                return Ok(None);
+            }
+            let after = set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add);
+            let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
+            let tool = if f.has_tool("grub-mkconfig") || !f.has_tool("grub2-mkconfig") { "grub-mkconfig" } else { "grub2-mkconfig" };
+            Ok(Some(Change {
+                title: title(&add),
+                evidence: vec![ev("/etc/default/grub", line.trim())],
+                files: vec![FileChange { path: "/etc/default/grub".into(), before: Some(main.into()), after: Some(after) }],
+                commands: vec![cmd(&[tool, "-o", cfg], "regenerates grub.cfg from /etc/default/grub")],
+                undo_commands: vec![cmd(&[tool, "-o", cfg], "regenerates grub.cfg from the restored file")],
+                verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
+                ..base
+            }))
+        }
+        Loader::GrubBls => {
+            let ents = entries(f);
+            let current: Vec<&str> = ents.iter().filter_map(|p| f.file(p)).collect();
+            let opts: String = current.iter().flat_map(|t| t.lines()).filter_map(|l| l.strip_prefix("options")).collect::<Vec<_>>().join(" ");
+            let kc = f.file("/etc/kernel/cmdline");
+            let base_line = kc.map(str::to_string).unwrap_or_else(|| strip_boot_words(f.proc_cmdline.as_deref().unwrap_or("")));
+            let add_entries = missing(&opts, tokens);
+            let add_kc = missing(&base_line, tokens);
+            let main = f.file("/etc/default/grub").unwrap_or("");
+            let add_grub = missing(&grub_var(&[main], "GRUB_CMDLINE_LINUX"), tokens);
+            if add_entries.is_empty() && add_kc.is_empty() && add_grub.is_empty() {
+                return Ok(None);
+            }
+            let mut files = Vec::new();
+            if !add_kc.is_empty() {
+                files.push(FileChange { path: "/etc/kernel/cmdline".into(), before: kc.map(str::to_string), after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))) });
+            }
+            if !add_grub.is_empty() && !main.is_empty() {
+                files.push(FileChange { path: "/etc/default/grub".into(), before: Some(main.into()), after: Some(set_grub_var(main, "GRUB_CMDLINE_LINUX", &add_grub)) });
+            }
+            let mut commands = Vec::new();
+            let mut undo = Vec::new();
+            if !add_entries.is_empty() {
+                let args = format!("--args={}", add_entries.join(" "));
+                let rm = format!("--remove-args={}", add_entries.join(" "));
+                commands.push(CommandStep { argv: vec!["grubby".into(), "--update-kernel=ALL".into(), args], run: true, why: "adds the parameters to every installed kernel's boot entry".into() });
+                undo.push(CommandStep { argv: vec!["grubby".into(), "--update-kernel=ALL".into(), rm], run: true, why: "removes them again".into() });
+            }
+            let mut all = add_entries.clone();
+            for t in add_kc.iter().chain(&add_grub) {
+                if !all.contains(t) {
+                    all.push(t.clone());
+                }
+            }
+            Ok(Some(Change {
+                title: title(&all),
+                evidence: vec![ev("options in /boot/loader/entries", opts.trim()), ev("/etc/kernel/cmdline", base_line.trim())],
+                files,
+                commands,
+                undo_commands: undo,
+                verify: vec![Verify::BootEntriesHave { files: ents, tokens: add_entries }],
+                notes: vec!["A kernel update before the reboot keeps the parameters: new kernels take them from /etc/kernel/cmdline (rhboot/grubby#55).".into()],
+                ..base
+            }))
+        }
+        Loader::SystemdBoot => systemd_boot(f, tokens, base),
+        Loader::Kernelstub => {
+            let cfg = f.file("/etc/kernelstub/configuration").unwrap_or("");
+            let have = kernelstub_options(cfg);
+            let add = missing(&have, tokens);
+            if add.is_empty() {
+                return Ok(None);
+            }
+            let joined = add.join(" ");
+            Ok(Some(Change {
+                title: title(&add),
+                evidence: vec![ev("/etc/kernelstub/configuration kernel_options", have)],
+                commands: vec![CommandStep { argv: vec!["kernelstub".into(), "-a".into(), joined.clone()], run: true, why: "adds them to kernelstub's configuration and rewrites the Pop_OS-current entry".into() }],
+                undo_commands: vec![CommandStep { argv: vec!["kernelstub".into(), "-d".into(), joined], run: true, why: "removes them again".into() }],
+                verify: vec![Verify::BootEntriesHave { files: vec!["/boot/efi/loader/entries/Pop_OS-current.conf".into()], tokens: add }],
+                notes: vec!["Pop_OS-oldkern gets the new parameters too, so it is no fallback for this change: see the recovery below.".into()],
+                ..base
+            }))
+        }
+        Loader::RpmOstree => {
+            let add = missing(f.proc_cmdline.as_deref().unwrap_or(""), tokens);
+            if add.is_empty() {
+                return Ok(None);
+            }
+            let mut argv = vec!["rpm-ostree".to_string(), "kargs".into()];
+            argv.extend(add.iter().map(|t| format!("--append={t}")));
+            let mut undo = vec!["rpm-ostree".to_string(), "kargs".into()];
+            undo.extend(add.iter().map(|t| format!("--delete={t}")));
+            Ok(Some(Change {
+                title: title(&add),
+                evidence: vec![ev("/proc/cmdline", f.proc_cmdline.clone().unwrap_or_default())],
+                commands: vec![CommandStep { argv, run: true, why: "stages a new deployment with the parameters; the current one stays in the boot menu".into() }],
+                undo_commands: vec![CommandStep { argv: undo, run: true, why: "stages a deployment without them".into() }],
+                verify: vec![Verify::CmdlineHas { tokens: add }],
+                ..base
+            }))
+        }
+        Loader::Bootc => Err(Manual {
+            id: "cmdline".into(),
+            title: format!("Kernel parameters on a bootc system: {}", tokens.join(" ")),
+            why: "An image-based (bootc) host takes kernel arguments from its image or from bootc itself; editing /etc does nothing.".into(),
+            steps: vec![
+                format!("In the image: add /usr/lib/bootc/kargs.d/90-vfio.toml with kargs = [{}], rebuild and `bootc upgrade`.", tokens.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ")),
+                format!("Or on this host (newer bootc): `sudo bootc loader-entries set-options-for-source --source vfio-assistant --options \"{}\"`.", tokens.join(" ")),
+            ],
+        }),
+        Loader::Uki => Err(Manual {
+            id: "cmdline".into(),
+            title: format!("Kernel parameters in a unified kernel image: {}", tokens.join(" ")),
+            why: "A UKI carries its command line inside the signed image; it must be rebuilt (and re-signed for Secure Boot), which this tool does not guess.".into(),
+            steps: vec![
+                format!("Add the parameters to /etc/kernel/cmdline (or a file in /etc/cmdline.d/): {}", tokens.join(" ")),
+                "Rebuild the image: `sudo mkinitcpio -P` (Arch) or `sudo kernel-install add-all` / `ukify build` (systemd), then sign it if you use Secure Boot.".into(),
+                "Check it: `ukify inspect /efi/EFI/Linux/*.efi` shows the embedded command line.".into(),
+            ],
+        }),
+        Loader::Unknown => Err(manual_cmdline(tokens, "the boot loader could not be told (no LoaderInfo EFI variable, no GRUB or systemd-boot configuration found)")),
+    }
+}
+
+fn manual_cmdline(tokens: &[String], why: &str) -> Manual {
+    Manual {
+        id: "cmdline".into(),
+        title: format!("Kernel parameters: {}", tokens.join(" ")),
+        why: format!("Not changed automatically: {why}."),
+        steps: vec![
+            format!(
+                "Add these words to your boot loader's kernel command line and reboot: {}",
+                tokens.join(" ")
+            ),
+            "After the reboot, `vfio-assistant tune status` checks /proc/cmdline.".into(),
+        ],
+    }
+}
+
+/// `/proc/cmdline` without the words a loader adds itself.
+fn strip_boot_words(line: &str) -> String {
+    split(line)
+        .into_iter()
+        .filter(|t| {
+            !t.starts_with("BOOT_IMAGE=")
+                && !t.starts_with("initrd=")
+                && !t.starts_with("systemd.machine_id=")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `NAME="…"` in a GRUB defaults file with `add` merged into its value; the
+/// line is appended when the file has none.
+pub fn set_grub_var(text: &str, name: &str, add: &[String]) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        if !done
+            && !line.trim_start().starts_with('#')
+            && let Some(v) = assignment(line.trim_end_matches('\n'), name)
+        {
+            out.push_str(&format!("{name}=\"{}\"\n", merge(v, add)));
+            done = true;
+            continue;
+        }
+        out.push_str(line);
+    }
+    if !done {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("{name}=\"{}\"\n", add.join(" ")));
+    }
+    out
+}
+
+/// The `kernel_options` of kernelstub's JSON configuration (`user` first).
+fn kernelstub_options(json: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let pick = |k: &str| {
+        v.get(k)
+            .and_then(|u| u.get("kernel_options"))
+            .and_then(|o| o.as_array())
+            .cloned()
+    };
+    pick("user")
+        .or_else(|| pick("default"))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// systemd-boot: a new entry of ours copied from the default entry, booted
+/// once; and `/etc/kernel/cmdline` when kernel-install writes the entries.
+fn systemd_boot(f: &TuneFacts, tokens: &[String], base: Change) -> Result<Option<Change>, Manual> {
+    let ents = entries(f);
+    const OURS: &str = "vfio-assistant.conf";
+    let loader_conf = [
+        "/boot/loader/loader.conf",
+        "/efi/loader/loader.conf",
+        "/boot/efi/loader/loader.conf",
+    ]
+    .iter()
+    .find_map(|p| f.file(p));
+    let default = loader_conf
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("default")
+                    .map(|d| d.trim().to_string())
+            })
+        })
+        .unwrap_or_default();
+    let pick = ents
+        .iter()
+        .filter(|p| !p.ends_with(OURS))
+        .find(|p| {
+            !default.is_empty()
+                && p.rsplit('/')
+                    .next()
+                    .is_some_and(|n| glob_match(&default, n))
+        })
+        .or_else(|| ents.iter().find(|p| !p.ends_with(OURS)));
+    let Some(src) = pick else {
+        return Err(manual_cmdline(
+            tokens,
+            "systemd-boot booted, but no boot entry was found to copy",
+        ));
+    };
+    let dir = src
+        .rsplit_once('/')
+        .map_or("/boot/loader/entries", |(d, _)| d);
+    let ours = format!("{dir}/{OURS}");
+    let text = f.file(src).unwrap_or("");
+    let opts: String = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("options"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let add = missing(&opts, tokens);
+    let existing = f.file(&ours).map(str::to_string);
+    let after = (!add.is_empty()).then(|| copy_entry(text, &add));
+    let kc = f.file("/etc/kernel/cmdline");
+    let kc_change = kc.and_then(|k| {
+        let a = missing(k, tokens);
+        (!a.is_empty()).then(|| FileChange {
+            path: "/etc/kernel/cmdline".into(),
+            before: Some(k.into()),
+            after: Some(format!("{}\n", merge(k.trim(), &a))),
+        })
+    });
+    if existing == after && kc_change.is_none() {
+        return Ok(None);
+    }
+    let mut files = vec![FileChange {
+        path: ours.clone(),
+        before: existing,
+        after: after.clone(),
+    }];
+    files.extend(kc_change);
+    let mut commands = Vec::new();
+    if after.is_some() {
+        commands.push(CommandStep { argv: vec!["bootctl".into(), "set-oneshot".into(), OURS.into()], run: true, why: "boots the new entry once; the old default stays the default until you keep the new one".into() });
+    }
+    Ok(Some(Change {
+        title: format!(
+            "Kernel parameters: {} (a new boot entry, tried once)",
+            add.join(" ")
+        ),
+        evidence: vec![ev(src, format!("options {}", opts.trim()))],
+        files,
+        commands,
+        verify: vec![Verify::BootEntriesHave {
+            files: vec![ours],
+            tokens: add,
+        }],
+        ..base
+    }))
+}
+
+/// loader.conf's `default` may be a glob (`arch*`).
+fn glob_match(pat: &str, name: &str) -> bool {
+    match pat.split_once('*') {
+        None => pat == name || format!("{pat}.conf") == name,
+        Some((a, b)) => name.starts_with(a) && name.ends_with(b),
+    }
+}
+
+/// A copy of a BLS entry with its title marked and its options extended.
+fn copy_entry(text: &str, add: &[String]) -> String {
+    let mut out = String::from(
+        "# Written by vfio-assistant (tune): a copy of the default entry with kernel parameters for VM passthrough.\n",
+    );
+    let mut had_options = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("title") {
+            out.push_str(&format!("title {} (VFIO Assistant)\n", rest.trim()));
+        } else if let Some(rest) = t.strip_prefix("options") {
+            if !had_options {
+                out.push_str(&format!("options {}\n", merge(rest.trim(), add)));
+                had_options = true;
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !had_options {
+        out.push_str(&format!("options {}\n", add.join(" ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! What the tuning planner reads from a host, gathered once through a
+//! `HostRoot` (so a captured tree or a test root plans exactly like the
+//! live host): the boot configuration files and folders, which tools are
+//! installed, the loader that booted (the `LoaderInfo` EFI variable), and
+//! the runtime values the changes would write. Planning is then a pure
+//! function of these facts and the host snapshot.
+
+use crate::sysroot::{HostPath, HostRoot};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The systemd Boot Loader Interface's vendor GUID (systemd.io/BOOT_LOADER_INTERFACE).
+const LOADER_GUID: &str = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f";
+
+/// Config files the planner reads (and may write), as the host spells them.
+pub const CONFIG_FILES: &[&str] = &[
+    "/etc/default/grub",
+    "/etc/kernel/cmdline",
+    "/etc/kernel/install.conf",
+    "/etc/kernelstub/configuration",
+    "/etc/initramfs-tools/modules",
+    "/etc/initramfs-tools/initramfs.conf",
+    "/etc/mkinitcpio.conf",
+    "/etc/dracut.conf",
+    "/etc/default/irqbalance",
+    "/etc/sysconfig/irqbalance",
+    "/etc/os-release",
+    "/boot/grub/grub.cfg",
+    "/boot/grub2/grub.cfg",
+    "/etc/modprobe.d/vfio-assistant.conf",
+    "/etc/default/grub.d/99-vfio-assistant.cfg",
+    "/etc/dracut.conf.d/90-vfio-assistant.conf",
+    "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
+    "/etc/sysctl.d/90-vfio-assistant.conf",
+    "/etc/tmpfiles.d/vfio-assistant.conf",
+];
+
+/// Folders whose entries the planner looks at.
+pub const CONFIG_DIRS: &[&str] = &[
+    "/etc/default/grub.d",
+    "/etc/dracut.conf.d",
+    "/etc/mkinitcpio.conf.d",
+    "/etc/modprobe.d",
+    "/etc/initramfs-tools",
+    "/boot",
+    "/boot/loader/entries",
+    "/boot/efi/loader/entries",
+    "/efi/loader/entries",
+    "/boot/EFI/Linux",
+    "/efi/EFI/Linux",
+    "/usr/lib/bootc",
+];
+
+/// Markers whose presence alone says something.
+pub const MARKERS: &[&str] = &[
+    "/run/ostree-booted",
+    "/sys/firmware/efi",
+    "/run/systemd/system",
+    // Which initramfs generator is installed (Debian/Ubuntu): config folders
+    // outlive the package that made them, the package list does not.
+    "/var/lib/dpkg/info/initramfs-tools.list",
+    "/var/lib/dpkg/info/dracut.list",
+    "/var/lib/dpkg/info/dracut-core.list",
+];
+
+/// Tools the changes may run, looked for in the usual binary folders.
+pub const TOOLS: &[&str] = &[
+    "update-grub",
+    "grub-mkconfig",
+    "grub2-mkconfig",
+    "grub-reboot",
+    "grub2-reboot",
+    "grubby",
+    "kernel-install",
+    "bootctl",
+    "kernelstub",
+    "rpm-ostree",
+    "bootc",
+    "update-initramfs",
+    "dracut",
+    "mkinitcpio",
+    "systemctl",
+    "irqbalance",
+    "ksmtuned",
+    "power-profiles-daemon",
+    "tuned",
+    "tlp",
+];
+
+const BIN_DIRS: &[&str] = &["usr/sbin", "usr/bin", "sbin", "bin", "usr/lib/systemd"];
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TuneFacts {
+    /// Config file → its text (`None`: absent or unreadable).
+    pub files: BTreeMap<String, Option<String>>,
+    /// Folder → its entries, sorted (absent folders are missing).
+    pub dirs: BTreeMap<String, Vec<String>>,
+    pub markers: BTreeSet<String>,
+    pub tools: BTreeSet<String>,
+    /// The `LoaderInfo` EFI variable as text ("systemd-boot 255", "GRUB 2.12").
+    pub loader_info: Option<String>,
+    pub proc_cmdline: Option<String>,
+    pub kernel_release: Option<String>,
+    /// sysfs/procfs value → its text, for every value a change may write.
+    pub values: BTreeMap<String, String>,
+    /// The governors each CPU offers (`scaling_available_governors` of cpu0).
+    pub governors_available: Vec<String>,
+    /// `/proc/irq/N/smp_affinity_list` of every IRQ that has one.
+    pub irq_affinity: BTreeMap<u32, String>,
+    /// vfio-pci is built into the running kernel (`modules.builtin`): its
+    /// options then come from the kernel command line, not modprobe.d.
+    pub vfio_builtin: bool,
+}
+
+impl TuneFacts {
+    pub fn file(&self, path: &str) -> Option<&str> {
+        self.files.get(path).and_then(|f| f.as_deref())
+    }
+    pub fn dir(&self, path: &str) -> Option<&[String]> {
+        self.dirs.get(path).map(Vec::as_slice)
+    }
+    pub fn has_tool(&self, t: &str) -> bool {
+        self.tools.contains(t)
+    }
+    pub fn value(&self, path: &str) -> Option<&str> {
+        self.values.get(path).map(String::as_str)
+    }
+}
+
+/// `LoaderInfo` content: 4 bytes of attributes, then UTF-16LE text ending in NUL.
+pub fn parse_loader_info(bytes: &[u8]) -> Option<String> {
+    let body = bytes.get(4..)?;
+    let units: Vec<u16> = body
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .take_while(|u| *u != 0)
+        .collect();
+    let s = String::from_utf16(&units).ok()?;
+    let s = s.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+fn host_path(abs: &str) -> Option<HostPath> {
+    HostPath::from_absolute(abs)
+}
+
+fn read_value(root: &HostRoot, abs: &str, out: &mut BTreeMap<String, String>) {
+    if let Some(hp) = host_path(abs)
+        && let Ok(v) = root.read_attr(&hp)
+    {
+        out.insert(abs.to_string(), v);
+    }
+}
+
+/// Every runtime value the changes may write, under `root`.
+fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
+    let v = &mut facts.values;
+    for f in ["enabled", "defrag"] {
+        read_value(root, &format!("/sys/kernel/mm/transparent_hugepage/{f}"), v);
+    }
+    read_value(root, "/sys/kernel/mm/ksm/run", v);
+    for size in ["2048kB", "1048576kB"] {
+        read_value(
+            root,
+            &format!("/sys/kernel/mm/hugepages/hugepages-{size}/nr_hugepages"),
+            v,
+        );
+        read_value(
+            root,
+            &format!("/sys/kernel/mm/hugepages/hugepages-{size}/free_hugepages"),
+            v,
+        );
+    }
+    if let Ok(nodes) = root.list_dir(&HostPath::sys("devices/system/node")) {
+        for n in nodes.iter().filter(|n| n.starts_with("node")) {
+            for size in ["2048kB", "1048576kB"] {
+                read_value(
+                    root,
+                    &format!(
+                        "/sys/devices/system/node/{n}/hugepages/hugepages-{size}/nr_hugepages"
+                    ),
+                    v,
+                );
+            }
+        }
+    }
+    if let Ok(cpus) = root.list_dir(&HostPath::sys("devices/system/cpu")) {
+        for c in cpus.iter().filter(|c| {
+            c.strip_prefix("cpu")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        }) {
+            for f in ["scaling_governor", "energy_performance_preference"] {
+                read_value(root, &format!("/sys/devices/system/cpu/{c}/cpufreq/{f}"), v);
+            }
+        }
+    }
+    if let Ok(g) = root.read_attr(&HostPath::sys(
+        "devices/system/cpu/cpu0/cpufreq/scaling_available_governors",
+    )) {
+        facts.governors_available = g.split_whitespace().map(str::to_string).collect();
+    }
+    if let Ok(irqs) = root.list_dir(&HostPath::proc("irq")) {
+        for i in irqs {
+            let Ok(n) = i.parse::<u32>() else { continue };
+            if let Ok(a) = root.read_attr(&HostPath::proc(&format!("irq/{i}/smp_affinity_list"))) {
+                facts.irq_affinity.insert(n, a);
+            }
+        }
+    }
+    if let Ok(devs) = root.list_dir(&HostPath::sys("bus/pci/devices")) {
+        for d in devs {
+            for f in ["driver_override", "sriov_numvfs", "sriov_totalvfs"] {
+                read_value(
+                    root,
+                    &format!("/sys/bus/pci/devices/{d}/{f}"),
+                    &mut facts.values,
+                );
+            }
+        }
+    }
+}
+
+/// Gather the facts under `root`.
+pub fn gather(root: &HostRoot) -> TuneFacts {
+    let mut f = TuneFacts::default();
+    for p in CONFIG_FILES {
+        let text = host_path(p).and_then(|hp| root.read_text(&hp).ok());
+        f.files.insert((*p).to_string(), text);
+    }
+    for d in CONFIG_DIRS {
+        if let Some(hp) = host_path(d)
+            && let Ok(mut names) = root.list_dir(&hp)
+        {
+            names.sort();
+            // The config files inside the drop-in folders are read too.
+            if d.starts_with("/etc/") || d.ends_with("/entries") {
+                for n in &names {
+                    let p = format!("{d}/{n}");
+                    if let Some(h) = host_path(&p)
+                        && root.is_file(&h)
+                    {
+                        f.files.entry(p).or_insert_with(|| root.read_text(&h).ok());
+                    }
+                }
+            }
+            f.dirs.insert((*d).to_string(), names);
+        }
+    }
+    for m in MARKERS {
+        if host_path(m).is_some_and(|hp| root.exists(&hp)) {
+            f.markers.insert((*m).to_string());
+        }
+    }
+    for t in TOOLS {
+        if BIN_DIRS.iter().any(|d| {
+            HostPath::from_absolute(&format!("/{d}/{t}")).is_some_and(|hp| root.is_executable(&hp))
+        }) {
+            f.tools.insert((*t).to_string());
+        }
+    }
+    let var = HostPath::sys(&format!("firmware/efi/efivars/LoaderInfo-{LOADER_GUID}"));
+    f.loader_info = root
+        .read_bytes(&var, 4096)
+        .ok()
+        .and_then(|b| parse_loader_info(&b));
+    f.proc_cmdline = root.read_attr(&HostPath::proc("cmdline")).ok();
+    f.kernel_release = root.read_attr(&HostPath::proc("sys/kernel/osrelease")).ok();
+    if let Some(rel) = &f.kernel_release {
+        f.vfio_builtin = ["lib", "usr/lib"].iter().any(|d| {
+            HostPath::from_absolute(&format!("/{d}/modules/{rel}/modules.builtin"))
+                .and_then(|hp| root.read_text(&hp).ok())
+                .is_some_and(|t| t.lines().any(|l| l.ends_with("/vfio-pci.ko")))
+        });
+    }
+    read_values(root, &mut f);
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loader_info_is_utf16_after_the_attributes() {
+        let mut b = vec![6, 0, 0, 0];
+        for u in "systemd-boot 255.4\0".encode_utf16() {
+            b.extend_from_slice(&u.to_le_bytes());
+        }
+        assert_eq!(parse_loader_info(&b).as_deref(), Some("systemd-boot 255.4"));
+        assert_eq!(parse_loader_info(&[6, 0, 0]), None);
+        assert_eq!(parse_loader_info(&[6, 0, 0, 0, 0, 0]), None);
+        // An odd byte at the end and invalid UTF-16 do not panic.
+        assert_eq!(parse_loader_info(&[0, 0, 0, 0, 0x00, 0xd8, 1]), None);
+    }
+}

@@ -1,0 +1,289 @@
+//! Writing to a host for the tuning, and nowhere else: only the allowlisted
+//! places (boot configuration drop-ins, modprobe.d, the initramfs
+//! generators' drop-ins, tmpfiles.d, irqbalance's defaults; the sysfs and
+//! procfs knobs), never through a symlink below the root, and files always
+//! atomically: a temporary file in the same folder, fsync, rename, the
+//! folder synced; mode and owner kept.
+
+use crate::sysroot::{HostPath, HostRoot};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{0}: not a place this tool writes")]
+    NotAllowed(String),
+    #[error(
+        "{path}: {what} on the way (a symlink where a file or folder belongs); nothing written"
+    )]
+    Symlink { path: String, what: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}: the folder is read-only (a read-only /boot?)")]
+    ReadOnly(String),
+    #[error("{0}")]
+    Injected(String),
+}
+
+/// Files the tuning may create, replace or remove (host paths; `*` is one
+/// path component).
+const FILES: &[&str] = &[
+    "/etc/default/grub",
+    "/etc/default/grub.d/99-vfio-assistant.cfg",
+    "/etc/kernel/cmdline",
+    "/etc/modprobe.d/vfio-assistant.conf",
+    "/etc/initramfs-tools/modules",
+    "/etc/dracut.conf.d/90-vfio-assistant.conf",
+    "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
+    "/etc/tmpfiles.d/vfio-assistant.conf",
+    "/etc/default/irqbalance",
+    "/etc/sysconfig/irqbalance",
+    "/boot/loader/entries/vfio-assistant.conf",
+    "/boot/efi/loader/entries/vfio-assistant.conf",
+    "/efi/loader/entries/vfio-assistant.conf",
+    "/etc/kernelstub/configuration",
+];
+
+/// Values the tuning may write.
+const VALUES: &[&str] = &[
+    "/sys/devices/system/cpu/*/cpufreq/scaling_governor",
+    "/sys/devices/system/cpu/*/cpufreq/energy_performance_preference",
+    "/sys/kernel/mm/transparent_hugepage/enabled",
+    "/sys/kernel/mm/transparent_hugepage/defrag",
+    "/sys/kernel/mm/ksm/run",
+    "/sys/kernel/mm/hugepages/*/nr_hugepages",
+    "/sys/devices/system/node/*/hugepages/*/nr_hugepages",
+    "/proc/sys/vm/compact_memory",
+    "/proc/irq/*/smp_affinity_list",
+    "/sys/bus/pci/devices/*/driver_override",
+    "/sys/bus/pci/devices/*/sriov_numvfs",
+    "/sys/bus/pci/drivers/*/unbind",
+    "/sys/bus/pci/drivers_probe",
+];
+
+fn matches(pattern: &str, path: &str) -> bool {
+    let p: Vec<&str> = pattern.split('/').collect();
+    let q: Vec<&str> = path.split('/').collect();
+    p.len() == q.len()
+        && p.iter()
+            .zip(&q)
+            .all(|(a, b)| (*a == "*" && !b.is_empty() && *b != ".." && *b != ".") || a == b)
+}
+
+pub fn file_allowed(path: &str) -> bool {
+    FILES.iter().any(|p| matches(p, path))
+}
+
+pub fn value_allowed(path: &str) -> bool {
+    VALUES.iter().any(|p| matches(p, path))
+}
+
+/// Where `path` is under `root`, with no symlink below the root on the way
+/// (the last component may be a link only when `final_link_ok`: sysfs
+/// attributes are reached through device links). `..` is refused.
+pub fn confined(root: &HostRoot, path: &str, final_link_ok: bool) -> Result<PathBuf, WriteError> {
+    let p = Path::new(path);
+    if !p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(WriteError::NotAllowed(path.into()));
+    }
+    let hp = HostPath::from_absolute(path).ok_or_else(|| WriteError::NotAllowed(path.into()))?;
+    let mut cur = root.base().to_path_buf();
+    let parts: Vec<_> = hp.relative().components().collect();
+    for (i, c) in parts.iter().enumerate() {
+        cur.push(c);
+        let last = i + 1 == parts.len();
+        // sysfs is made of links (device → ../../devices/…): a live sysfs
+        // path is followed by the kernel; a test root keeps them inside.
+        if path.starts_with("/sys/") || path.starts_with("/proc/") || (last && final_link_ok) {
+            continue;
+        }
+        if let Ok(m) = std::fs::symlink_metadata(&cur)
+            && m.file_type().is_symlink()
+        {
+            return Err(WriteError::Symlink {
+                path: path.into(),
+                what: format!("{} is a link", cur.display()),
+            });
+        }
+    }
+    Ok(cur)
+}
+
+fn io(path: &str) -> impl Fn(std::io::Error) -> WriteError + '_ {
+    move |source| WriteError::Io {
+        path: path.into(),
+        source,
+    }
+}
+
+/// Whether the folder is on a read-only mount.
+pub fn read_only(dir: &Path) -> bool {
+    rustix::fs::statvfs(dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+}
+
+/// Replace (or create, or with `None` remove) the file at host `path`.
+/// Mode and owner of an existing file are kept; a new one gets 0644.
+pub fn write_file(
+    root: &HostRoot,
+    path: &str,
+    content: Option<&[u8]>,
+    keep: Option<(u32, u32, u32)>,
+) -> Result<(), WriteError> {
+    if !file_allowed(path) {
+        return Err(WriteError::NotAllowed(path.into()));
+    }
+    let target = confined(root, path, false)?;
+    let dir = target
+        .parent()
+        .ok_or_else(|| WriteError::NotAllowed(path.into()))?;
+    let Some(bytes) = content else {
+        return match std::fs::remove_file(&target) {
+            Ok(()) => sync_dir(dir, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io(path)(e)),
+        };
+    };
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(io(path))?;
+    }
+    if read_only(dir) {
+        return Err(WriteError::ReadOnly(path.into()));
+    }
+    let old = std::fs::symlink_metadata(&target).ok();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.vfio-assistant.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io(path))?;
+    let result = (|| {
+        f.write_all(bytes)?;
+        let (mode, uid, gid) = match (keep, &old) {
+            (Some(k), _) => k,
+            (None, Some(m)) => (m.mode() & 0o7777, m.uid(), m.gid()),
+            (None, None) => (0o644, u32::MAX, u32::MAX),
+        };
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        if uid != u32::MAX {
+            // Only root may give a file away; elsewhere (tests) it stays ours.
+            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path)(e));
+    }
+    sync_dir(dir, path)
+}
+
+fn sync_dir(dir: &Path, path: &str) -> Result<(), WriteError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(path))
+}
+
+/// Write a sysfs/procfs value (no create, no follow below the root except
+/// sysfs's own links).
+pub fn write_value(root: &HostRoot, path: &str, value: &str) -> Result<(), WriteError> {
+    if !value_allowed(path) {
+        return Err(WriteError::NotAllowed(path.into()));
+    }
+    let target = confined(root, path, true)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(!root.is_live())
+        .open(&target)
+        .map_err(io(path))?;
+    f.write_all(value.as_bytes()).map_err(io(path))
+}
+
+/// (mode, uid, gid) of a file.
+pub type Meta = (u32, u32, u32);
+
+/// The current text of a host file (None: absent) with its mode and owner.
+pub fn read_file(root: &HostRoot, path: &str) -> Result<Option<(Vec<u8>, Meta)>, WriteError> {
+    let target = confined(root, path, false)?;
+    match std::fs::symlink_metadata(&target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(path)(e)),
+        Ok(m) if !m.is_file() => Err(WriteError::NotAllowed(format!(
+            "{path} (not a regular file)"
+        ))),
+        Ok(m) => {
+            let bytes = crate::userfile::read_bytes(&target, 16 * 1024 * 1024).map_err(|e| {
+                WriteError::Io {
+                    path: path.into(),
+                    source: std::io::Error::other(e.to_string()),
+                }
+            })?;
+            Ok(Some((bytes, (m.mode() & 0o7777, m.uid(), m.gid()))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowlisted_places() {
+        assert!(file_allowed("/etc/modprobe.d/vfio-assistant.conf"));
+        assert!(!file_allowed("/etc/passwd"));
+        assert!(!file_allowed("/etc/modprobe.d/../passwd"));
+        assert!(value_allowed(
+            "/sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"
+        ));
+        assert!(!value_allowed(
+            "/sys/devices/system/cpu/../../../etc/shadow/cpufreq/scaling_governor"
+        ));
+        assert!(!value_allowed("/sys/kernel/mm/ksm/run/x"));
+        assert!(!value_allowed("/proc/sysrq-trigger"));
+    }
+
+    #[test]
+    fn atomic_write_keeps_mode_and_refuses_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = HostRoot::at(dir.path());
+        let p = "/etc/modprobe.d/vfio-assistant.conf";
+        write_file(&root, p, Some(b"one\n"), None).unwrap();
+        let full = dir.path().join("etc/modprobe.d/vfio-assistant.conf");
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_file(&root, p, Some(b"two\n"), None).unwrap();
+        assert_eq!(std::fs::read(&full).unwrap(), b"two\n");
+        assert_eq!(std::fs::metadata(&full).unwrap().mode() & 0o777, 0o600);
+        write_file(&root, p, None, None).unwrap();
+        assert!(!full.exists());
+        // A link planted where the file goes, pointing outside: refused.
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("x"), &full).unwrap();
+        assert!(matches!(
+            write_file(&root, p, Some(b"x"), None),
+            Err(WriteError::Symlink { .. })
+        ));
+        assert!(!outside.path().join("x").exists());
+        // A linked folder on the way: refused too.
+        std::fs::remove_file(&full).unwrap();
+        std::fs::remove_dir(dir.path().join("etc/modprobe.d")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("etc/modprobe.d")).unwrap();
+        assert!(matches!(
+            write_file(&root, p, Some(b"x"), None),
+            Err(WriteError::Symlink { .. })
+        ));
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+    }
+}

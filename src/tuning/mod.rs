@@ -1,0 +1,24 @@
+//! Host tuning as one undoable transaction. `facts.rs` reads what the
+//! planner needs through a `HostRoot`; `plan.rs` turns the host snapshot,
+//! those facts and the user's `Request` into a `Plan` of `Change`s (pure):
+//! the kernel command line through the loader that booted (`boot.rs`,
+//! tokens as tokens in `tokens.rs`), vfio-pci at boot through the initramfs
+//! generator that builds the image (`vfio_boot.rs`), and the runtime knobs
+//! (`runtime.rs`). `apply.rs` applies a plan (preflight, journal, atomic
+//! writes in `fsops.rs`, rollback on failure, verification) and undoes it
+//! from the journal (`journal.rs`); `status.rs` says where each stands.
+//! The privileged helper drives the same functions.
+
+pub mod apply;
+pub mod boot;
+pub mod facts;
+pub mod fsops;
+pub mod journal;
+pub mod model;
+pub mod plan;
+pub mod runtime;
+pub mod status;
+pub mod tokens;
+pub mod vfio_boot;
+
+pub use model::{Change, Effect, Plan, Request};

@@ -1,0 +1,185 @@
+//! What a host tuning plan is made of. A `Plan` is a list of `Change`s; each
+//! says what and why in plain words, the evidence it rests on, when it takes
+//! effect, its exact steps (whole files before → after, sysfs/procfs values
+//! before → after, commands as argv), how it is verified, and how it is
+//! undone. The same types go into the journal, out as `tune … --json`
+//! (docs/tune-json.md), and through the privileged helper.
+
+use crate::checks::model::Evidence;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The user's choices; everything else comes from the host. A closed type:
+/// the helper takes exactly this from its caller and re-plans itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Request {
+    /// GPUs going to the VM (their whole passthrough sets go with them).
+    pub gpus: Vec<String>,
+    /// More PCI devices for the VM (USB controllers, NICs…).
+    pub devices: Vec<String>,
+    /// vCPUs for the pinning planner, or…
+    pub vcpus: Option<usize>,
+    /// …the host CPUs the VM runs on, as given (the CPU page's board).
+    pub cpus: Option<Vec<u32>>,
+    /// The VM's memory, for hugepages.
+    pub memory_mib: Option<u64>,
+    /// 1 GiB pages instead of 2 MiB ones.
+    pub hugepages_1g: bool,
+    /// SR-IOV: physical function address → number of virtual functions.
+    pub sriov: BTreeMap<String, u32>,
+    /// Only these change ids (empty: all).
+    pub only: Vec<String>,
+    /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs).
+    pub isolation_hook: bool,
+}
+
+/// When a change takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    Now,
+    AfterReboot,
+    AtVmStart,
+}
+
+impl Effect {
+    pub fn label(self) -> &'static str {
+        match self {
+            Effect::Now => "now",
+            Effect::AfterReboot => "after a reboot",
+            Effect::AtVmStart => "when the VM starts",
+        }
+    }
+}
+
+/// A whole file, before and after (`None`: absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// As the host spells it (`/etc/modprobe.d/vfio.conf`).
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// A sysfs/procfs value, before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueChange {
+    pub path: String,
+    pub before: String,
+    pub after: String,
+    /// Written only to trigger something (compact_memory, drivers_probe):
+    /// nothing to restore.
+    #[serde(default)]
+    pub action: bool,
+    /// The kernel may refuse it (EPP under HWP: EBUSY; a per-CPU IRQ):
+    /// recorded as data, not a failure that rolls everything back.
+    #[serde(default)]
+    pub may_fail: bool,
+}
+
+/// A command, by argv (never through a shell).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandStep {
+    pub argv: Vec<String>,
+    /// Whether it runs (false with `--root` and `--dry-run`: listed only).
+    pub run: bool,
+    pub why: String,
+}
+
+/// How a change is checked after it is applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Verify {
+    /// The value reads back as this.
+    ValueIs { path: String, value: String },
+    /// A hugepage pool holds at least this many pages.
+    PagesAtLeast { path: String, pages: u64 },
+    /// The rebuilt initramfs images hold these modules and files.
+    InitramfsHas {
+        images: Vec<String>,
+        modules: Vec<String>,
+        files: Vec<String>,
+    },
+    /// The generated boot entries hold every token as a whole token.
+    BootEntriesHave {
+        files: Vec<String>,
+        tokens: Vec<String>,
+    },
+    /// After the reboot, `/proc/cmdline` holds every token.
+    CmdlineHas { tokens: Vec<String> },
+    /// A device is bound to this driver.
+    DriverIs { device: String, driver: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Stable: `cmdline`, `vfio-boot`, `governor`, `epp`, `thp`, `ksm`,
+    /// `hugepages`, `irq-affinity`, `irqbalance`, `vfio-bind`,
+    /// `sriov:ADDR`, `persist`, `isolation-hook`.
+    pub id: String,
+    pub title: String,
+    pub why: String,
+    pub evidence: Vec<Evidence>,
+    /// The finding ids this change fixes.
+    pub fixes: Vec<String>,
+    pub effect: Effect,
+    pub files: Vec<FileChange>,
+    pub values: Vec<ValueChange>,
+    /// Run after the files and values, in order.
+    pub commands: Vec<CommandStep>,
+    /// Written on undo after the non-action values are restored (unbinding
+    /// from vfio-pci, an SR-IOV count through 0).
+    #[serde(default)]
+    pub undo_values: Vec<ValueChange>,
+    /// Run after the files and values are restored on undo.
+    pub undo_commands: Vec<CommandStep>,
+    pub verify: Vec<Verify>,
+    /// Things to know (two identical cards claimed by ID, a daemon that
+    /// rewrites the governor).
+    pub notes: Vec<String>,
+}
+
+impl Change {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.values.is_empty() && self.commands.is_empty()
+    }
+}
+
+/// What could not be planned, and what to do by hand instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manual {
+    pub id: String,
+    pub title: String,
+    pub why: String,
+    pub steps: Vec<String>,
+}
+
+/// The boot path as detected, for the plan's header and the tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootInfo {
+    /// `grub-debian`, `grub-mkconfig`, `grub-bls`, `systemd-boot`,
+    /// `kernelstub`, `rpm-ostree`, `bootc`, `uki`, `unknown`.
+    pub loader: String,
+    /// `initramfs-tools`, `dracut`, `mkinitcpio`, `none`, `unknown`.
+    pub initramfs: String,
+    /// What the detection rests on.
+    pub evidence: Vec<Evidence>,
+    /// How to get back if the new setup does not boot, in plain words.
+    pub recovery: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub boot: BootInfo,
+    pub changes: Vec<Change>,
+    pub manual: Vec<Manual>,
+    /// Said once (no GPU chosen, no pin plan…).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    pub fn needs_reboot(&self) -> bool {
+        self.changes.iter().any(|c| c.effect == Effect::AfterReboot)
+    }
+}

@@ -1,0 +1,298 @@
+//! The plan: from the host snapshot, the tuning facts and the user's
+//! request to the list of changes — pure. Every request value is checked
+//! against the host (devices that exist and can go to a VM, CPUs that are
+//! online, VF counts within `sriov_totalvfs`, kernel tokens from the closed
+//! set), so the privileged helper can take a request from anyone and plan
+//! for itself. After a successful apply the same request plans nothing.
+
+use super::boot::{boot_info, cmdline_change};
+use super::facts::TuneFacts;
+use super::model::{Change, Effect, FileChange, Manual, Plan, Request};
+use super::runtime;
+use super::tokens::allowed;
+use super::vfio_boot::vfio_boot_change;
+use crate::host::HostSnapshot;
+use crate::host::iommu::VerdictKind;
+use crate::host::pci::full_address;
+use crate::parse::cpulist::format_cpulist;
+use crate::pinning::{PinRequest, plan as pin_plan};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}: no PCI device with this address on this host")]
+    NoDevice(String),
+    #[error("{0} cannot be passed through: {1}")]
+    NotViable(String, String),
+    #[error("CPU {0} is not an online CPU of this host (online: {1})")]
+    NoCpu(u32, String),
+    #[error("{0}")]
+    Pinning(String),
+    #[error("{0}")]
+    Sriov(String),
+    #[error("the kernel parameter {0:?} is not one this tool writes")]
+    Token(String),
+    #[error("memory of {0} MiB is more than this host has")]
+    Memory(u64),
+}
+
+/// The passthrough set of every requested device, each address once.
+fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
+    let mut set: Vec<String> = Vec::new();
+    for a in req.gpus.iter().chain(&req.devices) {
+        let addr = full_address(a.trim());
+        let e = snap
+            .device(&addr)
+            .ok_or_else(|| PlanError::NoDevice(a.clone()))?;
+        if e.passthrough.verdict == VerdictKind::NotViable {
+            return Err(PlanError::NotViable(addr, e.passthrough.reason.clone()));
+        }
+        for s in &e.passthrough.set {
+            if !set.contains(s) {
+                set.push(s.clone());
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// The VM's CPUs, the host's, and the NUMA node for hugepages.
+type CpuSplit = (Vec<u32>, Vec<u32>, Option<u32>);
+
+fn cpus_of(snap: &HostSnapshot, req: &Request, set: &[String]) -> Result<CpuSplit, PlanError> {
+    let online: Vec<u32> = snap.topology.online_cpus().map(|c| c.id).collect();
+    if let Some(cpus) = &req.cpus {
+        for c in cpus {
+            if !online.contains(c) {
+                return Err(PlanError::NoCpu(*c, format_cpulist(&online)));
+            }
+        }
+        let mut vm = cpus.clone();
+        vm.sort_unstable();
+        vm.dedup();
+        let hk: Vec<u32> = online.iter().copied().filter(|c| !vm.contains(c)).collect();
+        let node = snap
+            .topology
+            .cpu(vm.first().copied().unwrap_or(0))
+            .and_then(|c| c.numa_node);
+        return Ok((vm, hk, node));
+    }
+    if let Some(n) = req.vcpus {
+        let gpu_node = set
+            .first()
+            .and_then(|a| snap.device(a))
+            .and_then(|e| e.device.numa_node);
+        let r = PinRequest {
+            vcpus: n,
+            gpu_numa_node: gpu_node,
+            amd: snap.cpu.vendor.as_deref() == Some("AuthenticAMD"),
+            ..PinRequest::default()
+        };
+        let p = pin_plan(&snap.topology, &r).map_err(|e| PlanError::Pinning(e.to_string()))?;
+        return Ok((
+            p.vm_cpus.clone(),
+            p.housekeeping_cpus.clone(),
+            p.numa_nodes.first().copied(),
+        ));
+    }
+    Ok((Vec::new(), Vec::new(), None))
+}
+
+/// The kernel parameters the request needs that `/proc/cmdline` and the
+/// host do not already give.
+fn tokens(
+    snap: &HostSnapshot,
+    f: &TuneFacts,
+    req: &Request,
+    set: &[String],
+    vm: &[u32],
+    hk: &[u32],
+    manual: &mut Vec<Manual>,
+) -> Vec<String> {
+    let mut t = Vec::new();
+    if !set.is_empty() {
+        let intel = snap.cpu.vendor.as_deref() == Some("GenuineIntel");
+        let table = snap.firmware.acpi_dmar || snap.firmware.acpi_ivrs;
+        if !snap.iommu.active {
+            if snap.firmware.acpi_tables_visible && !table {
+                manual.push(Manual {
+                    id: "iommu-firmware".into(),
+                    title: "Turn the IOMMU on in the firmware".into(),
+                    why: "The firmware offers no IOMMU table (DMAR/IVRS): no kernel parameter can help until it is switched on.".into(),
+                    steps: vec![if intel {
+                        "In the firmware setup: Intel VT-d → Enabled (often under Advanced → System Agent or Chipset).".into()
+                    } else {
+                        "In the firmware setup: AMD CBS → NBIO → IOMMU → Enabled (and SVM Mode on).".into()
+                    }],
+                });
+            } else if intel {
+                // AMD's IOMMU is on by default when the IVRS table is there;
+                // `amd_iommu=on` is not even a value the kernel takes.
+                t.push("intel_iommu=on".to_string());
+            }
+        }
+        t.push("iommu=pt".to_string());
+    }
+    if !vm.is_empty() && !hk.is_empty() {
+        let v = format_cpulist(vm);
+        t.push(format!("isolcpus=managed_irq,domain,{v}"));
+        t.push(format!("nohz_full={v}"));
+        t.push(format!("rcu_nocbs={v}"));
+        t.push(format!("irqaffinity={}", format_cpulist(hk)));
+    }
+    if req.hugepages_1g
+        && let Some(mib) = req.memory_mib
+    {
+        let pages = mib.div_ceil(1024);
+        let free: u64 = f
+            .value("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if free < pages {
+            t.push("default_hugepagesz=1G".into());
+            t.push("hugepagesz=1G".into());
+            t.push(format!("hugepages={pages}"));
+        }
+    }
+    t
+}
+
+/// runtime values kept after a reboot, through tmpfiles.d.
+fn persist(changes: &[Change], f: &TuneFacts) -> Option<Change> {
+    const PATH: &str = "/etc/tmpfiles.d/vfio-assistant.conf";
+    let mut lines = Vec::new();
+    for c in changes
+        .iter()
+        .filter(|c| matches!(c.id.as_str(), "thp" | "ksm" | "hugepages"))
+    {
+        for v in c.values.iter().filter(|v| !v.action) {
+            lines.push(format!("w {} - - - - {}", v.path, v.after));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let after = format!(
+        "# Written by vfio-assistant (tune): runtime values kept across reboots.\n{}\n",
+        lines.join("\n")
+    );
+    let before = f.file(PATH).map(str::to_string);
+    if before.as_deref() == Some(after.as_str()) {
+        return None;
+    }
+    Some(Change {
+        id: "persist".into(),
+        title: "Keep THP, KSM and hugepages as set after a reboot (tmpfiles.d)".into(),
+        why: "sysfs values are lost at reboot; systemd-tmpfiles writes them again early at every boot.".into(),
+        evidence: Vec::new(),
+        fixes: Vec::new(),
+        effect: Effect::AfterReboot,
+        files: vec![FileChange { path: PATH.into(), before, after: Some(after) }],
+        values: Vec::new(),
+        commands: Vec::new(),
+        undo_values: Vec::new(),
+        undo_commands: Vec::new(),
+        verify: Vec::new(),
+        notes: Vec::new(),
+    })
+}
+
+fn wanted(req: &Request, id: &str) -> bool {
+    req.only.is_empty()
+        || req
+            .only
+            .iter()
+            .any(|o| o == id || (o == "sriov" && id.starts_with("sriov:")))
+}
+
+/// Plan the changes for `req` on this host.
+pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, PlanError> {
+    let (loader, generator, boot) = boot_info(f);
+    let set = passthrough_set(snap, req)?;
+    let (vm, hk, node) = cpus_of(snap, req, &set)?;
+    if let (Some(mib), Some(total)) = (req.memory_mib, snap.kernel.mem_total_kib)
+        && mib.saturating_mul(1024) > total
+    {
+        return Err(PlanError::Memory(mib));
+    }
+    let mut manual = Vec::new();
+    let mut notes = Vec::new();
+    let mut tok = tokens(snap, f, req, &set, &vm, &hk, &mut manual);
+    let mut changes = Vec::new();
+    match vfio_boot_change(f, snap, generator, &set) {
+        Ok(Some(c)) => changes.push(c),
+        Ok(None) => {}
+        Err(token) => {
+            notes.push("vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into());
+            tok.push(token);
+        }
+    }
+    if let Some(bad) = tok.iter().find(|t| !allowed(t)) {
+        return Err(PlanError::Token(bad.clone()));
+    }
+    if !tok.is_empty() {
+        match cmdline_change(f, loader, &tok) {
+            Ok(Some(mut c)) => {
+                c.fixes.extend(
+                    ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
+                );
+                changes.insert(0, c);
+            }
+            Ok(None) => {}
+            Err(m) => manual.push(m),
+        }
+    }
+    if let Some(c) = runtime::vfio_bind(snap, f, &set) {
+        changes.push(c);
+    }
+    changes.extend(runtime::governor(f, &vm));
+    changes.extend(runtime::thp(f));
+    let systemd = f.markers.contains("/run/systemd/system");
+    changes.extend(runtime::ksm(f, systemd));
+    if let Some(mib) = req.memory_mib
+        && !req.hugepages_1g
+    {
+        changes.extend(runtime::hugepages(f, mib, 2048, node));
+    }
+    changes.extend(runtime::irq_affinity(f, &vm, &hk));
+    changes.extend(runtime::irqbalance(f, &vm, systemd));
+    for (pf, n) in &req.sriov {
+        let addr = full_address(pf.trim());
+        if snap.device(&addr).is_none() {
+            return Err(PlanError::NoDevice(pf.clone()));
+        }
+        changes.extend(runtime::sriov(f, &addr, *n).map_err(PlanError::Sriov)?);
+    }
+    changes.retain(|c| wanted(req, &c.id) && !c.is_empty());
+    changes.extend(persist(&changes, f).filter(|c| wanted(req, &c.id)));
+    if set.is_empty() {
+        notes.push(
+            "No GPU or device was given: nothing is bound to vfio-pci (--gpu ADDRESS).".into(),
+        );
+    }
+    if vm.is_empty() {
+        notes.push("No vCPUs or CPU list was given: the governor applies to every CPU, and no CPU is isolated (--vcpus N or --cpus LIST).".into());
+    }
+    Ok(Plan {
+        boot,
+        changes,
+        manual,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_filters_by_id() {
+        let req = Request {
+            only: vec!["thp".into(), "sriov".into()],
+            ..Request::default()
+        };
+        assert!(wanted(&req, "thp"));
+        assert!(wanted(&req, "sriov:0000:01:00.0"));
+        assert!(!wanted(&req, "ksm"));
+        assert!(wanted(&Request::default(), "ksm"));
+    }
+}

@@ -1,0 +1,283 @@
+//! vfio-pci at boot: the devices going to the VM are claimed by vfio-pci
+//! before their own drivers load. A modprobe.d file of ours (`options
+//! vfio-pci ids=…` and a `softdep … pre: vfio-pci` for each host driver),
+//! then the generator that really builds the image told to carry vfio-pci
+//! (initramfs-tools' modules list, a dracut drop-in ending in `.conf`, a
+//! mkinitcpio drop-in) and the image rebuilt. `vfio_virqfd` is never listed
+//! on kernels from 6.2 (it was merged into vfio; dracut fails or hangs on a
+//! missing module). A vfio-pci built into the kernel reads its `ids` from
+//! the command line instead: that case returns the token.
+
+use super::boot::Generator;
+use super::facts::TuneFacts;
+use super::model::{Change, CommandStep, Effect, FileChange, Verify};
+use crate::checks::model::Evidence;
+use crate::host::HostSnapshot;
+
+pub const MODPROBE_FILE: &str = "/etc/modprobe.d/vfio-assistant.conf";
+const DRACUT_FILE: &str = "/etc/dracut.conf.d/90-vfio-assistant.conf";
+const MKINITCPIO_FILE: &str = "/etc/mkinitcpio.conf.d/vfio-assistant.conf";
+const ITOOLS_MODULES: &str = "/etc/initramfs-tools/modules";
+
+/// The host drivers that would take each kind of device first.
+fn known_drivers(vendor: u16, class: u32) -> &'static [&'static str] {
+    match (vendor, class >> 16) {
+        (0x10de, 0x03) => &["nvidia", "nouveau"],
+        (0x1002, 0x03) => &["amdgpu", "radeon"],
+        (0x8086, 0x03) => &["i915", "xe"],
+        (_, 0x04) => &["snd_hda_intel"],
+        (_, 0x0c) => &["xhci_hcd"],
+        _ => &[],
+    }
+}
+
+/// Kernel (major, minor) of a release string like `6.1.0-18-amd64`.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// The modules the image must carry, for this kernel.
+pub fn modules_for(release: Option<&str>) -> Vec<&'static str> {
+    let mut m = vec!["vfio_pci", "vfio", "vfio_iommu_type1"];
+    if release.and_then(kernel_version).is_some_and(|v| v < (6, 2)) {
+        m.push("vfio_virqfd");
+    }
+    m
+}
+
+/// What binding at boot asks for: (`vendor:device` ids, host drivers to
+/// go after, notes). Two identical cards cannot be told apart by ID.
+pub fn ids_and_drivers(
+    snap: &HostSnapshot,
+    set: &[String],
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut ids: Vec<String> = Vec::new();
+    let mut drivers: Vec<String> = Vec::new();
+    let mut notes = Vec::new();
+    for a in set {
+        let Some(e) = snap.device(a) else { continue };
+        let d = &e.device;
+        let id = format!("{}:{}", d.vendor_id, d.device_id);
+        if !ids.contains(&id) {
+            ids.push(id.clone());
+        }
+        let twins: Vec<&str> = snap
+            .pci_devices
+            .iter()
+            .filter(|o| o.device.vendor_id == d.vendor_id && o.device.device_id == d.device_id)
+            .filter(|o| !set.contains(&o.device.address))
+            .map(|o| o.device.address.as_str())
+            .collect();
+        if !twins.is_empty() {
+            notes.push(format!(
+                "{} has the same ID ({id}) as {}: vfio-pci takes those at boot too, by ID. If the host needs them, bind the VM's card by address instead (runtime binding, `vfio-bind`) and drop this change.",
+                d.address,
+                twins.join(", ")
+            ));
+        }
+        let mut add = |drv: &str| {
+            let drv = drv.replace('-', "_");
+            if drv != "vfio_pci" && !drivers.contains(&drv) {
+                drivers.push(drv);
+            }
+        };
+        if let Some(drv) = &d.driver {
+            add(drv);
+        }
+        for k in known_drivers(d.vendor_id.0, d.class.0) {
+            add(k);
+        }
+    }
+    (ids, drivers, notes)
+}
+
+fn ev(source: &str, value: impl Into<String>) -> Evidence {
+    Evidence {
+        source: source.into(),
+        value: value.into(),
+    }
+}
+
+fn cmd(argv: &[&str], why: &str) -> CommandStep {
+    CommandStep {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        run: true,
+        why: why.into(),
+    }
+}
+
+/// The boot-time binding change, or `None` when it is all in place. A
+/// built-in vfio-pci: `Err(token)` for the kernel command line instead.
+pub fn vfio_boot_change(
+    f: &TuneFacts,
+    snap: &HostSnapshot,
+    generator: Generator,
+    set: &[String],
+) -> Result<Option<Change>, String> {
+    if set.is_empty() {
+        return Ok(None);
+    }
+    let (ids, drivers, notes) = ids_and_drivers(snap, set);
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    if f.vfio_builtin {
+        return Err(format!("vfio_pci.ids={}", ids.join(",")));
+    }
+    let mut modprobe = String::from(
+        "# Written by vfio-assistant (tune): vfio-pci takes the VM's devices at boot,\n# before their own drivers. Undo: `vfio-assistant tune undo` (it rebuilds the initramfs).\n",
+    );
+    modprobe.push_str(&format!("options vfio-pci ids={}\n", ids.join(",")));
+    for d in &drivers {
+        modprobe.push_str(&format!("softdep {d} pre: vfio-pci\n"));
+    }
+    let mut files = Vec::new();
+    let before = f.file(MODPROBE_FILE).map(str::to_string);
+    if before.as_deref() != Some(modprobe.as_str()) {
+        files.push(FileChange {
+            path: MODPROBE_FILE.into(),
+            before,
+            after: Some(modprobe.clone()),
+        });
+    }
+    let modules = modules_for(f.kernel_release.as_deref());
+    let (gen_file, rebuild): (Option<FileChange>, Vec<&str>) = match generator {
+        Generator::InitramfsTools => {
+            let cur = f.file(ITOOLS_MODULES).unwrap_or("");
+            let have: Vec<&str> = cur
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .collect();
+            let add: Vec<&str> = modules
+                .iter()
+                .copied()
+                .filter(|m| !have.contains(m))
+                .collect();
+            let fc = (!add.is_empty()).then(|| {
+                let mut after = cur.to_string();
+                if !after.is_empty() && !after.ends_with('\n') {
+                    after.push('\n');
+                }
+                after.push_str(
+                    "# vfio-assistant: vfio-pci in the initramfs, to bind the VM's devices early\n",
+                );
+                for m in &add {
+                    after.push_str(m);
+                    after.push('\n');
+                }
+                FileChange {
+                    path: ITOOLS_MODULES.into(),
+                    before: f.file(ITOOLS_MODULES).map(str::to_string),
+                    after: Some(after),
+                }
+            });
+            (fc, vec!["update-initramfs", "-u", "-k", "all"])
+        }
+        Generator::Dracut => {
+            let want = format!(
+                "# Written by vfio-assistant (tune): vfio-pci in the initramfs, to bind the VM's devices early.\nforce_drivers+=\" {} \"\n",
+                modules.join(" ")
+            );
+            let before = f.file(DRACUT_FILE).map(str::to_string);
+            let fc = (before.as_deref() != Some(want.as_str())).then(|| FileChange {
+                path: DRACUT_FILE.into(),
+                before,
+                after: Some(want),
+            });
+            (fc, vec!["dracut", "-f", "--regenerate-all"])
+        }
+        Generator::Mkinitcpio => {
+            let want = format!(
+                "# Written by vfio-assistant (tune): vfio-pci in the initramfs, to bind the VM's devices early.\nMODULES+=({})\n",
+                modules.join(" ")
+            );
+            let before = f.file(MKINITCPIO_FILE).map(str::to_string);
+            let fc = (before.as_deref() != Some(want.as_str())).then(|| FileChange {
+                path: MKINITCPIO_FILE.into(),
+                before,
+                after: Some(want),
+            });
+            (fc, vec!["mkinitcpio", "-P"])
+        }
+        Generator::Unknown => (None, Vec::new()),
+    };
+    files.extend(gen_file);
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut notes = notes;
+    if generator == Generator::Mkinitcpio
+        && f.file("/etc/mkinitcpio.conf").is_some_and(|t| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with("HOOKS="))
+                .is_some_and(|l| !l.contains("modconf"))
+        })
+    {
+        notes.push("mkinitcpio.conf's HOOKS lack `modconf`: the image then carries no modprobe.d, so the ids line does not apply early. Add modconf to HOOKS.".into());
+    }
+    if generator == Generator::Unknown {
+        notes.push("No initramfs generator was found: the modprobe.d file applies when vfio-pci loads from the root file system, which may be after the GPU driver took the card.".into());
+    }
+    let images = initramfs_images(f);
+    let mut verify = Vec::new();
+    if !rebuild.is_empty() {
+        verify.push(Verify::InitramfsHas {
+            images,
+            modules: vec!["vfio_pci".into()],
+            files: vec!["etc/modprobe.d/vfio-assistant.conf".into()],
+        });
+    }
+    let commands: Vec<CommandStep> = if rebuild.is_empty() {
+        Vec::new()
+    } else {
+        vec![cmd(
+            &rebuild,
+            "rebuilds the initramfs of every installed kernel with vfio-pci and the modprobe.d file",
+        )]
+    };
+    Ok(Some(Change {
+        id: "vfio-boot".into(),
+        title: format!("vfio-pci takes {} at boot", set.join(", ")),
+        why: "Bound at boot, the VM's devices never meet their host drivers: no driver to unbind, no display the host holds on to, and the card reaches the VM in a clean state. The initramfs must carry vfio-pci and this file, or the host driver wins the race.".into(),
+        evidence: vec![ev("PCI IDs", ids.join(",")), ev("host drivers", drivers.join(" ")), ev("initramfs generator", generator.id())],
+        fixes: vec!["device.bound".into(), "device.host_driver_first".into(), "boot.initramfs_vfio".into()],
+        effect: Effect::AfterReboot,
+        files,
+        values: Vec::new(),
+        undo_values: Vec::new(),
+        undo_commands: commands.clone(),
+        commands,
+        verify,
+        notes,
+    }))
+}
+
+/// The initramfs images in /boot (each installed kernel's).
+pub fn initramfs_images(f: &TuneFacts) -> Vec<String> {
+    f.dir("/boot")
+        .unwrap_or(&[])
+        .iter()
+        .filter(|n| {
+            (n.starts_with("initrd.img-") || n.starts_with("initramfs-"))
+                && !n.ends_with(".old-dkms")
+                && !n.contains("fallback")
+                && !n.contains("kdump")
+        })
+        .map(|n| format!("/boot/{n}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virqfd_only_before_6_2() {
+        assert!(modules_for(Some("6.1.0-18-amd64")).contains(&"vfio_virqfd"));
+        assert!(!modules_for(Some("6.2.0")).contains(&"vfio_virqfd"));
+        assert!(!modules_for(Some("6.18.44-fc-v857")).contains(&"vfio_virqfd"));
+        assert!(!modules_for(Some("garbage")).contains(&"vfio_virqfd"));
+        assert_eq!(kernel_version("5.15.0-91-generic"), Some((5, 15)));
+    }
+}

@@ -4,9 +4,9 @@
 //! exposes `cpu_capacity` per CPU; where neither exists, different base
 //! frequencies tell the kinds apart (what hwloc does for Intel hybrids).
 
+use super::cpuset::read_cpuset;
 use super::topology::{Core, CoreKind, LogicalCpu};
 use super::warnings::Warnings;
-use crate::parse::cpulist::parse_cpulist;
 use crate::sysroot::{HostPath, HostRoot};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,10 +75,8 @@ fn kind_name(source: &str, i: usize, n: usize) -> String {
 }
 
 fn intel_pmus(root: &HostRoot, warnings: &mut Warnings) -> Option<BTreeMap<u32, u64>> {
-    let p = warnings
-        .take_opt(root.read_parsed(&HostPath::sys("devices/cpu_core/cpus"), parse_cpulist))?;
-    let e = warnings
-        .take_opt(root.read_parsed(&HostPath::sys("devices/cpu_atom/cpus"), parse_cpulist))?;
+    let p = read_cpuset(root, &HostPath::sys("devices/cpu_core"), "cpus", warnings)?;
+    let e = read_cpuset(root, &HostPath::sys("devices/cpu_atom"), "cpus", warnings)?;
     let mut map = BTreeMap::new();
     for c in e {
         map.insert(c, 0);

@@ -7,9 +7,9 @@
 //! set (`thread_siblings_list`), not by `core_id`, and packages by whatever id the
 //! firmware gave, counted rather than trusted to be dense.
 
+use super::cpuset::read_cpuset;
 use super::freq::{CpuFreq, read_cpufreq};
 use super::warnings::Warnings;
-use crate::parse::cpulist::{parse_cpulist, parse_cpumask};
 use crate::parse::values::{parse_i64, parse_size_kib, parse_u64};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
@@ -200,16 +200,12 @@ fn cpu_dir(id: u32) -> HostPath {
     HostPath::sys(&format!("devices/system/cpu/cpu{id}"))
 }
 
-fn read_list(root: &HostRoot, path: &HostPath, warnings: &mut Warnings) -> Option<BTreeSet<u32>> {
-    warnings.take_opt(root.read_parsed(path, parse_cpulist))
-}
-
 /// The CPUs isolated with `isolcpus` (`isolated`) and those without a timer
 /// tick (`nohz_full`); none where a file is absent or unreadable.
 pub fn read_isolation(root: &HostRoot, warnings: &mut Warnings) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let base = HostPath::sys("devices/system/cpu");
-    let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
-    let nohz_full = read_list(root, &base.join("nohz_full"), warnings).unwrap_or_default();
+    let isolated = read_cpuset(root, &base, "isolated", warnings).unwrap_or_default();
+    let nohz_full = read_cpuset(root, &base, "nohz_full", warnings).unwrap_or_default();
     (isolated, nohz_full)
 }
 
@@ -222,10 +218,9 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
         .iter()
         .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
         .collect();
-    let present =
-        read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
+    let present = read_cpuset(root, &base, "present", warnings).unwrap_or_else(|| dir_ids.clone());
     let present: BTreeSet<u32> = present.union(&dir_ids).copied().collect();
-    let online_list = read_list(root, &base.join("online"), warnings);
+    let online_list = read_cpuset(root, &base, "online", warnings);
     let (isolated, nohz_full) = read_isolation(root, warnings);
     let freq = read_cpufreq(root, &present, warnings);
 
@@ -319,8 +314,10 @@ fn build_cores(
     let mut key_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for cpu in cpus.iter().filter(|c| c.online) {
         let topo = cpu_dir(cpu.id).join("topology");
-        let siblings = read_list(root, &topo.join("thread_siblings_list"), warnings)
-            .or_else(|| read_list(root, &topo.join("core_cpus_list"), warnings));
+        // thread_siblings_list, else the mask thread_siblings (older kernels),
+        // else the newer names core_cpus_list / core_cpus.
+        let siblings = read_cpuset(root, &topo, "thread_siblings_list", warnings)
+            .or_else(|| read_cpuset(root, &topo, "core_cpus_list", warnings));
         let key: Vec<u32> = match siblings {
             // Siblings with a different core_id are separate cores sharing a
             // front end (AMD Bulldozer compute units), as hwloc counts them.
@@ -461,7 +458,8 @@ fn cache_groups(
             if kind.as_deref() == Some("Instruction") {
                 continue;
             }
-            let Some(shared) = read_list(root, &dir.join("shared_cpu_list"), warnings) else {
+            // shared_cpu_list, else shared_cpu_map: older kernels have only the mask.
+            let Some(shared) = read_cpuset(root, &dir, "shared_cpu_list", warnings) else {
                 continue;
             };
             let mut members: Vec<u32> = shared.intersection(online).copied().collect();
@@ -501,7 +499,7 @@ fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -
         .iter()
         .filter_map(|n| n.strip_prefix("node").and_then(|s| s.parse().ok()))
         .collect();
-    let ids = match read_list(root, &base.join("online"), warnings) {
+    let ids = match read_cpuset(root, &base, "online", warnings) {
         Some(list) => list.intersection(&dir_ids).copied().collect(),
         None => dir_ids,
     };
@@ -509,15 +507,13 @@ fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -
     for id in ids {
         let dir = base.join(format!("node{id}"));
         // cpulist, else the older cpumap, else the node's cpuN links.
-        let listed = read_list(root, &dir.join("cpulist"), warnings)
-            .or_else(|| warnings.take_opt(root.read_parsed(&dir.join("cpumap"), parse_cpumask)))
-            .unwrap_or_else(|| {
-                root.list_dir(&dir)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
-                    .collect()
-            });
+        let listed = read_cpuset(root, &dir, "cpulist", warnings).unwrap_or_else(|| {
+            root.list_dir(&dir)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
+                .collect()
+        });
         let cpus: Vec<u32> = listed.intersection(online).copied().collect();
         let memory_kib = warnings
             .take(root.read_text(&dir.join("meminfo")))

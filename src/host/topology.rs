@@ -39,17 +39,46 @@ pub struct LogicalCpu {
     pub nohz_full: bool,
 }
 
-/// A kind of core on a hybrid CPU (Intel P/E, ARM big/LITTLE).
+/// A kind of core on a hybrid CPU (Intel P/E, ARM big/LITTLE): one core type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CoreKind {
     /// 0 is the most power-efficient (slowest) kind, as hwloc counts.
     pub efficiency: u8,
-    /// "P-core", "E-core", "big", "LITTLE", "mid".
+    /// The core type where the CPU says it ("P-core", "E-core", "Cortex-X925"),
+    /// else "big", "LITTLE", "mid-N" (by capacity) or "P-core"/"E-core" (by
+    /// base frequency).
     pub name: String,
-    /// How it was told apart: `intel_pmu`, `cpu_capacity` or `base_frequency`.
+    /// How it was told apart: `intel_pmu`, `arm_midr` (the part number in
+    /// cpuinfo or MIDR_EL1), `cpu_capacity` or `base_frequency`.
     pub source: String,
+    /// ARM part number (`0xd85`) when `source` is `arm_midr`.
+    pub part: Option<String>,
+    /// Smallest and largest `cpu_capacity` among its CPUs (one core type can
+    /// span a few values: different clock limits per cluster).
+    pub capacity_min: Option<u64>,
+    pub capacity_max: Option<u64>,
     pub cores: usize,
     pub cpus: Vec<u32>,
+}
+
+impl CoreKind {
+    /// A short mark for tables: "P", "E", "X925", "big".
+    pub fn short(&self) -> &str {
+        let n = self.name.as_str();
+        n.strip_suffix("-core")
+            .or_else(|| n.strip_prefix("Cortex-"))
+            .or_else(|| n.strip_prefix("Neoverse "))
+            .unwrap_or(n)
+    }
+
+    /// For sentences: "P-cores", "Cortex-X925 cores", "big cores".
+    pub fn plural(&self) -> String {
+        if self.name.ends_with("-core") {
+            format!("{}s", self.name)
+        } else {
+            format!("{} cores", self.name)
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

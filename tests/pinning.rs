@@ -78,6 +78,17 @@ fn plans_keep_the_invariants_on_every_topology_and_size() {
             })
             .map(|c| c.cpus.len())
             .sum();
+        // Free threads per kind (by efficiency rank).
+        let mut free_by_kind: BTreeMap<u8, usize> = BTreeMap::new();
+        for c in t
+            .cores
+            .iter()
+            .filter(|c| !c.cpus.iter().any(|x| core0.contains(x)))
+        {
+            if let Some(k) = c.kind {
+                *free_by_kind.entry(t.core_kinds[k].efficiency).or_default() += c.cpus.len();
+            }
+        }
         for n in 1..=free_threads {
             let req = PinRequest {
                 vcpus: n,
@@ -160,6 +171,31 @@ fn plans_keep_the_invariants_on_every_topology_and_size() {
                         .map(|k| t.core_kinds[k].efficiency)
                         == Some(best)),
                     "{ctx}: E-core used although P-cores suffice"
+                );
+            }
+            // Hybrid, the fastest kind too small: the fastest kind that holds
+            // the request alone, never a mix of kinds.
+            let holding = free_by_kind
+                .iter()
+                .filter(|(_, threads)| **threads >= n)
+                .map(|(k, _)| *k)
+                .max();
+            if let (Some(best), Some(kind)) = (best_kind, holding)
+                && n > fast_threads
+            {
+                assert!(kind < best);
+                let used: BTreeSet<Option<u8>> = cpus
+                    .iter()
+                    .map(|c| {
+                        t.cores[core_of(&t, *c)]
+                            .kind
+                            .map(|k| t.core_kinds[k].efficiency)
+                    })
+                    .collect();
+                assert_eq!(
+                    used,
+                    BTreeSet::from([Some(kind)]),
+                    "{ctx}: kind {kind} holds {n} vCPUs alone"
                 );
             }
             // The kernel line names exactly the VM cores.

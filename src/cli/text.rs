@@ -304,7 +304,7 @@ pub fn topology_tree(o: &mut String, t: &Topology) {
                     .map(|c| {
                         let mut s = format!("[{}]", format_cpulist(&c.cpus));
                         if let Some(k) = c.kind.and_then(|k| t.core_kinds.get(k)) {
-                            s.push_str(&k.name[..1]);
+                            s.push_str(k.short());
                         }
                         s
                     })

@@ -2,8 +2,8 @@
 //! (`cpu/cpufreq/policyN`, which list the CPUs they cover), falling back to the
 //! per-CPU `cpuN/cpufreq` view.
 
+use super::cpuset::read_cpuset;
 use super::warnings::Warnings;
-use crate::parse::cpulist::parse_cpulist;
 use crate::parse::values::parse_u64;
 use crate::sysroot::{HostPath, HostRoot};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,11 +34,9 @@ pub fn read_cpufreq(
     if let Ok(names) = root.list_dir(&base) {
         for name in names.iter().filter(|n| n.starts_with("policy")) {
             let dir = base.join(name);
-            let covered = warnings
-                .take_opt(root.read_parsed(&dir.join("related_cpus"), parse_cpulist))
-                .or_else(|| {
-                    warnings.take_opt(root.read_parsed(&dir.join("affected_cpus"), parse_cpulist))
-                })
+            // Space-separated lists ("0 1 2 3"), with no mask twin.
+            let covered = read_cpuset(root, &dir, "related_cpus", warnings)
+                .or_else(|| read_cpuset(root, &dir, "affected_cpus", warnings))
                 .or_else(|| {
                     name.strip_prefix("policy")
                         .and_then(|n| n.parse().ok())

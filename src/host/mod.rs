@@ -4,6 +4,7 @@
 
 pub mod cpu;
 pub mod cpuidle;
+pub mod cpuset;
 pub mod firmware;
 pub mod freq;
 pub mod hex;

@@ -4,10 +4,10 @@
 //! nodes, cgroup controllers, IRQ affinities, firmware images and libvirt's
 //! socket and hooks. Everything optional: what cannot be read says why.
 
+use super::cpuset::read_cpuset;
 use super::initramfs::{InitramfsState, read_state};
 use super::warnings::Warnings;
 use crate::parse::cmdline::{Cmdline, parse_cmdline};
-use crate::parse::cpulist::parse_cpulist;
 use crate::parse::interrupts::{VfioIrq, parse_interrupts, vfio_irqs};
 use crate::sysroot::{HostPath, HostRoot, ReadError};
 use serde::Serialize;
@@ -327,9 +327,7 @@ fn read_irq_affinity(root: &HostRoot, warnings: &mut Warnings) -> Vec<IrqAffinit
         let Ok(irq) = name.parse::<u32>() else {
             continue;
         };
-        if let Some(cpus) = warnings
-            .take_opt(root.read_parsed(&dir.join(&name).join("smp_affinity_list"), parse_cpulist))
-        {
+        if let Some(cpus) = read_cpuset(root, &dir.join(&name), "smp_affinity_list", warnings) {
             out.push(IrqAffinity {
                 irq,
                 cpus: cpus.into_iter().collect(),

@@ -7,9 +7,9 @@
 //! set (`thread_siblings_list`), not by `core_id`, and packages by whatever id the
 //! firmware gave, counted rather than trusted to be dense.
 
+use super::cpuset::read_cpuset;
 use super::freq::{CpuFreq, read_cpufreq};
 use super::warnings::Warnings;
-use crate::parse::cpulist::{parse_cpulist, parse_cpumask};
 use crate::parse::values::{parse_i64, parse_size_kib, parse_u64};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
@@ -39,17 +39,46 @@ pub struct LogicalCpu {
     pub nohz_full: bool,
 }
 
-/// A kind of core on a hybrid CPU (Intel P/E, ARM big/LITTLE).
+/// A kind of core on a hybrid CPU (Intel P/E, ARM big/LITTLE): one core type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CoreKind {
     /// 0 is the most power-efficient (slowest) kind, as hwloc counts.
     pub efficiency: u8,
-    /// "P-core", "E-core", "big", "LITTLE", "mid".
+    /// The core type where the CPU says it ("P-core", "E-core", "Cortex-X925"),
+    /// else "big", "LITTLE", "mid-N" (by capacity) or "P-core"/"E-core" (by
+    /// base frequency).
     pub name: String,
-    /// How it was told apart: `intel_pmu`, `cpu_capacity` or `base_frequency`.
+    /// How it was told apart: `intel_pmu`, `arm_midr` (the part number in
+    /// cpuinfo or MIDR_EL1), `cpu_capacity` or `base_frequency`.
     pub source: String,
+    /// ARM part number (`0xd85`) when `source` is `arm_midr`.
+    pub part: Option<String>,
+    /// Smallest and largest `cpu_capacity` among its CPUs (one core type can
+    /// span a few values: different clock limits per cluster).
+    pub capacity_min: Option<u64>,
+    pub capacity_max: Option<u64>,
     pub cores: usize,
     pub cpus: Vec<u32>,
+}
+
+impl CoreKind {
+    /// A short mark for tables: "P", "E", "X925", "big".
+    pub fn short(&self) -> &str {
+        let n = self.name.as_str();
+        n.strip_suffix("-core")
+            .or_else(|| n.strip_prefix("Cortex-"))
+            .or_else(|| n.strip_prefix("Neoverse "))
+            .unwrap_or(n)
+    }
+
+    /// For sentences: "P-cores", "Cortex-X925 cores", "big cores".
+    pub fn plural(&self) -> String {
+        if self.name.ends_with("-core") {
+            format!("{}s", self.name)
+        } else {
+            format!("{} cores", self.name)
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -200,16 +229,12 @@ fn cpu_dir(id: u32) -> HostPath {
     HostPath::sys(&format!("devices/system/cpu/cpu{id}"))
 }
 
-fn read_list(root: &HostRoot, path: &HostPath, warnings: &mut Warnings) -> Option<BTreeSet<u32>> {
-    warnings.take_opt(root.read_parsed(path, parse_cpulist))
-}
-
 /// The CPUs isolated with `isolcpus` (`isolated`) and those without a timer
 /// tick (`nohz_full`); none where a file is absent or unreadable.
 pub fn read_isolation(root: &HostRoot, warnings: &mut Warnings) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let base = HostPath::sys("devices/system/cpu");
-    let isolated = read_list(root, &base.join("isolated"), warnings).unwrap_or_default();
-    let nohz_full = read_list(root, &base.join("nohz_full"), warnings).unwrap_or_default();
+    let isolated = read_cpuset(root, &base, "isolated", warnings).unwrap_or_default();
+    let nohz_full = read_cpuset(root, &base, "nohz_full", warnings).unwrap_or_default();
     (isolated, nohz_full)
 }
 
@@ -222,10 +247,9 @@ pub fn read_topology(root: &HostRoot, warnings: &mut Warnings) -> Topology {
         .iter()
         .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
         .collect();
-    let present =
-        read_list(root, &base.join("present"), warnings).unwrap_or_else(|| dir_ids.clone());
+    let present = read_cpuset(root, &base, "present", warnings).unwrap_or_else(|| dir_ids.clone());
     let present: BTreeSet<u32> = present.union(&dir_ids).copied().collect();
-    let online_list = read_list(root, &base.join("online"), warnings);
+    let online_list = read_cpuset(root, &base, "online", warnings);
     let (isolated, nohz_full) = read_isolation(root, warnings);
     let freq = read_cpufreq(root, &present, warnings);
 
@@ -319,8 +343,10 @@ fn build_cores(
     let mut key_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for cpu in cpus.iter().filter(|c| c.online) {
         let topo = cpu_dir(cpu.id).join("topology");
-        let siblings = read_list(root, &topo.join("thread_siblings_list"), warnings)
-            .or_else(|| read_list(root, &topo.join("core_cpus_list"), warnings));
+        // thread_siblings_list, else the mask thread_siblings (older kernels),
+        // else the newer names core_cpus_list / core_cpus.
+        let siblings = read_cpuset(root, &topo, "thread_siblings_list", warnings)
+            .or_else(|| read_cpuset(root, &topo, "core_cpus_list", warnings));
         let key: Vec<u32> = match siblings {
             // Siblings with a different core_id are separate cores sharing a
             // front end (AMD Bulldozer compute units), as hwloc counts them.
@@ -461,7 +487,8 @@ fn cache_groups(
             if kind.as_deref() == Some("Instruction") {
                 continue;
             }
-            let Some(shared) = read_list(root, &dir.join("shared_cpu_list"), warnings) else {
+            // shared_cpu_list, else shared_cpu_map: older kernels have only the mask.
+            let Some(shared) = read_cpuset(root, &dir, "shared_cpu_list", warnings) else {
                 continue;
             };
             let mut members: Vec<u32> = shared.intersection(online).copied().collect();
@@ -501,7 +528,7 @@ fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -
         .iter()
         .filter_map(|n| n.strip_prefix("node").and_then(|s| s.parse().ok()))
         .collect();
-    let ids = match read_list(root, &base.join("online"), warnings) {
+    let ids = match read_cpuset(root, &base, "online", warnings) {
         Some(list) => list.intersection(&dir_ids).copied().collect(),
         None => dir_ids,
     };
@@ -509,15 +536,13 @@ fn read_numa(root: &HostRoot, online: &BTreeSet<u32>, warnings: &mut Warnings) -
     for id in ids {
         let dir = base.join(format!("node{id}"));
         // cpulist, else the older cpumap, else the node's cpuN links.
-        let listed = read_list(root, &dir.join("cpulist"), warnings)
-            .or_else(|| warnings.take_opt(root.read_parsed(&dir.join("cpumap"), parse_cpumask)))
-            .unwrap_or_else(|| {
-                root.list_dir(&dir)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
-                    .collect()
-            });
+        let listed = read_cpuset(root, &dir, "cpulist", warnings).unwrap_or_else(|| {
+            root.list_dir(&dir)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| n.strip_prefix("cpu").and_then(|s| s.parse().ok()))
+                .collect()
+        });
         let cpus: Vec<u32> = listed.intersection(online).copied().collect();
         let memory_kib = warnings
             .take(root.read_text(&dir.join("meminfo")))

@@ -1,6 +1,7 @@
 //! Pure text parsers (`&str -> Result<T, ParseError>`), no I/O. Each is unit-tested
 //! on real text; the readers in `host/` feed them files through a `HostRoot`.
 
+pub mod arm_midr;
 pub mod cmdline;
 pub mod cpio;
 pub mod cpulist;

@@ -3,6 +3,7 @@
 //! line) and the validator (any pinning -> problems with reasons).
 
 pub mod board;
+pub mod kinds;
 pub mod model;
 pub mod plan;
 pub mod validate;

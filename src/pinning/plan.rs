@@ -1,9 +1,11 @@
 //! The pinning planner: topology + request -> a plan that gives the VM whole
 //! host cores (SMT siblings together, guest vCPU pairs on host sibling pairs),
 //! inside one L3 group and NUMA node where it fits (the GPU's node first,
-//! the biggest L3 first: X3D), P-cores before E-cores, and leaves housekeeping
+//! the biggest L3 first: X3D), on one kind of core (the fastest that holds the
+//! request, see `kinds`), and leaves housekeeping
 //! cores (core 0 by default) to the host, the emulator and the iothreads.
 
+use super::kinds;
 use super::model::{GuestTopology, KernelArgs, PinPlan, PinRequest};
 use crate::host::topology::{Core, Topology};
 use crate::parse::cpulist::format_cpulist;
@@ -111,35 +113,10 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
         warnings.push("Every free host thread goes to the VM: the host keeps only its housekeeping CPUs, expect it to feel slow while the VM runs.".to_string());
     }
 
-    // Hybrid: P-cores first, if they hold the request.
-    let best_kind = free
-        .iter()
-        .filter_map(|c| c.kind)
-        .filter_map(|k| t.core_kinds.get(k).map(|x| (x.efficiency, k)))
-        .max();
-    let mut pool: Vec<&Core> = free.clone();
-    if let Some((_, kind)) = best_kind {
-        let fast: Vec<&Core> = free
-            .iter()
-            .copied()
-            .filter(|c| c.kind == Some(kind))
-            .collect();
-        let name = t
-            .core_kinds
-            .get(kind)
-            .map(|k| k.name.clone())
-            .unwrap_or_default();
-        if threads(&fast) >= req.vcpus {
-            pool = fast;
-            reasons.push(format!("Only {name}s are used: mixing core kinds makes vCPUs run at different speeds, which games handle badly."));
-        } else {
-            warnings.push(format!(
-                "The request does not fit on the {name}s alone: some vCPUs land on slower cores."
-            ));
-        }
-    }
+    // Hybrid: the fastest kind of core that holds the request alone.
+    let pool: Vec<&Core> = kinds::pool(t, &free, req.vcpus, &mut reasons, &mut warnings);
 
-    // Groups by (node, L3), each sorted by core index.
+    // Groups by (node, L3), each fastest core first (the pool's order).
     let mut groups: Vec<Group> = Vec::new();
     for c in &pool {
         match groups
@@ -159,13 +136,21 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
             }),
         }
     }
-    // Preference: the GPU's node, the biggest L3 (X3D), then the lowest group.
+    // Within a group, the faster cores first (higher cpu_capacity within a
+    // kind), then by position.
+    for g in &mut groups {
+        g.cores
+            .sort_by_key(|c| (std::cmp::Reverse(kinds::speed(t, c)), c.index));
+    }
+    // Preference: the GPU's node, the biggest L3 (X3D), the fastest cores
+    // (a cluster of one core type with a higher capacity), then the lowest group.
     let gpu_node = req.gpu_numa_node;
     groups.sort_by_key(|g| {
         (
             gpu_node.is_some() && g.node != gpu_node,
             std::cmp::Reverse(g.l3_kib),
-            g.cores.first().map(|c| c.index),
+            std::cmp::Reverse(g.cores.first().map(|c| kinds::speed(t, c))),
+            g.cores.iter().map(|c| c.index).min(),
         )
     });
     // An odd count on an SMT host cannot be described honestly as pairs: give
@@ -232,7 +217,7 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
                 per_core,
             ) >= req.vcpus
         });
-        let order: Vec<&Core> = match node_fit {
+        let mut order: Vec<&Core> = match node_fit {
             Some(n) => {
                 warnings.push(format!("No single L3 group has {} free threads: the VM spans several L3 groups of NUMA node {} (cross-cache traffic costs a little).", req.vcpus, n.map(|x| x.to_string()).unwrap_or_else(|| "?".into())));
                 groups
@@ -249,6 +234,8 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
                     .collect()
             }
         };
+        // Cores of a mixed pool: the faster kind first across the groups.
+        order.sort_by_key(|c| std::cmp::Reverse(kinds::speed(t, c).0));
         let n = cores_for(&order, req.vcpus, per_core).unwrap_or(order.len());
         order[..n].to_vec()
     };

@@ -41,7 +41,14 @@ pub fn cpu_ui(
             .core_kinds
             .iter()
             .rev()
-            .map(|k| format!("{} {}s (CPUs {})", k.cores, k.name, format_cpulist(&k.cpus)))
+            .map(|k| {
+                format!(
+                    "{} {} (CPUs {})",
+                    k.cores,
+                    k.plural(),
+                    format_cpulist(&k.cpus)
+                )
+            })
             .collect();
         ui.label(format!(
             "Hybrid CPU: {}. Give a VM's vCPUs the same kind of core.",

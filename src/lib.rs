@@ -6,6 +6,7 @@ pub mod checks;
 pub mod cli;
 pub mod doctor;
 pub mod domain;
+pub mod helper;
 pub mod host;
 pub mod libvirt;
 pub mod monitor;

@@ -4,4 +4,5 @@ pub mod hosts;
 pub mod json;
 pub mod listing;
 pub mod schema;
+pub mod tuning;
 pub mod vm;

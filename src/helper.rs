@@ -1,0 +1,305 @@
+//! The privileged helper's logic (`vfio-assistant-helper`, started by
+//! pkexec): one request on stdin — a closed, typed enum of at most 1 MiB —,
+//! re-read the host, re-plan, apply or undo through `tuning`, and stream one
+//! JSON line per step. It trusts nothing it is given: paths and file
+//! contents never come from the caller (only change ids, PCI addresses, CPU
+//! numbers, a memory size and VF counts, each checked against the host),
+//! kernel tokens come from the closed set in `tuning::tokens`, and
+//! `--root` is refused when pkexec started it. Protocol: docs/helper-protocol.md.
+
+use crate::host::scan;
+use crate::sysroot::HostRoot;
+use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
+use crate::tuning::facts::gather;
+use crate::tuning::journal::{EntryState, Journal, valid_id};
+use crate::tuning::model::Request;
+use crate::tuning::plan::plan;
+use crate::tuning::status::status;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+/// The most a request may be.
+pub const MAX_REQUEST: usize = 1 << 20;
+
+/// What the helper is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum HelperRequest {
+    /// Plan `request` on this host and apply the changes named in
+    /// `request.only` (all of them when empty).
+    Apply {
+        request: Request,
+    },
+    Undo {
+        id: String,
+        #[serde(default)]
+        force: bool,
+    },
+    Status,
+}
+
+/// Why a request is refused (exit 2, nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the request is larger than {MAX_REQUEST} bytes")]
+    TooLarge,
+    #[error("the request is not valid JSON of a known kind: {0}")]
+    Malformed(String),
+    #[error("only one request per run: found more after the first")]
+    Trailing,
+    #[error("{0}")]
+    BadValue(String),
+    #[error("--root is for tests and is refused when started by pkexec (PKEXEC_UID is set)")]
+    RootUnderPkexec,
+}
+
+/// A PCI address as sysfs spells it (`0000:0b:00.0`) or short (`0b:00.0`).
+fn pci_address(a: &str) -> bool {
+    let parts: Vec<&str> = a.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, rest) = match parts.as_slice() {
+        [d, b, r] if hex(d, 4) => (*b, *r),
+        [b, r] => (*b, *r),
+        _ => return false,
+    };
+    let Some((slot, func)) = rest.split_once('.') else {
+        return false;
+    };
+    hex(bus, 2) && hex(slot, 2) && func.len() == 1 && func.chars().all(|c| ('0'..='7').contains(&c))
+}
+
+/// A change id: letters, digits, `-`, and `sriov:` with an address.
+fn change_id(id: &str) -> bool {
+    match id.strip_prefix("sriov:") {
+        Some(a) => pci_address(a),
+        None => {
+            !id.is_empty()
+                && id.len() <= 32
+                && id.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        }
+    }
+}
+
+/// Check every value a caller gave before the host is even read.
+pub fn check_request(r: &HelperRequest) -> Result<(), Refusal> {
+    let bad = |s: String| Err(Refusal::BadValue(s));
+    match r {
+        HelperRequest::Status => Ok(()),
+        HelperRequest::Undo { id, .. } => {
+            if valid_id(id) {
+                Ok(())
+            } else {
+                bad(format!("{id:?} is not a transaction id"))
+            }
+        }
+        HelperRequest::Apply { request } => {
+            for a in request
+                .gpus
+                .iter()
+                .chain(&request.devices)
+                .chain(request.sriov.keys())
+            {
+                if !pci_address(a) {
+                    return bad(format!("{a:?} is not a PCI address"));
+                }
+            }
+            for id in &request.only {
+                if !change_id(id) {
+                    return bad(format!("{id:?} is not a change id"));
+                }
+            }
+            if let Some(n) = request.vcpus
+                && !(1..=4096).contains(&n)
+            {
+                return bad(format!("{n} vCPUs is out of range"));
+            }
+            if let Some(cpus) = &request.cpus
+                && (cpus.is_empty() || cpus.len() > 4096 || cpus.iter().any(|c| *c >= 4096))
+            {
+                return bad("the CPU list is empty or names a CPU past 4095".into());
+            }
+            if let Some(m) = request.memory_mib
+                && !(1..=1 << 30).contains(&m)
+            {
+                return bad(format!("{m} MiB is out of range"));
+            }
+            if request.sriov.values().any(|n| *n > 4096) {
+                return bad("more than 4096 virtual functions".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Parse exactly one request from `bytes`.
+pub fn parse_request(bytes: &[u8]) -> Result<HelperRequest, Refusal> {
+    if bytes.len() > MAX_REQUEST {
+        return Err(Refusal::TooLarge);
+    }
+    let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<HelperRequest>();
+    let req = match stream.next() {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return Err(Refusal::Malformed(e.to_string())),
+        None => return Err(Refusal::Malformed("empty input".into())),
+    };
+    let rest = &bytes[stream.byte_offset()..];
+    if rest.iter().any(|b| !b.is_ascii_whitespace()) {
+        return Err(Refusal::Trailing);
+    }
+    check_request(&req)?;
+    Ok(req)
+}
+
+/// Read at most `MAX_REQUEST + 1` bytes from `input`.
+pub fn read_request(input: &mut dyn Read) -> Result<HelperRequest, Refusal> {
+    let mut buf = Vec::new();
+    input
+        .take(MAX_REQUEST as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Refusal::Malformed(e.to_string()))?;
+    parse_request(&buf)
+}
+
+/// Where the helper works.
+pub struct HelperEnv {
+    pub root: HostRoot,
+    pub journal: Option<std::path::PathBuf>,
+}
+
+/// Run one request; each line goes to `out`. The exit code: 0 done, 1
+/// rolled back (or an undo that could not restore everything), 2 refused.
+pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) -> i32 {
+    let run_commands = env.root.is_live();
+    let e = Env {
+        root: env.root.clone(),
+        journal: Journal::new(
+            env.journal
+                .clone()
+                .unwrap_or_else(|| Env::default_journal(&env.root)),
+        ),
+        run_commands,
+        fail_at: None,
+    };
+    let mut line = |v: serde_json::Value| out(v.to_string());
+    let mut progress = |p: Progress| {
+        if let Ok(v) = serde_json::to_value(&p) {
+            line(v);
+        }
+    };
+    match req {
+        HelperRequest::Status => {
+            let s = status(&e);
+            out(serde_json::json!({ "result": { "status": s } }).to_string());
+            0
+        }
+        HelperRequest::Undo { id, force } => match undo(&e, id, *force, &mut progress) {
+            Ok(o) => {
+                let code = if o.failure.is_some() { 1 } else { 0 };
+                out(serde_json::json!({ "result": o }).to_string());
+                code
+            }
+            Err(err) => {
+                out(serde_json::json!({ "error": err.to_string() }).to_string());
+                2
+            }
+        },
+        HelperRequest::Apply { request } => {
+            let snap = match scan(&env.root) {
+                Ok(s) => s,
+                Err(err) => {
+                    out(serde_json::json!({ "error": format!("{err:#}") }).to_string());
+                    return 2;
+                }
+            };
+            let facts = gather(&env.root);
+            let mut p = match plan(&snap, &facts, request) {
+                Ok(p) => p,
+                Err(err) => {
+                    out(serde_json::json!({ "error": err.to_string() }).to_string());
+                    return 2;
+                }
+            };
+            if !run_commands {
+                for c in &mut p.changes {
+                    for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
+                        cmd.run = false;
+                    }
+                }
+            }
+            if p.changes.is_empty() {
+                out(
+                    serde_json::json!({ "result": { "id": null, "state": "nothing_to_do" } })
+                        .to_string(),
+                );
+                return 0;
+            }
+            match apply(&e, &facts, &p, request, &mut progress) {
+                Ok(o) => {
+                    let code = if o.state == EntryState::Applied { 0 } else { 1 };
+                    out(
+                        serde_json::json!({ "result": o, "recovery": p.boot.recovery }).to_string(),
+                    );
+                    code
+                }
+                Err(ApplyError::Preflight(why)) => {
+                    out(serde_json::json!({ "error": format!("refused before changing anything: {why}") }).to_string());
+                    2
+                }
+                Err(err) => {
+                    out(serde_json::json!({ "error": err.to_string() }).to_string());
+                    2
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_closed_well_formed_requests() {
+        assert!(parse_request(br#"{"kind":"status"}"#).is_ok());
+        assert!(
+            parse_request(br#"{"kind":"apply","request":{"gpus":["0b:00.0"],"vcpus":4}}"#).is_ok()
+        );
+        for (bad, want) in [
+            (
+                &br#"{"kind":"reboot"}"#[..],
+                "not valid JSON of a known kind",
+            ),
+            (br#"{"kind":"status","x":1}"#, "not valid JSON"),
+            (
+                br#"{"kind":"apply","request":{"gpus":["../../etc"]}}"#,
+                "not a PCI address",
+            ),
+            (
+                br#"{"kind":"apply","request":{"gpus":["0b:00.0"],"path":"/etc/x"}}"#,
+                "not valid JSON",
+            ),
+            (
+                br#"{"kind":"apply","request":{"cpus":[4096]}}"#,
+                "past 4095",
+            ),
+            (
+                br#"{"kind":"apply","request":{"only":["thp; reboot"]}}"#,
+                "not a change id",
+            ),
+            (br#"{"kind":"undo","id":"../x"}"#, "not a transaction id"),
+            (
+                br#"{"kind":"status"} {"kind":"status"}"#,
+                "only one request",
+            ),
+            (b"", "empty input"),
+            (b"\xff\xfe", "not valid JSON"),
+        ] {
+            let e = parse_request(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{:?}: {e}", String::from_utf8_lossy(bad));
+        }
+        let big = vec![b' '; MAX_REQUEST + 1];
+        assert_eq!(parse_request(&big), Err(Refusal::TooLarge));
+        assert!(pci_address("0000:0b:00.0") && pci_address("0b:00.1"));
+        assert!(!pci_address("0b:00.8") && !pci_address("0b:00") && !pci_address("zz:00.0"));
+    }
+}

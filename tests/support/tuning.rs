@@ -1,0 +1,131 @@
+//! Temporary roots for the tuning tests: the X570 host (a real IOMMU
+//! listing and topology) with the runtime knobs, optionally a real
+//! distribution's boot configuration, and the tools as empty executables
+//! (with a root, commands are listed, not run).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The X570 host with THP 'always', KSM on, no hugepages, governors on
+/// schedutil, and no boot configuration.
+pub fn runtime_host() -> tempfile::TempDir {
+    let dir = super::hosts::good_host();
+    let r = dir.path();
+    let put = |rel: &str, text: &str| super::hosts::put(r, rel, text);
+    put(
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        "[always] madvise never\n",
+    );
+    put("sys/kernel/mm/ksm/run", "1\n");
+    put(
+        "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+        "0\n",
+    );
+    put(
+        "sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+        "0\n",
+    );
+    put("proc/sys/vm/compact_memory", "");
+    put(
+        "proc/cmdline",
+        "BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=UUID=0 ro quiet\n",
+    );
+    put("proc/sys/kernel/osrelease", "6.1.0-18-amd64\n");
+    for cpu in 0..12 {
+        put(
+            &format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"),
+            "schedutil\n",
+        );
+    }
+    put(
+        "sys/devices/system/cpu/cpu0/cpufreq/scaling_available_governors",
+        "performance schedutil\n",
+    );
+    dir
+}
+
+/// `runtime_host` with Debian 12's GRUB and initramfs-tools configuration
+/// (tests/fixtures/tuning/debian12, real files with their SOURCE).
+pub fn tuning_host() -> tempfile::TempDir {
+    let dir = runtime_host();
+    let r = dir.path();
+    distro(r, "debian12");
+    for t in ["update-grub", "update-initramfs"] {
+        super::hosts::put(r, &format!("usr/sbin/{t}"), "");
+        std::fs::set_permissions(
+            r.join("usr/sbin").join(t),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    super::hosts::put(r, "var/lib/dpkg/info/initramfs-tools.list", "");
+    dir
+}
+
+/// Copy a distribution's tree from tests/fixtures/tuning into `root`.
+pub fn distro(root: &Path, name: &str) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tuning")
+        .join(name);
+    super::hosts::copy_tree(&fixtures, root);
+}
+
+/// A sysfs/procfs value as the kernel would read it back: a write of
+/// `madvise` to `[always] madvise never` reads `always [madvise] never`; in a
+/// test root, plain files hold what was written. Compared by meaning.
+fn kernel_value(rel: &str, bytes: Vec<u8>) -> Vec<u8> {
+    if !(rel.starts_with("sys/") || rel.starts_with("proc/")) {
+        return bytes;
+    }
+    let t = String::from_utf8_lossy(&bytes);
+    let t = t.trim();
+    let v = t
+        .split_whitespace()
+        .find(|w| w.starts_with('['))
+        .map_or(t, |w| w.trim_matches(|c| c == '[' || c == ']'));
+    v.as_bytes().to_vec()
+}
+
+/// The paths whose content or mode differ between two trees.
+pub fn differ(
+    a: &BTreeMap<String, (Vec<u8>, u32)>,
+    b: &BTreeMap<String, (Vec<u8>, u32)>,
+) -> Vec<String> {
+    let mut out: Vec<String> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    out.extend(
+        b.keys()
+            .filter(|k| !a.contains_key(*k))
+            .map(|k| format!("{k} (new)")),
+    );
+    out
+}
+
+/// Every file under `dir` (but the journal) with its bytes and mode.
+pub fn tree(dir: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+    fn walk(base: &Path, d: &Path, out: &mut BTreeMap<String, (Vec<u8>, u32)>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            if rel.starts_with("var/lib/vfio-assistant") {
+                continue;
+            }
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                walk(base, &p, out);
+            } else if ft.is_file() {
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+                let bytes = kernel_value(&rel, std::fs::read(&p).unwrap());
+                out.insert(rel, (bytes, mode));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}

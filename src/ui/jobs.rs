@@ -255,3 +255,135 @@ pub fn disk_place(uri: &str, vm_name: &str) -> crate::report::storage::DiskPlace
     let hv = Libvirt::open(uri).ok();
     crate::report::storage::default_place(hv.as_ref().map(|h| h as &dyn Hypervisor), vm_name)
 }
+
+/// What the helper said, line by line, then how it ended.
+#[derive(Debug, Clone)]
+pub enum HelperMsg {
+    /// One JSON line (a step's progress, the result, an error).
+    Line(serde_json::Value),
+    /// It ended: the exit code and what it printed on stderr.
+    Exit(Option<i32>, String),
+    /// It could not be started at all.
+    NotStarted(String),
+}
+
+/// Where the helper is: next to this program (a build tree, an install
+/// into one prefix), else where the packages put it.
+pub fn helper_path() -> std::path::PathBuf {
+    const INSTALLED: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
+    if let Ok(me) = std::env::current_exe()
+        && let Some(dir) = me.parent()
+    {
+        let sibling = dir.join("vfio-assistant-helper");
+        if sibling.is_file() && !std::path::Path::new(INSTALLED).is_file() {
+            return sibling;
+        }
+    }
+    std::path::PathBuf::from(INSTALLED)
+}
+
+/// Run the helper with `request`: through pkexec on the live host, directly
+/// with `--root` on a captured or test host (it writes only inside it).
+/// Each line arrives on `tx` as it is printed; `wake` repaints.
+pub fn run_helper(
+    root: &HostRoot,
+    request: &crate::helper::HelperRequest,
+    tx: std::sync::mpsc::Sender<HelperMsg>,
+    wake: impl Fn() + Send + 'static,
+) {
+    use std::io::{BufRead, Write};
+    let helper = helper_path();
+    let mut cmd = if root.is_live() {
+        let mut c = std::process::Command::new("pkexec");
+        c.arg(&helper);
+        c
+    } else {
+        let mut c = std::process::Command::new(&helper);
+        c.arg("--root").arg(root.base());
+        c
+    };
+    let input = match serde_json::to_vec(request) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = tx.send(HelperMsg::NotStarted(e.to_string()));
+            return;
+        }
+    };
+    let spawned = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let what = if root.is_live() {
+                "pkexec"
+            } else {
+                "the helper"
+            };
+            let _ = tx.send(HelperMsg::NotStarted(format!(
+                "{what} ({}) could not start: {e}",
+                helper.display()
+            )));
+            wake();
+            return;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&input);
+    }
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let v = serde_json::from_str(&line).unwrap_or(serde_json::Value::String(line));
+            let _ = tx.send(HelperMsg::Line(v));
+            wake();
+        }
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.by_ref().take(64 * 1024).read_to_string(&mut err);
+    }
+    let code = child.wait().ok().and_then(|s| s.code());
+    let _ = tx.send(HelperMsg::Exit(code, err));
+    wake();
+}
+
+/// What the Tuning page plans from: the host's tuning facts.
+pub fn tuning_facts(root: &HostRoot) -> crate::tuning::facts::TuneFacts {
+    crate::tuning::facts::gather(root)
+}
+
+/// The journal's transactions and where each stands.
+pub fn tuning_status(root: &HostRoot) -> Vec<crate::tuning::status::EntryStatus> {
+    let env = crate::tuning::apply::Env {
+        root: root.clone(),
+        journal: crate::tuning::journal::Journal::new(crate::tuning::apply::Env::default_journal(
+            root,
+        )),
+        run_commands: false,
+        fail_at: None,
+    };
+    crate::tuning::status::status(&env)
+}
+
+/// The words for how the helper ended, for the page.
+pub fn helper_exit_words(code: Option<i32>, stderr: &str, terminal: &str) -> Option<String> {
+    match code {
+        Some(0) | Some(1) | Some(2) => None,
+        Some(126) => Some("Cancelled: the password dialog was dismissed. Nothing changed.".into()),
+        Some(127) if stderr.contains("authentication agent") => Some(format!(
+            "No polkit agent is running to ask for your password (a desktop session usually has one). Run this in a terminal instead:\n{terminal}"
+        )),
+        Some(127) => Some(
+            "Not authorised: polkit did not allow this user to tune the host. Nothing changed."
+                .into(),
+        ),
+        other => Some(format!(
+            "The helper ended unexpectedly ({}): {}",
+            other.map_or("killed".to_string(), |c| format!("exit {c}")),
+            stderr.trim()
+        )),
+    }
+}

@@ -170,3 +170,46 @@ impl Default for MonitorRuntime {
         }
     }
 }
+
+/// The Tuning page: the host's tuning facts, the helper's run and the journal.
+pub struct TuningRuntime {
+    pub facts_job: Slot<crate::tuning::facts::TuneFacts>,
+    pub facts: Option<crate::tuning::facts::TuneFacts>,
+    pub status_job: Slot<Vec<crate::tuning::status::EntryStatus>>,
+    pub status: Vec<crate::tuning::status::EntryStatus>,
+    /// The journal was read since the last change.
+    pub status_asked: bool,
+    /// The helper's lines while it runs.
+    pub run: Option<std::sync::mpsc::Receiver<super::jobs::HelperMsg>>,
+    /// What the last run said, in order.
+    pub lines: Vec<serde_json::Value>,
+    /// How many steps the run has (for the progress bar).
+    pub steps: usize,
+    /// The last run's end: its exit code and words for it.
+    pub ended: Option<(Option<i32>, Option<String>)>,
+    /// Changes to select when the page opens from a Fix button.
+    pub focus: Vec<String>,
+}
+
+impl Default for TuningRuntime {
+    fn default() -> Self {
+        TuningRuntime {
+            facts_job: Slot::new("reading the host's tuning"),
+            facts: None,
+            status_job: Slot::new("reading the journal"),
+            status: Vec::new(),
+            status_asked: false,
+            run: None,
+            lines: Vec::new(),
+            steps: 0,
+            ended: None,
+            focus: Vec::new(),
+        }
+    }
+}
+
+impl TuningRuntime {
+    pub fn is_running(&self) -> bool {
+        self.run.is_some()
+    }
+}

@@ -13,13 +13,15 @@ pub enum Page {
     Troubleshoot,
     NewVm,
     Monitor,
+    Tuning,
 }
 
 impl Page {
-    pub const ALL: [Page; 6] = [
+    pub const ALL: [Page; 7] = [
         Page::Overview,
         Page::Devices,
         Page::Cpu,
+        Page::Tuning,
         Page::NewVm,
         Page::Monitor,
         Page::Troubleshoot,
@@ -32,6 +34,7 @@ impl Page {
             Page::Troubleshoot => "Troubleshoot",
             Page::NewVm => "New VM",
             Page::Monitor => "Monitor",
+            Page::Tuning => "Tuning",
         }
     }
 }
@@ -64,4 +67,25 @@ pub struct State {
     pub pin_save_path: String,
     /// The New VM wizard's choices.
     pub wizard: WizardState,
+    /// The Tuning page's choices.
+    pub tuning: TuningChoices,
+}
+
+/// What the Tuning page plans for: the same inputs as `tune plan`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TuningChoices {
+    /// GPUs (and other devices) going to the VM.
+    pub gpus: Vec<String>,
+    /// vCPUs for the planner; 0: none given.
+    pub vcpus: usize,
+    /// The host CPUs from the CPU page's board instead of the planner.
+    pub use_board: bool,
+    /// The VM's memory for hugepages; 0: none.
+    pub memory_gib: u64,
+    pub hugepages_1g: bool,
+    /// SR-IOV VF counts per physical function.
+    pub sriov: std::collections::BTreeMap<String, u32>,
+    /// Changes switched off on the page.
+    pub off: Vec<String>,
 }

@@ -82,6 +82,23 @@ pub enum Command {
     },
     /// Troubleshoot: read this domain (and follow its state).
     ProbeVm(String),
+    /// Tuning: apply these changes through the helper (`steps` for the bar).
+    TuningApply {
+        request: crate::tuning::model::Request,
+        steps: usize,
+    },
+    /// Tuning: undo a transaction through the helper.
+    TuningUndo {
+        id: String,
+    },
+    /// Open the Tuning page with these changes asked for (a Fix button),
+    /// these devices for the VM, and (when given) the CPU page's board.
+    OpenTuning {
+        focus: Vec<String>,
+        gpus: Vec<String>,
+        use_board: bool,
+        memory_gib: Option<u64>,
+    },
 }
 
 /// Write `text` to `path` for a Save button: a clear message either way.
@@ -241,9 +258,76 @@ impl App {
                     .start(move || jobs::probe(&root, &snap, &uri, &domain), wake)
                     .err()
             }
+            Command::TuningApply { request, steps } => {
+                self.start_helper(crate::helper::HelperRequest::Apply { request }, steps);
+                None
+            }
+            Command::TuningUndo { id } => {
+                let steps = self
+                    .tuning
+                    .status
+                    .iter()
+                    .find(|e| e.id == id)
+                    .map_or(0, |e| e.changes.len());
+                self.start_helper(
+                    crate::helper::HelperRequest::Undo { id, force: false },
+                    steps,
+                );
+                None
+            }
+            Command::OpenTuning {
+                focus,
+                gpus,
+                use_board,
+                memory_gib,
+            } => {
+                let t = &mut self.state.tuning;
+                for g in gpus {
+                    if !t.gpus.contains(&g) {
+                        t.gpus.push(g);
+                    }
+                }
+                t.use_board |= use_board;
+                if let Some(m) = memory_gib {
+                    t.memory_gib = m;
+                }
+                t.off.retain(|id| !focus.contains(id));
+                self.tuning.focus = focus;
+                self.stop_monitor();
+                self.state.page = Page::Tuning;
+                None
+            }
         };
         // Said in the top bar until the next command.
         self.note = refused;
+    }
+
+    /// Run the helper with `req`; its lines arrive in the Tuning runtime.
+    fn start_helper(&mut self, req: crate::helper::HelperRequest, steps: usize) {
+        if self.tuning.is_running() {
+            self.note = Some("Still applying: wait for it to finish.".into());
+            return;
+        }
+        let root = self.root_or_live();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waker = self.waker.clone();
+        self.tuning.run = Some(rx);
+        self.tuning.lines.clear();
+        self.tuning.ended = None;
+        self.tuning.steps = steps;
+        let spawned = std::thread::Builder::new()
+            .name("helper".into())
+            .spawn(move || {
+                jobs::run_helper(&root, &req, tx, move || {
+                    if let Some(c) = &waker {
+                        c.request_repaint();
+                    }
+                })
+            });
+        if let Err(e) = spawned {
+            self.tuning.run = None;
+            self.note = Some(format!("could not start the helper: {e}"));
+        }
     }
 
     pub(super) fn stop_monitor(&mut self) {

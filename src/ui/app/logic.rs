@@ -21,6 +21,69 @@ impl App {
         self.poll_jobs();
         self.poll_monitor();
         self.refresh_vm_state();
+        self.poll_tuning();
+    }
+
+    /// The Tuning page: its facts and journal when it shows (read again
+    /// after each helper run), and the helper's lines as they come.
+    fn poll_tuning(&mut self) {
+        let t = &mut self.tuning;
+        if let Some(Ok(f)) = t.facts_job.poll() {
+            t.facts = Some(f);
+        }
+        if let Some(Ok(s)) = t.status_job.poll() {
+            t.status = s;
+        }
+        let mut finished = false;
+        if let Some(rx) = &t.run {
+            while let Ok(m) = rx.try_recv() {
+                match m {
+                    jobs::HelperMsg::Line(v) => t.lines.push(v),
+                    jobs::HelperMsg::Exit(code, err) => {
+                        let terminal = crate::ui::views::tuning::terminal_command(
+                            &crate::ui::views::tuning::request_of(
+                                &self.state.tuning,
+                                None,
+                                Vec::new(),
+                            ),
+                        );
+                        t.ended = Some((code, jobs::helper_exit_words(code, &err, &terminal)));
+                        finished = true;
+                    }
+                    jobs::HelperMsg::NotStarted(why) => {
+                        t.ended = Some((None, Some(why)));
+                        finished = true;
+                    }
+                }
+            }
+        }
+        if finished {
+            t.run = None;
+            // The host changed: read it again.
+            t.facts = None;
+            t.status_asked = false;
+        }
+        if self.state.page != Page::Tuning {
+            return;
+        }
+        let root = self.root_or_live();
+        if self.tuning.facts.is_none()
+            && !self.tuning.facts_job.is_busy()
+            && !self.tuning.is_running()
+        {
+            let r = root.clone();
+            let _ = self
+                .tuning
+                .facts_job
+                .start(move || jobs::tuning_facts(&r), self.wake());
+        }
+        if !self.tuning.status_asked && !self.tuning.status_job.is_busy() {
+            self.tuning.status_asked = true;
+            let _ = self
+                .tuning
+                .status_job
+                .start(move || jobs::tuning_status(&root), self.wake());
+        }
     }
 
     fn poll_scan(&mut self) {

@@ -12,7 +12,7 @@ pub use commands::{Command, VmPage};
 
 use super::Source;
 use super::pages::{
-    CpuRuntime, DevicesRuntime, MonitorRuntime, TroubleshootRuntime, WizardRuntime,
+    CpuRuntime, DevicesRuntime, MonitorRuntime, TroubleshootRuntime, TuningRuntime, WizardRuntime,
 };
 use super::state::State;
 use super::views::monitor::MonitorView;
@@ -46,6 +46,7 @@ pub struct App {
     pub devices: DevicesRuntime,
     pub cpu: CpuRuntime,
     pub monitor_rt: MonitorRuntime,
+    pub tuning: TuningRuntime,
     /// The Monitor page's data and its sampler (running only while the page shows).
     pub monitor: MonitorView,
     sampler: Option<(Receiver<Update>, Arc<AtomicBool>)>,
@@ -91,6 +92,7 @@ impl App {
             devices: DevicesRuntime::default(),
             cpu: CpuRuntime::default(),
             monitor_rt: MonitorRuntime::default(),
+            tuning: TuningRuntime::default(),
             monitor: MonitorView::new(),
             sampler: None,
             commands: Vec::new(),
@@ -201,6 +203,9 @@ impl App {
             || self.devices.rom_job.is_busy()
             || self.cpu.apply_job.is_busy()
             || self.monitor_rt.latency_job.is_busy()
+            || self.tuning.facts_job.is_busy()
+            || self.tuning.status_job.is_busy()
+            || self.tuning.is_running()
     }
 
     /// A closure that repaints the window when a job is done.

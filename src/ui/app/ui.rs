@@ -102,6 +102,10 @@ impl App {
                     &mut out,
                 )
             }
+            Page::Tuning => {
+                let live = self.root.as_ref().is_some_and(HostRoot::is_live);
+                views::tuning::tuning_ui(ui, &snap, &mut self.state, &self.tuning, live, &mut out)
+            }
             Page::NewVm => {
                 let uri = self.wizard_uri();
                 if self.wizard.caps_asked.as_deref() != Some(uri.as_str())

@@ -9,4 +9,5 @@ pub mod monitor_heat;
 pub mod overview;
 pub mod pin_board;
 pub mod troubleshoot;
+pub mod tuning;
 pub mod wizard;

@@ -1,0 +1,454 @@
+//! Tuning: the host changes the engine proposes (`tuning::plan`, the same as
+//! `tune plan`), grouped by when they take effect, each with why, its
+//! evidence, a unified diff per file and every value before → after, each
+//! one switchable off; one Apply button that runs the privileged helper
+//! (through pkexec) with a progress line per step as they happen, then the
+//! verification and, when a reboot is needed, how to get back if it fails;
+//! and the journal with Undo. The plan is rebuilt every frame from the
+//! host's facts (read once off the UI thread) and the choices at the top.
+
+use crate::domain::tune::diff_labeled;
+use crate::host::HostSnapshot;
+use crate::host::iommu::VerdictKind;
+use crate::parse::cpulist::format_cpulist;
+use crate::tuning::model::{Change, Effect, Plan, Request};
+use crate::tuning::plan::plan;
+use crate::tuning::status::Standing;
+use crate::ui::app::Command;
+use crate::ui::pages::TuningRuntime;
+use crate::ui::state::{State, TuningChoices};
+use crate::ui::theme;
+use egui::RichText;
+
+/// The request the page's choices make (the board's CPUs when asked).
+pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<String>) -> Request {
+    Request {
+        gpus: c.gpus.clone(),
+        vcpus: (c.vcpus > 0 && board_cpus.is_none()).then_some(c.vcpus),
+        cpus: board_cpus,
+        memory_mib: (c.memory_gib > 0).then(|| c.memory_gib.saturating_mul(1024)),
+        hugepages_1g: c.hugepages_1g,
+        sriov: c.sriov.clone(),
+        only,
+        ..Request::default()
+    }
+}
+
+/// The same as a command line, for "or in a terminal".
+pub fn terminal_command(r: &Request) -> String {
+    let mut s = String::from("sudo vfio-assistant tune apply");
+    for g in &r.gpus {
+        s.push_str(&format!(" --gpu {g}"));
+    }
+    if let Some(n) = r.vcpus {
+        s.push_str(&format!(" --vcpus {n}"));
+    }
+    if let Some(c) = &r.cpus {
+        s.push_str(&format!(" --cpus {}", format_cpulist(c)));
+    }
+    if let Some(m) = r.memory_mib {
+        s.push_str(&format!(" --memory {m}M"));
+    }
+    if r.hugepages_1g {
+        s.push_str(" --hugepages-1g");
+    }
+    for (pf, n) in &r.sriov {
+        s.push_str(&format!(" --sriov {pf}={n}"));
+    }
+    if !r.only.is_empty() {
+        s.push_str(&format!(" --only {}", r.only.join(",")));
+    }
+    s
+}
+
+fn board_cpus(state: &State) -> Option<Vec<u32>> {
+    if !state.tuning.use_board {
+        return None;
+    }
+    let mut cpus: Vec<u32> = state.board.pins.values().copied().collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
+    let c = &mut state.tuning;
+    ui.label(RichText::new("For the VM").strong());
+    ui.horizontal_wrapped(|ui| {
+        for g in snap
+            .gpus()
+            .filter(|g| g.passthrough.verdict != VerdictKind::NotViable)
+        {
+            let a = &g.device.address;
+            let mut on = c.gpus.contains(a);
+            if ui
+                .checkbox(&mut on, format!("{a}  {}", g.device.display_name()))
+                .changed()
+            {
+                if on {
+                    c.gpus.push(a.clone());
+                } else {
+                    c.gpus.retain(|x| x != a);
+                }
+            }
+        }
+        if snap.gpus().next().is_none() {
+            ui.weak("No GPU on this host.");
+        }
+    });
+    ui.horizontal(|ui| {
+        let l = ui.label("vCPUs");
+        ui.add_enabled(
+            !c.use_board,
+            egui::DragValue::new(&mut c.vcpus).range(0..=snap.topology.summary.cpus_online.max(1)),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("0: no CPU isolation or governor limited to the VM's CPUs.");
+        ui.checkbox(&mut c.use_board, "the CPUs of the CPU page's board");
+        let l = ui.label("Memory");
+        ui.add(
+            egui::DragValue::new(&mut c.memory_gib)
+                .range(0..=4096)
+                .suffix(" GiB"),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("For hugepages; 0: none reserved.");
+        ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
+    });
+    for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
+        let a = pf.device.address.clone();
+        let total = pf.device.sriov.as_ref().map_or(0, |s| s.total_vfs);
+        ui.horizontal(|ui| {
+            let mut n = c.sriov.get(&a).copied().unwrap_or(0);
+            let l = ui.label(format!("SR-IOV VFs on {a} {}", pf.device.display_name()));
+            if ui
+                .add(egui::DragValue::new(&mut n).range(0..=total))
+                .labelled_by(l.id)
+                .changed()
+            {
+                if n == 0 {
+                    c.sriov.remove(&a);
+                } else {
+                    c.sriov.insert(a.clone(), n);
+                }
+            }
+            ui.weak(format!("of {total}"));
+        });
+    }
+}
+
+fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) {
+    let mut on = !off.contains(&c.id);
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        ui.horizontal(|ui| {
+            if ui
+                .checkbox(&mut on, RichText::new(&c.title).strong())
+                .changed()
+            {
+                if on {
+                    off.retain(|x| x != &c.id);
+                } else {
+                    off.push(c.id.clone());
+                }
+            }
+            ui.weak(format!("[{}]", c.id));
+            if focus {
+                crate::ui::widgets::badges::badge_ui(ui, "asked for", theme::INFO);
+            }
+        });
+        ui.label(theme::detail(&c.why));
+        egui::CollapsingHeader::new("What changes exactly")
+            .id_salt(("tuning-detail", &c.id))
+            .default_open(focus)
+            .show(ui, |ui| {
+                for e in &c.evidence {
+                    ui.label(theme::mono(format!("seen: {} = {}", e.source, e.value)));
+                }
+                for f in &c.files {
+                    let before = f.before.as_deref().unwrap_or("");
+                    let after = f.after.as_deref().unwrap_or("");
+                    let old = if f.before.is_some() {
+                        f.path.as_str()
+                    } else {
+                        "/dev/null"
+                    };
+                    let new = if f.after.is_some() {
+                        f.path.as_str()
+                    } else {
+                        "/dev/null"
+                    };
+                    ui.label(theme::mono(diff_labeled(before, after, old, new)));
+                }
+                for v in &c.values {
+                    let text = if v.action {
+                        format!("write {} ← {}", v.path, v.after)
+                    } else {
+                        format!("{}: {} → {}", v.path, v.before, v.after)
+                    };
+                    ui.label(theme::mono(text));
+                }
+                for cmd in &c.commands {
+                    ui.label(theme::mono(format!(
+                        "run: {}{}",
+                        cmd.argv.join(" "),
+                        if cmd.run {
+                            ""
+                        } else {
+                            "  (not run on this host)"
+                        }
+                    )));
+                }
+            });
+        for n in &c.notes {
+            ui.colored_label(theme::WARN, theme::detail(n));
+        }
+    });
+}
+
+fn group_ui(
+    ui: &mut egui::Ui,
+    p: &Plan,
+    effect: Effect,
+    heading: &str,
+    off: &mut Vec<String>,
+    focus: &[String],
+) {
+    let list: Vec<&Change> = p.changes.iter().filter(|c| c.effect == effect).collect();
+    if list.is_empty() {
+        return;
+    }
+    ui.label(RichText::new(heading).heading());
+    for c in list {
+        change_ui(ui, c, off, focus.contains(&c.id));
+    }
+    ui.add_space(6.0);
+}
+
+fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
+    if rt.lines.is_empty() && rt.ended.is_none() {
+        return;
+    }
+    let done = rt
+        .lines
+        .iter()
+        .filter(|l| l["event"] == "done" || l["event"] == "refused")
+        .count();
+    if rt.steps > 0 {
+        ui.add(
+            egui::ProgressBar::new(done as f32 / rt.steps.max(1) as f32)
+                .text(format!("{done} of {} steps", rt.steps)),
+        );
+    }
+    for l in &rt.lines {
+        let (text, color) = match l["event"].as_str() {
+            Some("started") => continue,
+            Some("done") => (
+                format!("✔ {}", l["step"].as_str().unwrap_or("")),
+                theme::GOOD,
+            ),
+            Some("refused") => (
+                format!(
+                    "– {}: refused by the kernel ({}), recorded",
+                    l["step"].as_str().unwrap_or(""),
+                    l["why"].as_str().unwrap_or("")
+                ),
+                theme::WARN,
+            ),
+            Some("failed") => (
+                format!(
+                    "✘ {}: {}",
+                    l["step"].as_str().unwrap_or(""),
+                    l["why"].as_str().unwrap_or("")
+                ),
+                theme::BAD,
+            ),
+            Some("rolled_back") => (
+                format!("↩ undone: {}", l["step"].as_str().unwrap_or("")),
+                theme::WARN,
+            ),
+            Some("verified") => (
+                format!(
+                    "{} {}: {}",
+                    if l["ok"] == true {
+                        "verified"
+                    } else {
+                        "NOT verified"
+                    },
+                    l["what"].as_str().unwrap_or(""),
+                    l["detail"].as_str().unwrap_or("")
+                ),
+                if l["ok"] == true {
+                    theme::GOOD
+                } else {
+                    theme::BAD
+                },
+            ),
+            _ if l.get("error").is_some() => (
+                format!(
+                    "Refused, nothing changed: {}",
+                    l["error"].as_str().unwrap_or("")
+                ),
+                theme::BAD,
+            ),
+            _ if l.get("result").is_some() => {
+                let r = &l["result"];
+                let state = r["state"].as_str().unwrap_or("");
+                match state {
+                    "applied" if r["needs_reboot"] == true => (
+                        format!(
+                            "Applied ({}). Reboot for the boot changes. {recovery}",
+                            r["id"].as_str().unwrap_or("")
+                        ),
+                        theme::GOOD,
+                    ),
+                    "applied" => (
+                        format!("Applied ({}).", r["id"].as_str().unwrap_or("")),
+                        theme::GOOD,
+                    ),
+                    "undone" => ("Undone: every file and value is back.".into(), theme::GOOD),
+                    "nothing_to_do" => (
+                        "Nothing to do: this host already has all of it.".into(),
+                        theme::GOOD,
+                    ),
+                    "rolled_back" => (
+                        format!(
+                            "Nothing applied: {}. Everything before it was put back.",
+                            r["failure"].as_str().unwrap_or("a step failed")
+                        ),
+                        theme::BAD,
+                    ),
+                    _ => (l.to_string(), theme::MUTED),
+                }
+            }
+            _ => (l.to_string(), theme::MUTED),
+        };
+        ui.colored_label(color, theme::detail(text));
+    }
+    if let Some((_, Some(words))) = &rt.ended {
+        ui.colored_label(theme::WARN, theme::detail(words));
+    }
+}
+
+fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
+    ui.label(RichText::new("Applied before").heading());
+    if rt.status.is_empty() {
+        ui.weak("Nothing applied by VFIO Assistant on this host yet.");
+    }
+    for e in rt.status.iter().rev() {
+        ui.horizontal_wrapped(|ui| {
+            let (word, color) = match e.standing {
+                Standing::Applied => ("applied", theme::GOOD),
+                Standing::WaitingForReboot => ("waiting for a reboot", theme::WARN),
+                Standing::TookEffect => ("took effect", theme::GOOD),
+                Standing::DidNotTake => ("did not take", theme::BAD),
+                Standing::RolledBack => ("rolled back", theme::MUTED),
+                Standing::Undone => ("undone", theme::MUTED),
+                Standing::Interrupted => ("interrupted", theme::BAD),
+            };
+            crate::ui::widgets::badges::badge_ui(ui, word, color);
+            ui.label(format!("{}: {}", e.id, e.changes.join(", ")));
+            let undoable = matches!(e.standing, Standing::Applied | Standing::WaitingForReboot | Standing::TookEffect | Standing::DidNotTake);
+            if undoable
+                && ui
+                    .add_enabled(!rt.is_running(), egui::Button::new("Undo"))
+                    .on_hover_text("Puts every file back byte for byte and every value as it was, and rebuilds the boot files.")
+                    .clicked()
+            {
+                out.push(Command::TuningUndo { id: e.id.clone() });
+            }
+        });
+        if !e.pending_tokens.is_empty() {
+            ui.weak(format!(
+                "  not in /proc/cmdline yet: {}",
+                e.pending_tokens.join(" ")
+            ));
+        }
+        if !e.drifted.is_empty() {
+            ui.colored_label(
+                theme::WARN,
+                format!("  changed since: {}", e.drifted.join(", ")),
+            );
+        }
+    }
+}
+
+pub fn tuning_ui(
+    ui: &mut egui::Ui,
+    snap: &HostSnapshot,
+    state: &mut State,
+    rt: &TuningRuntime,
+    live: bool,
+    out: &mut Vec<Command>,
+) {
+    egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
+        ui.heading("Host tuning");
+        ui.label("What this host needs for a passthrough VM, applied as one transaction you can undo: files are written atomically and kept in a journal, a failure puts everything back, and boot changes are checked before you reboot.");
+        inputs_ui(ui, snap, state);
+        ui.separator();
+        let Some(facts) = &rt.facts else {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("Reading this host's boot configuration and settings…");
+            });
+            return;
+        };
+        let req = request_of(&state.tuning, board_cpus(state), Vec::new());
+        let p = match plan(snap, facts, &req) {
+            Ok(p) => p,
+            Err(e) => {
+                ui.colored_label(theme::BAD, format!("Cannot plan: {e}"));
+                journal_ui(ui, rt, out);
+                return;
+            }
+        };
+        ui.label(format!("Boot path: {} with {}", p.boot.loader, p.boot.initramfs))
+            .on_hover_text(p.boot.evidence.iter().map(|e| format!("{} = {}", e.source, e.value)).collect::<Vec<_>>().join("\n"));
+        for n in &p.notes {
+            ui.weak(theme::detail(n));
+        }
+        let focus = rt.focus.clone();
+        group_ui(ui, &p, Effect::Now, "Now", &mut state.tuning.off, &focus);
+        group_ui(ui, &p, Effect::AfterReboot, "After a reboot", &mut state.tuning.off, &focus);
+        group_ui(ui, &p, Effect::AtVmStart, "When the VM starts", &mut state.tuning.off, &focus);
+        for m in &p.manual {
+            egui::Frame::group(ui.style()).show(ui, |ui| {
+                ui.set_width(ui.available_width());
+                ui.label(RichText::new(format!("By hand: {}", m.title)).strong());
+                ui.label(theme::detail(&m.why));
+                for s in &m.steps {
+                    ui.label(theme::detail(format!("• {s}")));
+                }
+            });
+        }
+        let chosen: Vec<String> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(id)).collect();
+        if p.changes.is_empty() {
+            ui.colored_label(theme::GOOD, "Nothing to change: this host already has everything asked for.");
+        } else {
+            ui.horizontal(|ui| {
+                let label = if live { "Apply (asks for your password)" } else { "Apply to this captured host's files" };
+                let apply = ui.add_enabled(!chosen.is_empty() && !rt.is_running(), egui::Button::new(RichText::new(label).strong()));
+                if apply.clicked() {
+                    let steps = p
+                        .changes
+                        .iter()
+                        .filter(|c| chosen.contains(&c.id))
+                        .map(|c| c.files.len() + c.values.len() + c.commands.len())
+                        .sum();
+                    out.push(Command::TuningApply { request: request_of(&state.tuning, board_cpus(state), chosen.clone()), steps });
+                }
+                if rt.is_running() {
+                    ui.spinner();
+                    ui.label("Applying…");
+                }
+            });
+            ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(&state.tuning, board_cpus(state), chosen)))));
+        }
+        progress_ui(ui, rt, &p.boot.recovery);
+        if p.needs_reboot() {
+            ui.weak(theme::detail(format!("If the next boot fails: {}", p.boot.recovery)));
+        }
+        ui.separator();
+        journal_ui(ui, rt, out);
+    });
+}

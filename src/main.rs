@@ -1,20 +1,83 @@
 //! `vfio-assistant`: the app without a subcommand, the CLI with one. `main`
-//! turns `run`'s result into an exit code; errors are printed once, with context.
+//! turns `run`'s result into an exit code; errors are printed once, with
+//! context (and with `--json` also as `{"error": …}` on stdout, so stdout is
+//! always JSON). A reader that closed stdout (`| head`) ends the command
+//! quietly with exit 0, as ripgrep does: the CLI writes through `cli::out`,
+//! and a `println!` left anywhere (its panic on a closed pipe) is caught here
+//! as the same quiet end.
 
 use clap::Parser;
 use std::process::ExitCode;
-use vfio_assistant::cli::{Cli, Command};
+use vfio_assistant::cli::out::{closed, err_fmt, flush};
+use vfio_assistant::cli::{Cli, Command, json_error, json_in_args};
 use vfio_assistant::sysroot::HostRoot;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    let json = cli.command.as_ref().is_some_and(Command::wants_json);
+    let result = match quiet_on_closed_stdout(|| run(cli)) {
+        Some(r) => r.and_then(|code| {
+            flush()?;
+            Ok(code)
+        }),
+        None => return ExitCode::SUCCESS,
+    };
+    match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
+        Err(err) if closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("vfio-assistant: {err:#}");
+            let message = format!("{err:#}");
+            err_fmt(format_args!("vfio-assistant: {message}\n"));
+            if json {
+                // Best effort: when stdout is gone too, stderr said it.
+                let _ = json_error(&message);
+            }
             ExitCode::from(2)
         }
     }
+}
+
+/// Help and version go to stdout (exit 0); a wrong argument to stderr (exit
+/// 2), and with `--json` among the arguments also as JSON on stdout.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    let _ = err.print();
+    if err.use_stderr() && json_in_args(std::env::args_os()) {
+        let text = err.render().to_string();
+        let _ = json_error(first_line(&text).trim_start_matches("error: "));
+    }
+    ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+}
+
+/// Run `f`; None when it panicked because stdout was closed (`println!`
+/// panics on a broken pipe), with std's panic message kept off stderr. Any
+/// other panic goes on as it would have.
+fn quiet_on_closed_stdout<T>(f: impl FnOnce() -> T) -> Option<T> {
+    fn closed_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        message.starts_with("failed printing to stdout") && message.contains("Broken pipe")
+    }
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !closed_stdout(info.payload()) {
+            default(info);
+        }
+    }));
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(payload) if closed_stdout(payload.as_ref()) => None,
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text).trim()
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -54,10 +117,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Latency(_)) if cli.demo || !root.is_live() => {
             // The probe measures the CPUs it runs on: a captured host's
             // cannot be measured, and this machine's would pass for them.
-            eprintln!(
-                "vfio-assistant: latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
-            );
-            Ok(2)
+            anyhow::bail!(
+                "latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
+            )
         }
         Some(Command::Latency(args)) => vfio_assistant::cli::latency::run(args),
         Some(Command::Rom(args)) => {

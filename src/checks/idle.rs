@@ -91,7 +91,7 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
     if let Some(cl) = &s.kernel.cmdline {
         for key in ["intel_idle.max_cstate", "processor.max_cstate", "idle"] {
             if let Some(v) = cl.value(key) {
-                f = f.evidence(HostPath::proc("cmdline").to_string(), format!("{key}={v}"));
+                f = f.evidence(super::cmdline::path(), format!("{key}={v}"));
             }
         }
     }

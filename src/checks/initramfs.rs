@@ -6,7 +6,6 @@
 use super::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::initramfs::{InitramfsState, binds_at_boot};
-use crate::sysroot::HostPath;
 
 const WHY: &str = "The GPU driver and vfio-pci race for the card early in boot, inside the initramfs. Your /etc/modprobe.d lines only take part if they were copied into the image, which happens only when it is rebuilt; without them (or without the vfio-pci module) the host driver takes the card and the VM cannot have it.";
 
@@ -93,12 +92,20 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
                     .kernel
                     .cmdline
                     .as_ref()
-                    .is_some_and(|c| c.has("vfio-pci.ids") || c.has("vfio_pci.ids"));
+                    .map(|c| c.has("vfio-pci.ids") || c.has("vfio_pci.ids"));
                 f = f.evidence(
-                    HostPath::proc("cmdline").to_string(),
-                    if on_cmdline { "has vfio-pci.ids" } else { "no vfio-pci.ids" },
+                    super::cmdline::path(),
+                    match on_cmdline {
+                        Some(true) => "has vfio-pci.ids".to_string(),
+                        Some(false) => "no vfio-pci.ids".to_string(),
+                        None => super::cmdline::seen(s),
+                    },
                 );
-                if on_cmdline {
+                if on_cmdline.is_none() {
+                    f.status = Status::Unknown;
+                    f.title = "vfio-pci is built into this kernel; whether the command line gives it ids is unknown".into();
+                    f = f.fix(super::cmdline::read_it());
+                } else if on_cmdline == Some(true) {
                     f.status = Status::Pass;
                     f.title = "vfio-pci is built into the kernel and takes its ids from the command line".into();
                 } else {

@@ -3,6 +3,7 @@
 //! snapshot, so every check runs the same on the live host and on a capture.
 
 pub mod access;
+pub mod cmdline;
 pub mod devices;
 pub mod idle;
 pub mod initramfs;

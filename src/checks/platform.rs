@@ -43,14 +43,6 @@ impl Vendor {
 /// What a VM needs for an IOMMU of its own.
 const VIOMMU: &str = "GPU passthrough needs the real machine: run VFIO Assistant on the bare-metal host. To practise inside a VM, give it a virtual IOMMU with interrupt remapping (QEMU: -machine q35,kernel-irqchip=split -device intel-iommu,intremap=on; libvirt: <iommu model='intel'><driver intremap='on'/></iommu> and <ioapic driver='qemu'/> under <features>).";
 
-fn cmdline_value(s: &HostSnapshot) -> String {
-    s.kernel
-        .cmdline
-        .as_ref()
-        .map(|c| c.raw.clone())
-        .unwrap_or_else(|| "(unreadable)".into())
-}
-
 pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
     let vendor = Vendor::of(s);
     let cpuinfo = HostPath::proc("cpuinfo").to_string();
@@ -172,7 +164,7 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
     });
 
     let groups = HostPath::sys("kernel/iommu_groups").to_string();
-    let cmdline = HostPath::proc("cmdline").to_string();
+    let cmdline = super::cmdline::path();
     let cl = s.kernel.cmdline.as_ref();
     let intel_iommu = cl.and_then(|c| c.value("intel_iommu")).unwrap_or("");
     let amd_iommu = cl.and_then(|c| c.value("amd_iommu")).unwrap_or("");
@@ -182,7 +174,7 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
         Status::Pass,
     )
     .evidence(&groups, format!("{} groups", s.iommu.groups))
-    .evidence(&cmdline, cmdline_value(s))
+    .evidence(&cmdline, super::cmdline::seen(s))
     .why(
         "VFIO hands a whole IOMMU group to the VM; without groups no device can be passed through.",
     );
@@ -225,14 +217,31 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
     out.push(en);
 
     if s.iommu.active {
-        let pt = cl.and_then(|c| c.value("iommu")) == Some("pt")
-            || cl.and_then(|c| c.value("iommu.passthrough")) == Some("1");
-        out.push(
-            Finding::new("iommu.passthrough_mode", if pt { "Host devices use IOMMU passthrough mode (iommu=pt)" } else { "iommu=pt is not set" }, if pt { Status::Pass } else { Status::Info })
-                .evidence(&cmdline, cmdline_value(s))
-                .why("iommu=pt lets devices that stay with the host skip address translation: less overhead on the host, no change for the VM's devices.")
-                .fix_if(!pt, "Optionally add iommu=pt to the kernel command line."),
-        );
+        let pt =
+            cl.map(|c| c.value("iommu") == Some("pt") || c.value("iommu.passthrough") == Some("1"));
+        let why = "iommu=pt lets devices that stay with the host skip address translation: less overhead on the host, no change for the VM's devices.";
+        out.push(match pt {
+            Some(pt) => Finding::new(
+                "iommu.passthrough_mode",
+                if pt {
+                    "Host devices use IOMMU passthrough mode (iommu=pt)"
+                } else {
+                    "iommu=pt is not set"
+                },
+                if pt { Status::Pass } else { Status::Info },
+            )
+            .evidence(&cmdline, super::cmdline::seen(s))
+            .why(why)
+            .fix_if(!pt, "Optionally add iommu=pt to the kernel command line."),
+            None => Finding::new(
+                "iommu.passthrough_mode",
+                "Cannot tell whether iommu=pt is set: the kernel command line was not read",
+                Status::Unknown,
+            )
+            .evidence(&cmdline, super::cmdline::seen(s))
+            .why(why)
+            .fix(super::cmdline::read_it()),
+        });
         // Interrupt remapping.
         let log = &s.system.kernel_log;
         let ir_line = log
@@ -426,7 +435,7 @@ fn boot_checks(s: &HostSnapshot, out: &mut Vec<Finding>) {
         }
     }
     let mut f = Finding::new("boot.reboot_pending", "The running kernel command line matches the bootloader configuration", Status::Pass)
-        .evidence(HostPath::proc("cmdline").to_string(), running.raw.clone())
+        .evidence(super::cmdline::path(), super::cmdline::seen(s))
         .why("Changes to the bootloader configuration only apply after the bootloader files are regenerated and the machine reboots.");
     for conf in &s.system.boot_cmdlines {
         f = f.evidence(conf.source.clone(), conf.cmdline.raw.clone());

@@ -167,7 +167,16 @@ fn isolation(s: &HostSnapshot, out: &mut Vec<Finding>) {
     let isolcpus = list("isolcpus");
     let nohz = list("nohz_full");
     let rcu = list("rcu_nocbs");
-    let cmdline = HostPath::proc("cmdline").to_string();
+    let cmdline = super::cmdline::path();
+    if cl.is_none() {
+        out.push(
+            Finding::new("cpu.isolation", "Cannot tell whether CPUs are isolated: the kernel command line was not read", Status::Unknown)
+                .evidence(&cmdline, super::cmdline::seen(s))
+                .why("isolcpus, nohz_full and rcu_nocbs are kernel command line parameters: without the line there is nothing to check them on.")
+                .fix(super::cmdline::read_it()),
+        );
+        return;
+    }
     if isolcpus.is_none() && nohz.is_none() && rcu.is_none() {
         out.push(
             Finding::new("cpu.isolation", "No CPUs are isolated for the VM", Status::Info)

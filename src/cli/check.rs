@@ -5,6 +5,7 @@
 //! not run at all.
 
 use super::domain_virt::{ConnectArgs, findings_with_domain};
+use super::out::{out, outln};
 use crate::checks::model::{Finding, Status};
 use crate::checks::{Counts, counts};
 use crate::host::scan;
@@ -63,9 +64,9 @@ pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32>
             counts: c.clone(),
             findings: &findings,
         };
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        print!("{}", render(&snap.root, &findings, &c, args.verbose));
+        out!("{}", render(&snap.root, &findings, &c, args.verbose))?;
     }
     Ok(if c.fail > 0 { 1 } else { 0 })
 }

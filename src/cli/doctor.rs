@@ -2,6 +2,7 @@
 //! Exit 0 when no cause was found, 1 when one was, 2 when the flow could not run.
 
 use super::domain_virt::{ConnectArgs, findings_with_domain};
+use super::out::{out, outln};
 use crate::checks::model::Status;
 use crate::doctor::{Diagnosis, Outcome, SYMPTOMS, diagnose, find_symptom};
 use crate::host::scan;
@@ -16,7 +17,7 @@ pub struct DoctorArgs {
     /// The device the symptom is about (e.g. 01:00.0); every GPU by default.
     #[arg(long, value_name = "ADDRESS")]
     pub device: Option<String>,
-    /// List the symptoms.
+    /// List the symptoms (with --json: each with the checks it walks).
     #[arg(long)]
     pub list: bool,
     /// Print the diagnosis as JSON.
@@ -83,7 +84,11 @@ pub fn render(d: &Diagnosis) -> String {
 
 pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32> {
     if args.list {
-        print!("{}", list());
+        if args.json {
+            outln!("{}", serde_json::to_string_pretty(SYMPTOMS)?)?;
+        } else {
+            out!("{}", list())?;
+        }
         return Ok(0);
     }
     let symptoms: Vec<_> = match &args.symptom {
@@ -107,10 +112,10 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
     )?;
     let diagnoses: Vec<Diagnosis> = symptoms.iter().map(|s| diagnose(s, &findings)).collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&diagnoses)?);
+        outln!("{}", serde_json::to_string_pretty(&diagnoses)?)?;
     } else if args.symptom.is_some() {
         for d in &diagnoses {
-            print!("{}", render(d));
+            out!("{}", render(d))?;
         }
     } else {
         for d in &diagnoses {
@@ -119,9 +124,9 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
                 Outcome::NothingFound => "no cause seen",
                 Outcome::CannotTell => "cannot tell",
             };
-            println!("{:<18} {:<13} {}", d.symptom, tag, d.title);
+            outln!("{:<18} {:<13} {}", d.symptom, tag, d.title)?;
         }
-        println!("\nRun `vfio-assistant doctor SYMPTOM` for the evidence and the fixes.");
+        outln!("\nRun `vfio-assistant doctor SYMPTOM` for the evidence and the fixes.")?;
     }
     Ok(
         if diagnoses.iter().any(|d| d.outcome == Outcome::CauseFound) {

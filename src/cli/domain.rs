@@ -7,6 +7,7 @@
 use super::domain_life::{self, LifeArgs};
 use super::domain_new::{self, NewArgs};
 use super::domain_virt::{self, ConnectArgs, DefineArgs, ListArgs, ValidateArgs};
+use super::out::{errln, out};
 use crate::domain::tune::{TuneOptions, diff, tune};
 use crate::domain::xml::Document;
 use crate::host::scan;
@@ -136,12 +137,12 @@ fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32>
     let edits = tune(&mut doc, &opts).with_context(|| label.clone())?;
     let out = doc.serialize();
     if args.diff {
-        print!("{}", diff(&text, &out, &label));
+        out!("{}", diff(&text, &out, &label))?;
     } else {
-        print!("{out}");
+        out!("{out}")?;
     }
     for e in &edits {
-        eprintln!("changed {}: {}\n  why: {}", e.path, e.what, e.why);
+        errln!("changed {}: {}\n  why: {}", e.path, e.what, e.why);
     }
     Ok(0)
 }

@@ -3,6 +3,7 @@
 //! (`report::lifecycle`); stop asks the guest (ACPI), destroy pulls the plug.
 
 use super::domain_virt::ConnectArgs;
+use super::out::{StdoutError, outln};
 use crate::libvirt::Hypervisor;
 use crate::report::lifecycle::{StartOutcome, start};
 use crate::sysroot::HostRoot;
@@ -19,27 +20,29 @@ pub struct LifeArgs {
 }
 
 /// The outcome of a start, for people.
-pub fn print_start(o: &StartOutcome, uri: &str) {
+pub fn print_start(o: &StartOutcome, uri: &str) -> Result<(), StdoutError> {
     for n in &o.networks_started {
-        println!("Started network '{n}', which the VM plugs into.");
+        outln!("Started network '{n}', which the VM plugs into.")?;
     }
     if o.started {
-        println!("'{}' is running on {uri}.", o.name);
-        return;
+        return outln!("'{}' is running on {uri}.", o.name);
     }
-    println!(
+    outln!(
         "'{}' did not start: {}",
         o.name,
         o.message.as_deref().unwrap_or("")
-    );
+    )?;
     for c in &o.causes {
-        println!(
+        outln!(
             "\ncause: {}\n  seen: {}\n  why: {}\n  fix: {}",
-            c.title, c.evidence, c.why, c.fix
-        );
+            c.title,
+            c.evidence,
+            c.why,
+            c.fix
+        )?;
     }
     if o.causes.is_empty() {
-        println!(
+        outln!(
             "\nNo known cause in {}. Read the whole log: sudo less /var/log/libvirt/qemu/{}.log",
             if o.log_read {
                 "libvirt's message or the QEMU log"
@@ -47,29 +50,30 @@ pub fn print_start(o: &StartOutcome, uri: &str) {
                 "libvirt's message (the QEMU log is readable by root only)"
             },
             o.name
-        );
+        )?;
     }
+    Ok(())
 }
 
 pub fn run_start(root: &HostRoot, args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
     let hv = args.connect.open(demo)?;
     let o = start(&hv, root, &args.name);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&o)?);
+        outln!("{}", serde_json::to_string_pretty(&o)?)?;
     } else {
-        print_start(&o, hv.uri());
+        print_start(&o, hv.uri())?;
     }
     Ok(if o.started { 0 } else { 1 })
 }
 
 fn done(args: &LifeArgs, action: &str, said: &str) -> anyhow::Result<i32> {
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"name": args.name, "action": action, "done": true})
-        );
+        )?;
     } else {
-        println!("{said}");
+        outln!("{said}")?;
     }
     Ok(0)
 }

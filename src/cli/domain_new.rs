@@ -9,6 +9,7 @@
 //! XML) for a domain with no disk.
 
 use super::domain_virt::{ConnectArgs, caps_of};
+use super::out::{errln, out};
 use crate::checks::model::Status;
 use crate::domain::from_host::{Choices, prepare};
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
@@ -59,7 +60,7 @@ pub struct NewArgs {
     pub rom: Option<String>,
     #[arg(long)]
     pub vcpus: usize,
-    /// Guest memory, e.g. 16G or 12288M.
+    /// Guest memory, e.g. 16G or 12288M (at most 64T).
     #[arg(long, value_parser = parse_memory_arg)]
     pub memory: u64,
     /// Disk image file or block device (/dev/…).
@@ -105,8 +106,19 @@ pub struct NewArgs {
     pub connect: ConnectArgs,
 }
 
+/// The most `--memory` takes: 64 TiB, more than any one host holds, and far
+/// from where MiB -> bytes conversions overflow.
+const MAX_MEMORY_MIB: u64 = 64 * 1024 * 1024;
+
 fn parse_memory_arg(s: &str) -> Result<u64, String> {
-    parse_memory_mib(s).map_err(|e| e.0)
+    let mib = parse_memory_mib(s).map_err(|e| e.0)?;
+    if mib > MAX_MEMORY_MIB {
+        return Err(format!(
+            "{s} is more than {} TiB",
+            MAX_MEMORY_MIB / (1024 * 1024)
+        ));
+    }
+    Ok(mib)
 }
 
 fn parse_network(s: &str) -> Result<Network, String> {
@@ -134,7 +146,7 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         match args.connect.open(demo) {
             Ok(hv) => Some(hv),
             Err(e) => {
-                eprintln!(
+                errln!(
                     "note: not checked against libvirt ({e:#}); using the usual Hyper-V set — `domain validate` on the target host checks it"
                 );
                 None
@@ -164,7 +176,7 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         .iter()
         .find(|f| f.id == "preflight.disk" && f.status == Status::Fail)
     {
-        eprintln!(
+        errln!(
             "error: {}: {} {}",
             f.title,
             f.why,
@@ -172,17 +184,17 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         );
         return Ok(2);
     }
-    print!("{}", pre.xml);
+    out!("{}", pre.xml)?;
     for e in built.edits.iter().chain(&pre.adapted) {
-        eprintln!("{}: {}\n  why: {}", e.path, e.what, e.why);
+        errln!("{}: {}\n  why: {}", e.path, e.what, e.why);
     }
     for n in &prepared.notes {
-        eprintln!("note: {n}");
+        errln!("note: {n}");
     }
     for f in pre.findings.iter().filter(|f| f.status != Status::Pass) {
-        eprintln!("preflight {}: {}", f.status.word(), f.title);
+        errln!("preflight {}: {}", f.status.word(), f.title);
         if let Some(fix) = &f.fix {
-            eprintln!("  fix: {fix}");
+            errln!("  fix: {fix}");
         }
     }
     Ok(if pre.passes() { 0 } else { 1 })

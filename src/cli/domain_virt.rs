@@ -4,6 +4,7 @@
 //! schema, what this host's QEMU/KVM gives (a trial start on a live QEMU
 //! connection), files, memory, network and devices.
 
+use super::out::{StdoutError, errln, out, outln};
 use crate::checks::access::check_libvirt;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
@@ -91,10 +92,10 @@ pub fn run_list(args: &ListArgs, demo: bool) -> anyhow::Result<i32> {
     let hv = args.connect.open(demo)?;
     let domains = hv.domains()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&domains)?);
+        outln!("{}", serde_json::to_string_pretty(&domains)?)?;
         return Ok(0);
     }
-    println!("{} domain(s) on {}", domains.len(), hv.uri());
+    outln!("{} domain(s) on {}", domains.len(), hv.uri())?;
     let width = domains
         .iter()
         .map(|d| d.name.len())
@@ -102,12 +103,12 @@ pub fn run_list(args: &ListArgs, demo: bool) -> anyhow::Result<i32> {
         .unwrap_or(4)
         .max(4);
     for d in &domains {
-        println!(
+        outln!(
             "  {:width$}  {}{}",
             d.name,
             d.state.label(),
             if d.persistent { "" } else { " (transient)" }
-        );
+        )?;
     }
     Ok(0)
 }
@@ -140,26 +141,27 @@ pub struct ValidateArgs {
 }
 
 /// The preflight's findings and adaptations, for people.
-pub fn print_preflight(pre: &Preflight, label: &str) {
+pub fn print_preflight(pre: &Preflight, label: &str) -> Result<(), StdoutError> {
     for e in &pre.adapted {
-        println!("adapted {}: {}\n  why: {}", e.path, e.what, e.why);
+        outln!("adapted {}: {}\n  why: {}", e.path, e.what, e.why)?;
     }
     for f in &pre.findings {
-        println!("{:7} {}", f.status.word(), f.title);
+        outln!("{:7} {}", f.status.word(), f.title)?;
         if f.status != crate::checks::model::Status::Pass {
             for ev in &f.evidence {
-                println!("        {}: {}", ev.source, ev.value);
+                outln!("        {}: {}", ev.source, ev.value)?;
             }
             if let Some(fix) = &f.fix {
-                println!("        fix: {fix}");
+                outln!("        fix: {fix}")?;
             }
         }
     }
     if pre.passes() {
-        println!("{label}: nothing found that stops it from starting on this host.");
+        outln!("{label}: nothing found that stops it from starting on this host.")?;
     } else {
-        println!("{label}: it will not start on this host as it is (FAIL above).");
+        outln!("{label}: it will not start on this host as it is (FAIL above).")?;
     }
+    Ok(())
 }
 
 /// The connection to check against, or why there is none (printed, not fatal).
@@ -170,7 +172,7 @@ fn open_for_check(connect: &ConnectArgs, root: &HostRoot, demo: bool) -> Option<
     match connect.open(demo) {
         Ok(hv) => Some(hv),
         Err(e) => {
-            eprintln!("note: not checked against libvirt: {e:#}");
+            errln!("note: not checked against libvirt: {e:#}");
             None
         }
     }
@@ -193,9 +195,9 @@ pub fn run_validate(root: &HostRoot, args: &ValidateArgs, demo: bool) -> anyhow:
     )
     .with_context(|| args.file.display().to_string())?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&pre)?);
+        outln!("{}", serde_json::to_string_pretty(&pre)?)?;
     } else {
-        print_preflight(&pre, &args.file.display().to_string());
+        print_preflight(&pre, &args.file.display().to_string())?;
     }
     Ok(if pre.passes() { 0 } else { 1 })
 }
@@ -228,35 +230,35 @@ pub fn run_define(root: &HostRoot, args: &DefineArgs, demo: bool) -> anyhow::Res
     };
     let plan = plan_define(root, &snap, &hv, &text, &req)
         .with_context(|| args.file.display().to_string())?;
-    print_preflight(&plan.preflight, &plan.name);
+    print_preflight(&plan.preflight, &plan.name)?;
     for k in &plan.kept {
-        println!("kept {}: {}\n  why: {}", k.path, k.what, k.why);
+        outln!("kept {}: {}\n  why: {}", k.path, k.what, k.why)?;
     }
     if !plan.preflight.passes() && !args.force {
-        eprintln!("Not defined: fix what FAILs above, or define it anyway with --force.");
+        errln!("Not defined: fix what FAILs above, or define it anyway with --force.");
         return Ok(1);
     }
     match &plan.existing {
         Some(_) if plan.diff.is_empty() => {
-            println!(
+            outln!(
                 "'{}' on {} already is exactly this: nothing to do.",
                 plan.name,
                 hv.uri()
-            );
+            )?;
             return Ok(0);
         }
         Some(_) => {
-            println!("Update of '{}' on {}:", plan.name, hv.uri());
-            print!("{}", plan.diff);
+            outln!("Update of '{}' on {}:", plan.name, hv.uri())?;
+            out!("{}", plan.diff)?;
         }
-        None => println!("'{}' is new on {}.", plan.name, hv.uri()),
+        None => outln!("'{}' is new on {}.", plan.name, hv.uri())?,
     }
     if !args.yes && !super::confirm("Define it?")? {
-        eprintln!("Not defined.");
+        errln!("Not defined.");
         return Ok(1);
     }
     let name = commit_define(&hv, &plan)?;
-    println!(
+    outln!(
         "{} '{name}' on {}. Start it with `vfio-assistant domain start {name}`.",
         if plan.existing.is_some() {
             "Updated"
@@ -264,6 +266,6 @@ pub fn run_define(root: &HostRoot, args: &DefineArgs, demo: bool) -> anyhow::Res
             "Defined"
         },
         hv.uri()
-    );
+    )?;
     Ok(0)
 }

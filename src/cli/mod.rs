@@ -1,6 +1,7 @@
 //! The command line: `vfio-assistant` with no subcommand opens the app; the
-//! subcommands print to the terminal (`--json` for scripts). One file per
-//! subcommand.
+//! subcommands print to the terminal (`--json` for scripts: then stdout is
+//! JSON in every mode, an error included). One file per subcommand; all
+//! output goes through `out` (a closed pipe is a quiet end, not a panic).
 
 pub mod check;
 pub mod doctor;
@@ -10,6 +11,7 @@ pub mod domain_new;
 pub mod domain_virt;
 pub mod latency;
 pub mod monitor;
+pub mod out;
 pub mod pin;
 pub mod rom;
 pub mod scan;
@@ -19,6 +21,8 @@ pub mod tune;
 pub mod tune_text;
 
 use clap::{Args, Parser, Subcommand};
+use out::{StdoutError, errln, outln};
+use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -86,14 +90,57 @@ pub enum Command {
     Tune(tune::TuneArgs),
 }
 
+impl Command {
+    /// Whether the command was asked for JSON: then its errors are JSON too.
+    pub fn wants_json(&self) -> bool {
+        use domain::DomainCommand as D;
+        match self {
+            Command::Scan(a) => a.json,
+            Command::Check(a) => a.json,
+            Command::Doctor(a) => a.json,
+            Command::Pin(a) => a.json,
+            Command::Monitor(a) => a.json,
+            Command::Latency(a) => a.json,
+            Command::Rom(a) => a.json,
+            Command::Domain(a) => match &a.command {
+                D::List(l) => l.json,
+                D::Validate(v) => v.json,
+                D::Start(l) | D::Stop(l) | D::Destroy(l) => l.json,
+                D::New(_) | D::Tune(_) | D::Define(_) => false,
+            },
+            Command::Snapshot(_) => false,
+            Command::Tune(t) => match &t.command {
+                tune::TuneCommand::Plan(p) => p.req.json,
+                tune::TuneCommand::Apply(a) => a.req.json,
+                tune::TuneCommand::Status(j) | tune::TuneCommand::List(j) => j.json,
+                tune::TuneCommand::Undo(u) => u.json,
+            },
+        }
+    }
+}
+
+/// A command that could not run, for scripts: `{"error": "…"}` on stdout.
+pub fn json_error(message: &str) -> Result<(), StdoutError> {
+    outln!("{}", serde_json::json!({ "error": message }))
+}
+
+/// Whether `--json` is among the arguments (before a `--`): for errors in
+/// the arguments themselves, found before there is a `Command` to ask.
+pub fn json_in_args(args: impl IntoIterator<Item = OsString>) -> bool {
+    args.into_iter()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
 /// Ask a yes/no question on the terminal. Without a terminal the answer is
 /// no (scripts say `--yes`), and the message says so.
 pub fn confirm(question: &str) -> std::io::Result<bool> {
     if !std::io::stdin().is_terminal() {
-        eprintln!("{question} Not asked: no terminal (give --yes to go ahead).");
+        errln!("{question} Not asked: no terminal (give --yes to go ahead).");
         return Ok(false);
     }
-    eprint!("{question} [y/N] ");
+    out::err_fmt(format_args!("{question} [y/N] "));
     std::io::stderr().flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;

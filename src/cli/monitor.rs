@@ -5,6 +5,7 @@
 //! per sample (an `Update`, see src/monitor/sampler.rs) per line.
 
 use super::domain_virt::ConnectArgs;
+use super::out::{errln, outln};
 use crate::monitor::rates::Rates;
 use crate::monitor::sampler::{MonitorConfig, Update, spawn};
 use crate::sysroot::HostRoot;
@@ -21,11 +22,14 @@ pub struct MonitorArgs {
     pub domain: Option<String>,
     #[command(flatten)]
     pub connect: ConnectArgs,
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
-    pub interval_ms: u64,
-    /// Stop after this many seconds (default: run until interrupted).
-    #[arg(long)]
-    pub duration_s: Option<f64>,
+    /// Milliseconds between samples (50 to 60000).
+    #[arg(long, default_value_t = 1000, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i64).range(50..=60_000))]
+    pub interval_ms: i64,
+    /// Stop after this many seconds, fractions allowed, more than 0 and at
+    /// most 30 days (default: run until interrupted).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = parse_duration_s)]
+    pub duration_s: Option<Duration>,
     /// One JSON object per sample.
     #[arg(long)]
     pub json: bool,
@@ -125,28 +129,50 @@ pub fn run(root: &HostRoot, args: &MonitorArgs, demo: bool) -> anyhow::Result<i3
         root: root.clone(),
         uri: Some(args.connect.uri(demo).to_string()),
         domain: args.domain.clone(),
-        interval: Duration::from_millis(args.interval_ms),
+        interval: Duration::from_millis(args.interval_ms.unsigned_abs()),
         only_changes: false,
     };
     if demo || !root.is_live() {
-        eprintln!(
+        errln!(
             "vfio-assistant: a captured host: its counters were written once and never move, so the rates stay at zero (the monitor is for the live machine)"
         );
     }
     let stop = Arc::new(AtomicBool::new(false));
     let rx = spawn(config, stop.clone(), || {})?;
     let started = Instant::now();
-    let limit = args.duration_s.map(Duration::from_secs_f64);
-    while let Ok(u) = rx.recv() {
-        if args.json {
-            println!("{}", serde_json::to_string(&u)?);
-        } else {
-            println!("{}", render(&u));
+    let shown = (|| -> anyhow::Result<()> {
+        while let Ok(u) = rx.recv() {
+            if args.json {
+                outln!("{}", serde_json::to_string(&u)?)?;
+            } else {
+                outln!("{}", render(&u))?;
+            }
+            if args.duration_s.is_some_and(|l| started.elapsed() >= l) {
+                break;
+            }
         }
-        if limit.is_some_and(|l| started.elapsed() >= l) {
-            break;
-        }
-    }
+        Ok(())
+    })();
+    // Stopped whichever way the loop ended (a closed pipe included).
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    Ok(0)
+    shown.map(|()| 0)
+}
+
+/// The longest `--duration-s` (30 days): far beyond any session, and far
+/// below what `Duration` can hold.
+pub const MAX_DURATION_S: f64 = 30.0 * 24.0 * 3600.0;
+
+/// `--duration-s`: a number of seconds above 0 and at most `MAX_DURATION_S`
+/// (no NaN, no infinity, no negative time).
+pub fn parse_duration_s(text: &str) -> Result<Duration, String> {
+    let s: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !s.is_finite() || s <= 0.0 || s > MAX_DURATION_S {
+        return Err(format!(
+            "give more than 0 and at most {MAX_DURATION_S:.0} seconds (30 days)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
 }

@@ -1,5 +1,6 @@
 //! `vfio-assistant scan [--json]`.
 
+use super::out::{out, outln};
 use super::text::render_report;
 use crate::host::scan;
 use crate::sysroot::HostRoot;
@@ -20,9 +21,9 @@ pub fn run(root: &HostRoot, args: &ScanArgs) -> anyhow::Result<i32> {
     let snap = scan(root)?;
     if args.json {
         let text = serde_json::to_string_pretty(&snap)?;
-        println!("{text}");
+        outln!("{text}")?;
     } else {
-        print!("{}", render_report(&snap, args.verbose));
+        out!("{}", render_report(&snap, args.verbose))?;
     }
     Ok(0)
 }

@@ -1,8 +1,8 @@
 //! The symptoms people arrive with, as data: which checks can explain each one,
 //! what the host cannot show us, and what to look at next.
 
-/// One symptom flow.
-#[derive(Debug)]
+/// One symptom flow (`doctor --list --json` prints them as they are here).
+#[derive(Debug, serde::Serialize)]
 pub struct Symptom {
     /// What to type: `vfio-assistant doctor paused-at-start`.
     pub id: &'static str,

@@ -1,15 +1,27 @@
 //! A cyclictest-style timer latency probe: one thread per chosen CPU, pinned
 //! there, real-time (SCHED_FIFO) when permitted, sleeping to absolute deadlines
 //! with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`; how late each wake-up
-//! comes is the latency a vCPU on that CPU would see from the host.
+//! comes is the latency a vCPU on that CPU would see from the host. Each
+//! thread keeps its wake-ups in a `Recorder` (record.rs): the memory is the
+//! same for ten seconds and for a day. `Verdict` (verdict.rs) says what the
+//! numbers mean.
 
+mod record;
+mod verdict;
+
+pub use record::{MAX_TIMELINE_POINTS, Recorder, Summary, TIMELINE_WINDOW_NS, Timeline};
+pub use verdict::{GOOD_P99_US, POOR_MAX_US, POOR_P99_US, Verdict, thresholds, verdict};
+
+use crate::parse::cpulist::{format_cpulist, parse_cpulist};
+use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyStats {
     pub cpu: u32,
-    pub samples: usize,
+    pub samples: u64,
     pub min_us: u64,
     pub avg_us: u64,
     pub p50_us: u64,
@@ -22,37 +34,74 @@ pub struct LatencyStats {
     /// Whether it could be pinned to `cpu`.
     pub pinned: bool,
     /// Over time: (seconds since the start, the worst wake-up in µs) per
-    /// `TIMELINE_WINDOW` — one long stall shows as a spike, not as an average.
+    /// `timeline_window_ms` — one long stall shows as a spike, not as an
+    /// average. At most `MAX_TIMELINE_POINTS`.
     pub timeline_us: Vec<(f64, u64)>,
+    /// The width of one timeline point: `TIMELINE_WINDOW`, doubled each time
+    /// a long probe filled the timeline.
+    pub timeline_window_ms: u64,
+    /// Good, fair or poor for a VM pinned there (see `verdict`).
+    pub verdict: Verdict,
 }
 
-/// The width of one point of `LatencyStats::timeline_us`.
-pub const TIMELINE_WINDOW: Duration = Duration::from_millis(100);
+/// The width of one point of `LatencyStats::timeline_us` at the start.
+pub const TIMELINE_WINDOW: Duration = Duration::from_nanos(TIMELINE_WINDOW_NS);
 
-/// Pure: the worst latency per window of `per_window` consecutive wake-ups
-/// (in wake order), as (when the window's first wake-up came, in seconds
-/// since the start; µs). `woke_ns[i]` is when wake-up `i` came: after a long
-/// stall the schedule restarts, so the index alone would misplace it.
-pub fn timeline(lat_ns: &[u64], woke_ns: &[u64], per_window: usize) -> Vec<(f64, u64)> {
-    let per_window = per_window.max(1);
-    lat_ns
-        .chunks(per_window)
-        .enumerate()
-        .map(|(i, w)| {
-            let t = woke_ns.get(i * per_window).copied().unwrap_or(0) as f64 / 1e9;
-            (t, w.iter().copied().max().unwrap_or(0) / 1000)
-        })
-        .collect()
-}
+/// The most CPUs one probe measures at once (one real-time thread each).
+pub const MAX_PROBE_CPUS: usize = 256;
+
+/// The shortest and longest wake-up interval.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(50);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProbeError {
     #[error("no CPUs to measure")]
     NoCpus,
+    #[error("{asked} CPUs is more than one probe measures at once (at most {MAX_PROBE_CPUS})")]
+    TooManyCpus { asked: usize },
+    #[error("CPU {missing} {verb} not online on this host (online: {online})", verb = if missing.contains([',', '-']) { "are" } else { "is" })]
+    NotOnline { missing: String, online: String },
+    #[error("the online CPUs could not be read: {0}")]
+    Online(String),
     #[error("the interval must be between 50 µs and 1 s")]
     BadInterval,
     #[error("the probe thread for CPU {0} stopped without a result")]
     Thread(u32),
+    #[error("the probe's histogram: {0}")]
+    Histogram(String),
+}
+
+/// The CPUs this host has online (`devices/system/cpu/online`).
+pub fn online_cpus(root: &HostRoot) -> Result<BTreeSet<u32>, ProbeError> {
+    let path = HostPath::sys("devices/system/cpu/online");
+    let text = root
+        .read_text(&path)
+        .map_err(|e| ProbeError::Online(e.to_string()))?;
+    parse_cpulist(&text).map_err(|e| ProbeError::Online(format!("{path}: {e}")))
+}
+
+/// Pure: `cpus` can be measured on a host with `online` CPUs — some, all
+/// online, and not more than `MAX_PROBE_CPUS`.
+pub fn check_cpus(cpus: &[u32], online: &BTreeSet<u32>) -> Result<(), ProbeError> {
+    if cpus.is_empty() {
+        return Err(ProbeError::NoCpus);
+    }
+    let missing: Vec<u32> = cpus
+        .iter()
+        .copied()
+        .filter(|c| !online.contains(c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ProbeError::NotOnline {
+            missing: format_cpulist(&missing),
+            online: format_cpulist(online),
+        });
+    }
+    if cpus.len() > MAX_PROBE_CPUS {
+        return Err(ProbeError::TooManyCpus { asked: cpus.len() });
+    }
+    Ok(())
 }
 
 /// The same CPU measured as configured (`a`) and with shallow idle states
@@ -64,47 +113,23 @@ pub fn compared(a: &LatencyStats, b: &LatencyStats) -> String {
     )
 }
 
-/// Pure: statistics from wake-up latencies in nanoseconds.
-pub fn stats(cpu: u32, mut lat_ns: Vec<u64>, realtime: bool, pinned: bool) -> LatencyStats {
-    lat_ns.sort_unstable();
-    let us = |ns: u64| ns / 1000;
-    let pick = |q: f64| -> u64 {
-        if lat_ns.is_empty() {
-            return 0;
-        }
-        let i = ((lat_ns.len() as f64 - 1.0) * q).round() as usize;
-        us(lat_ns[i.min(lat_ns.len() - 1)])
-    };
-    let mut hist = vec![0u64; 21];
-    for &ns in &lat_ns {
-        let u = us(ns);
-        let b = if u == 0 {
-            0
-        } else {
-            (64 - u.leading_zeros()) as usize
-        };
-        hist[b.min(20)] += 1;
-    }
-    while hist.len() > 1 && hist.last() == Some(&0) {
-        hist.pop();
-    }
-    let sum: u128 = lat_ns.iter().map(|&x| u128::from(x)).sum();
+/// A recorder's summary as one CPU's statistics, with its verdict.
+pub fn stats(cpu: u32, recorder: &Recorder, realtime: bool, pinned: bool) -> LatencyStats {
+    let s = recorder.summary();
     LatencyStats {
         cpu,
-        samples: lat_ns.len(),
-        min_us: lat_ns.first().map(|&x| us(x)).unwrap_or(0),
-        avg_us: if lat_ns.is_empty() {
-            0
-        } else {
-            (sum / lat_ns.len() as u128 / 1000) as u64
-        },
-        p50_us: pick(0.5),
-        p99_us: pick(0.99),
-        max_us: lat_ns.last().map(|&x| us(x)).unwrap_or(0),
-        histogram_log2_us: hist,
+        samples: s.samples,
+        min_us: s.min_us,
+        avg_us: s.avg_us,
+        p50_us: s.p50_us,
+        p99_us: s.p99_us,
+        max_us: s.max_us,
+        histogram_log2_us: s.histogram_log2_us,
         realtime,
         pinned,
-        timeline_us: Vec::new(),
+        timeline_us: s.timeline_us,
+        timeline_window_ms: s.timeline_window_ms,
+        verdict: verdict(s.p99_us, s.max_us),
     }
 }
 
@@ -158,53 +183,58 @@ fn go_realtime(priority: i32) -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
-/// Measure every CPU in `cpus` at once for `duration`, waking every `interval`.
+/// Measure every CPU in `cpus` at once for `duration`, waking every
+/// `interval`. CPUs this host does not have online are refused (when the
+/// online list cannot be read, such a CPU shows as not pinned), and so are
+/// more than `MAX_PROBE_CPUS`.
 pub fn probe(
     cpus: &[u32],
     interval: Duration,
     duration: Duration,
     priority: i32,
 ) -> Result<Vec<LatencyStats>, ProbeError> {
-    if cpus.is_empty() {
-        return Err(ProbeError::NoCpus);
+    match online_cpus(&HostRoot::live()) {
+        Ok(online) => check_cpus(cpus, &online)?,
+        Err(_) if cpus.is_empty() => return Err(ProbeError::NoCpus),
+        Err(_) if cpus.len() > MAX_PROBE_CPUS => {
+            return Err(ProbeError::TooManyCpus { asked: cpus.len() });
+        }
+        Err(_) => {}
     }
-    if interval < Duration::from_micros(50) || interval > Duration::from_secs(1) {
+    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
         return Err(ProbeError::BadInterval);
     }
     let interval_ns = interval.as_nanos() as u64;
-    let loops = (duration.as_nanos() as u64 / interval_ns).max(1) as usize;
+    let loops = (duration.as_nanos() / u128::from(interval_ns)).max(1);
+    // Made here, before any thread starts: a failure is one error, not a
+    // thread's panic.
+    let recorders = cpus
+        .iter()
+        .map(|_| Recorder::new())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ProbeError::Histogram(e.to_string()))?;
     let handles: Vec<(u32, std::thread::JoinHandle<LatencyStats>)> = cpus
         .iter()
-        .map(|&cpu| {
+        .zip(recorders)
+        .map(|(&cpu, mut rec)| {
             let h = std::thread::spawn(move || {
                 let pinned = pin_to(cpu);
                 let realtime = go_realtime(priority);
-                let mut lat = Vec::with_capacity(loops);
-                let mut woke_at = Vec::with_capacity(loops);
-                // Touched before measuring: no page fault inside the loop.
-                lat.resize(loops, 1u64);
-                woke_at.resize(loops, 1u64);
-                lat.clear();
-                woke_at.clear();
-                let start = now_ns();
-                let mut next = start + interval_ns;
+                let first = now_ns() + interval_ns;
+                let mut next = first;
                 for _ in 0..loops {
                     sleep_until_ns(next);
                     let woke = now_ns();
-                    lat.push(woke.saturating_sub(next));
-                    woke_at.push(woke.saturating_sub(start));
+                    // Filed under when it was due: a late wake-up belongs to
+                    // the window of the deadline it missed.
+                    rec.record(next - first, woke.saturating_sub(next));
                     next += interval_ns;
                     // Fell far behind (e.g. suspended): restart the schedule.
                     if woke > next + 100 * interval_ns {
                         next = woke + interval_ns;
                     }
                 }
-                let per_window = (TIMELINE_WINDOW.as_nanos() as u64 / interval_ns).max(1);
-                let line = timeline(&lat, &woke_at, per_window as usize);
-                LatencyStats {
-                    timeline_us: line,
-                    ..stats(cpu, lat, realtime, pinned)
-                }
+                stats(cpu, &rec, realtime, pinned)
             });
             (cpu, h)
         })
@@ -222,29 +252,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statistics() {
-        let s = stats(3, vec![1_000, 2_000, 3_000, 4_000, 100_000], false, true);
-        assert_eq!((s.min_us, s.p50_us, s.max_us, s.samples), (1, 3, 100, 5));
-        assert_eq!(s.avg_us, 22);
-        assert_eq!(s.histogram_log2_us.iter().sum::<u64>(), 5);
-        assert_eq!(stats(0, vec![], false, false).max_us, 0);
-        // The timeline keeps the order: a stall shows where it happened.
-        let lat = [1_000, 2_000, 90_000, 1_000, 1_000, 3_000, 1_000];
-        // Wake-up 3 came half a second late (a stall): later windows move with it.
-        let woke = [
-            1_000_000,
-            2_000_000,
-            3_000_000,
-            504_000_000,
-            505_000_000,
-            506_000_000,
-            507_000_000,
-        ];
+    fn cpus_that_are_not_there_are_named_and_many_are_capped() {
+        let online: BTreeSet<u32> = (0..4).collect();
+        assert_eq!(check_cpus(&[0, 3], &online), Ok(()));
+        let all: Vec<u32> = (0..=65_535).collect();
+        let err = check_cpus(&all, &online).unwrap_err();
         assert_eq!(
-            timeline(&lat, &woke, 3),
-            vec![(0.001, 90), (0.504, 3), (0.507, 1)]
+            err.to_string(),
+            "CPU 4-65535 are not online on this host (online: 0-3)"
         );
-        assert!(timeline(&[], &[], 0).is_empty());
+        assert_eq!(
+            check_cpus(&[7], &online).unwrap_err().to_string(),
+            "CPU 7 is not online on this host (online: 0-3)"
+        );
+        assert_eq!(check_cpus(&[], &online), Err(ProbeError::NoCpus));
+        let big: BTreeSet<u32> = (0..1024).collect();
+        let many: Vec<u32> = (0..300).collect();
+        assert_eq!(
+            check_cpus(&many, &big),
+            Err(ProbeError::TooManyCpus { asked: 300 })
+        );
+        // The probe refuses them itself, before a thread starts (what the
+        // app's field passes on unchecked).
+        let here = online_cpus(&HostRoot::live()).unwrap();
+        assert!(here.contains(&0));
+        let absent = here.last().unwrap() + 1;
+        let err = probe(
+            &[0, absent],
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            1,
+        );
+        assert!(matches!(err, Err(ProbeError::NotOnline { .. })), "{err:?}");
     }
 
     #[test]
@@ -261,6 +300,8 @@ mod tests {
         assert!(r[0].max_us < 1_000_000);
         // 200 ms at 1 ms: two 100 ms windows.
         assert_eq!(r[0].timeline_us.len(), 2, "{:?}", r[0].timeline_us);
+        assert_eq!(r[0].timeline_window_ms, 100);
+        assert_eq!(r[0].verdict, verdict(r[0].p99_us, r[0].max_us));
         assert!(r[0].timeline_us.iter().all(|(_, us)| *us <= r[0].max_us));
         assert!(probe(&[], Duration::from_millis(1), Duration::from_millis(1), 1).is_err());
         assert!(probe(&[0], Duration::from_micros(1), Duration::from_millis(1), 1).is_err());

@@ -472,7 +472,7 @@ fn report(progress: &mut dyn FnMut(Progress), step: String, r: Result<(), String
 fn verify_name(v: &Verify) -> String {
     match v {
         Verify::ValueIs { path, value } => format!("{path} reads {value}"),
-        Verify::PagesAtLeast { path, pages } => format!("{path} ≥ {pages}"),
+        Verify::PagesAtLeast { path, pages } => format!("{path} >= {pages}"),
         Verify::InitramfsHas { .. } => {
             "the initramfs holds vfio_pci and the modprobe.d file".into()
         }

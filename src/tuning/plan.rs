@@ -119,9 +119,9 @@ fn tokens(
                     title: "Turn the IOMMU on in the firmware".into(),
                     why: "The firmware offers no IOMMU table (DMAR/IVRS): no kernel parameter can help until it is switched on.".into(),
                     steps: vec![if intel {
-                        "In the firmware setup: Intel VT-d → Enabled (often under Advanced → System Agent or Chipset).".into()
+                        "In the firmware setup: Intel VT-d: Enabled (often under Advanced > System Agent, or Chipset).".into()
                     } else {
-                        "In the firmware setup: AMD CBS → NBIO → IOMMU → Enabled (and SVM Mode on).".into()
+                        "In the firmware setup: AMD CBS > NBIO > IOMMU: Enabled (and SVM Mode on).".into()
                     }],
                 });
             } else if intel {
@@ -193,6 +193,21 @@ fn persist(changes: &[Change], f: &TuneFacts) -> Option<Change> {
         undo_commands: Vec::new(),
         verify: Vec::new(),
         notes: Vec::new(),
+    })
+}
+
+/// The change that fixes a finding, for the app's Fix buttons (the
+/// finding ids each change lists in `fixes`).
+pub fn change_for_finding(finding: &str) -> Option<&'static str> {
+    Some(match finding {
+        "mem.thp" => "thp",
+        "mem.ksm" => "ksm",
+        "mem.hugepages" => "hugepages",
+        "cpu.governor" => "governor",
+        "cpu.irq_affinity" => "irq-affinity",
+        "cpu.isolation" | "iommu.passthrough_mode" | "iommu.enabled" => "cmdline",
+        "device.bound" | "device.host_driver_first" | "boot.initramfs_vfio" => "vfio-boot",
+        _ => return None,
     })
 }
 

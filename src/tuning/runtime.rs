@@ -145,7 +145,7 @@ pub fn thp(f: &TuneFacts) -> Option<Change> {
     }
     let mut c = change(
         "thp",
-        "Transparent hugepages: always → madvise".into(),
+        "Transparent hugepages: always -> madvise".into(),
         "With 'always' the kernel compacts memory for every process and a VM with a passed-through device can sit paused for minutes at start while its memory is pinned; 'madvise' still gives QEMU hugepages (it asks for them) without the host paying.",
         Effect::Now,
     );

@@ -267,10 +267,15 @@ pub enum HelperMsg {
     NotStarted(String),
 }
 
-/// Where the helper is: next to this program (a build tree, an install
-/// into one prefix), else where the packages put it.
+/// Where the helper is: `VFIO_ASSISTANT_HELPER`, else next to this program
+/// (a build tree), else where the packages put it.
 pub fn helper_path() -> std::path::PathBuf {
     const INSTALLED: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
+    // Tests and development trees name it (the app runs unprivileged; pkexec
+    // still asks, and polkit's action matches only the installed path).
+    if let Some(p) = std::env::var_os("VFIO_ASSISTANT_HELPER") {
+        return std::path::PathBuf::from(p);
+    }
     if let Ok(me) = std::env::current_exe()
         && let Some(dir) = me.parent()
     {

@@ -73,6 +73,19 @@ pub fn cpu_ui(
     // One board: the planner fills it, the user moves chips; the drawing
     // below shows where they sit.
     let marks = board_ui(ui, s, state, rt, out);
+    if !state.board.pins.is_empty()
+        && ui
+            .button("Isolate these CPUs for the VM…")
+            .on_hover_text("Opens the Tuning page for the board's CPUs: isolcpus/nohz_full on the kernel command line, interrupts and irqbalance kept off them, the performance governor there.")
+            .clicked()
+    {
+        out.push(Command::OpenTuning {
+            focus: vec!["cmdline".into(), "irq-affinity".into(), "irqbalance".into(), "governor".into()],
+            gpus: Vec::new(),
+            use_board: true,
+            memory_gib: None,
+        });
+    }
     ui.separator();
     let notes = |cpu: u32| cpu_notes(s, cpu);
     let board = &mut state.board;

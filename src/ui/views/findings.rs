@@ -3,13 +3,15 @@
 
 use crate::checks::counts;
 use crate::checks::model::{Finding, Status};
+use crate::tuning::plan::change_for_finding;
+use crate::ui::app::Command;
 use crate::ui::theme;
 use crate::ui::widgets::badges::badge_ui;
 use egui::RichText;
 
 pub use crate::ui::theme::status_color;
 
-fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
+fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Vec<Command>>) {
     let header = egui::CollapsingHeader::new(RichText::new(&f.title))
         .id_salt(("finding", i, &f.id, &f.device))
         .default_open(f.status == Status::Fail);
@@ -31,6 +33,21 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
                 if !f.why.is_empty() {
                     ui.label(theme::detail(format!("Why: {}", f.why)));
                 }
+                if let Some(out) = out.as_deref_mut()
+                    && matches!(f.status, Status::Fail | Status::Warn)
+                    && let Some(change) = change_for_finding(&f.id)
+                    && ui
+                        .button("Fix on the Tuning page")
+                        .on_hover_text("Opens the Tuning page with this change selected: you see exactly what it writes before you apply it, and can undo it.")
+                        .clicked()
+                {
+                    out.push(Command::OpenTuning {
+                        focus: vec![change.to_string()],
+                        gpus: f.device.iter().filter(|_| change == "vfio-boot").cloned().collect(),
+                        use_board: false,
+                        memory_gib: None,
+                    });
+                }
                 if let Some(fix) = &f.fix {
                     ui.horizontal_wrapped(|ui| {
                         ui.label(theme::detail(format!("Fix: {fix}")).strong());
@@ -49,19 +66,28 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding) {
     });
 }
 
-pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding]) {
+pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding], out: Option<&mut Vec<Command>>) {
     let c = counts(findings);
     ui.label(format!(
         "{} failed · {} warnings · {} unknown · {} info · {} passed",
         c.fail, c.warn, c.unknown, c.info, c.pass
     ));
     ui.add_space(4.0);
-    finding_list_ui(ui, findings);
+    finding_list_with(ui, findings, out);
 }
 
 /// The findings alone, one expandable row each.
 pub fn finding_list_ui(ui: &mut egui::Ui, findings: &[Finding]) {
+    finding_list_with(ui, findings, None);
+}
+
+/// The same, with a Fix button where the tuning engine can apply the fix.
+pub fn finding_list_with(
+    ui: &mut egui::Ui,
+    findings: &[Finding],
+    mut out: Option<&mut Vec<Command>>,
+) {
     for (i, f) in findings.iter().enumerate() {
-        finding_ui(ui, i, f);
+        finding_ui(ui, i, f, &mut out);
     }
 }

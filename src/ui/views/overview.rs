@@ -57,7 +57,7 @@ pub fn overview_ui(
 ) {
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
         card(ui, "This host", |ui| summary_ui(ui, s));
-        card(ui, "Checks", |ui| super::findings::findings_ui(ui, findings));
+        card(ui, "Checks", |ui| super::findings::findings_ui(ui, findings, Some(&mut *out)));
         card(ui, "GPUs", |ui| {
             let gpus: Vec<_> = s.gpus().collect();
             if gpus.is_empty() {

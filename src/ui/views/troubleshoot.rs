@@ -1,7 +1,6 @@
 //! Troubleshoot: a short wizard. 1) pick what happens; 2) see what was read;
 //! 3) the verdict, the fixes, and what to check where the host cannot look.
 
-use super::findings::finding_list_ui;
 use crate::checks::model::Finding;
 use crate::doctor::{SYMPTOMS, diagnose, find_symptom};
 use crate::ui::app::{Command, VmPage};
@@ -98,7 +97,7 @@ pub fn troubleshoot_ui(
             if d.findings.is_empty() {
                 ui.label("No check on the host covers this symptom.");
             }
-            finding_list_ui(ui, &d.findings);
+            super::findings::finding_list_with(ui, &d.findings, Some(&mut *out));
             ui.add_space(6.0);
             ui.label(RichText::new("3. Verdict").heading());
             let (word, color) = (d.outcome.label(), theme::outcome_color(d.outcome));

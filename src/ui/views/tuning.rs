@@ -182,9 +182,9 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                 }
                 for v in &c.values {
                     let text = if v.action {
-                        format!("write {} ← {}", v.path, v.after)
+                        format!("write {} <- {}", v.path, v.after)
                     } else {
-                        format!("{}: {} → {}", v.path, v.before, v.after)
+                        format!("{}: {} -> {}", v.path, v.before, v.after)
                     };
                     ui.label(theme::mono(text));
                 }
@@ -244,7 +244,7 @@ fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
         let (text, color) = match l["event"].as_str() {
             Some("started") => continue,
             Some("done") => (
-                format!("✔ {}", l["step"].as_str().unwrap_or("")),
+                format!("ok {}", l["step"].as_str().unwrap_or("")),
                 theme::GOOD,
             ),
             Some("refused") => (
@@ -257,14 +257,14 @@ fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
             ),
             Some("failed") => (
                 format!(
-                    "✘ {}: {}",
+                    "FAILED {}: {}",
                     l["step"].as_str().unwrap_or(""),
                     l["why"].as_str().unwrap_or("")
                 ),
                 theme::BAD,
             ),
             Some("rolled_back") => (
-                format!("↩ undone: {}", l["step"].as_str().unwrap_or("")),
+                format!("undone: {}", l["step"].as_str().unwrap_or("")),
                 theme::WARN,
             ),
             Some("verified") => (
@@ -417,7 +417,7 @@ pub fn tuning_ui(
                 ui.label(RichText::new(format!("By hand: {}", m.title)).strong());
                 ui.label(theme::detail(&m.why));
                 for s in &m.steps {
-                    ui.label(theme::detail(format!("• {s}")));
+                    ui.label(theme::detail(format!("- {s}")));
                 }
             });
         }

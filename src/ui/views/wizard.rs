@@ -529,6 +529,18 @@ fn review_step(
     for n in notes {
         ui.label(format!("Note: {n}"));
     }
+    if ui
+        .button("Prepare the host for this VM…")
+        .on_hover_text("Opens the Tuning page with this VM's GPU bound to vfio-pci at boot and hugepages for its memory: each change shown before it is applied, and undoable.")
+        .clicked()
+    {
+        out.push(Command::OpenTuning {
+            focus: vec!["vfio-boot".into(), "hugepages".into()],
+            gpus: w.gpu.iter().cloned().collect(),
+            use_board: false,
+            memory_gib: Some(w.memory_for(None).max(1)),
+        });
+    }
     let busy = rt.validate_job.is_busy() || rt.define_job.is_busy();
     ui.horizontal(|ui| {
         let l = ui.label("libvirt");

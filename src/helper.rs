@@ -35,7 +35,7 @@ pub enum HelperRequest {
         #[serde(default)]
         force: bool,
     },
-    Status,
+    Status {},
 }
 
 /// Why a request is refused (exit 2, nothing changed).
@@ -84,7 +84,7 @@ fn change_id(id: &str) -> bool {
 pub fn check_request(r: &HelperRequest) -> Result<(), Refusal> {
     let bad = |s: String| Err(Refusal::BadValue(s));
     match r {
-        HelperRequest::Status => Ok(()),
+        HelperRequest::Status {} => Ok(()),
         HelperRequest::Undo { id, .. } => {
             if valid_id(id) {
                 Ok(())
@@ -187,7 +187,7 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
         }
     };
     match req {
-        HelperRequest::Status => {
+        HelperRequest::Status {} => {
             let s = status(&e);
             out(serde_json::json!({ "result": { "status": s } }).to_string());
             0

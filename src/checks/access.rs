@@ -4,7 +4,7 @@
 //! `/etc/passwd` and `/etc/group`.
 
 use super::model::{Finding, Status};
-use crate::libvirt::{Hypervisor, Libvirt, VirtError, error::VirtErrorKind};
+use crate::libvirt::{VirtError, error::VirtErrorKind};
 use crate::sysroot::{HostPath, HostRoot};
 
 /// Who is asking, as far as the host's account files tell.
@@ -93,17 +93,6 @@ pub fn user_of(root: &HostRoot, uid: u32) -> User {
     user
 }
 
-/// Try `uri` once: its version and how many domains this user can see.
-pub fn reach(uri: &str) -> Result<Reached, VirtError> {
-    let hv = Libvirt::open(uri)?;
-    let (a, b, c) = hv.lib_version()?;
-    Ok(Reached {
-        version: format!("{a}.{b}.{c}"),
-        domains: hv.domains()?.len(),
-        networks: hv.networks().ok(),
-    })
-}
-
 /// The NAT network VMs are given by default (`default`, what virt-manager and
 /// `domain new --network nat` use): there, running, and started at boot.
 /// `None` when the networks could not be listed.
@@ -141,35 +130,6 @@ pub fn network_finding(
         f.evidence(format!("networks at {uri}"), state.join(", "))
             .why(why),
     )
-}
-
-/// libvirt access and its default network, for `check` and `doctor`.
-pub fn check_libvirt(root: &HostRoot, uri: &str) -> Vec<Finding> {
-    let got = reach(uri);
-    let mut out = vec![connect_finding(uri, &this_user(root), &got)];
-    if let Ok(r) = &got
-        && let Some(f) = network_finding(uri, r.networks.as_deref())
-    {
-        out.push(f);
-    }
-    out
-}
-
-/// The same for the app's scans, without a connection (and a password
-/// dialog) for a user outside the libvirt group.
-pub fn check_libvirt_quietly(root: &HostRoot, uri: &str) -> Vec<Finding> {
-    let user = this_user(root);
-    if let Some(f) = not_tried(uri, &user) {
-        return vec![f];
-    }
-    let got = reach(uri);
-    let mut out = vec![connect_finding(uri, &user, &got)];
-    if let Ok(r) = &got
-        && let Some(f) = network_finding(uri, r.networks.as_deref())
-    {
-        out.push(f);
-    }
-    out
 }
 
 /// The finding for one attempt (pure).
@@ -246,7 +206,7 @@ pub fn connect_finding(uri: &str, user: &User, got: &Result<Reached, VirtError>)
 }
 
 /// This process's user, with the groups its session really has.
-fn this_user(root: &HostRoot) -> User {
+pub fn this_user(root: &HostRoot) -> User {
     // SAFETY: getuid cannot fail and has no preconditions.
     let uid = unsafe { libc::getuid() };
     User {
@@ -255,23 +215,9 @@ fn this_user(root: &HostRoot) -> User {
     }
 }
 
-/// The finding for this process's user against `uri` (a real attempt).
-pub fn check_connect(root: &HostRoot, uri: &str) -> Finding {
-    connect_finding(uri, &this_user(root), &reach(uri))
-}
-
-/// For the app's scans: the same, but a user outside the libvirt group is
-/// not connected for (libvirt would ask polkit, and a desktop's polkit agent
-/// pops up a password dialog on every rescan); the finding says what would
-/// happen and what to do.
-pub fn check_connect_quietly(root: &HostRoot, uri: &str) -> Finding {
-    let user = this_user(root);
-    not_tried(uri, &user).unwrap_or_else(|| connect_finding(uri, &user, &reach(uri)))
-}
-
 /// The finding instead of a connection, for a user whose session is not in
 /// the libvirt group (None: connect).
-fn not_tried(uri: &str, user: &User) -> Option<Finding> {
+pub fn not_tried(uri: &str, user: &User) -> Option<Finding> {
     if user.is_root() || user.session_in_libvirt() == Some(true) {
         return None;
     }

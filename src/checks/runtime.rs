@@ -3,10 +3,10 @@
 //! KVM MSR handling, device nodes, cgroups, libvirt, OVMF and swtpm.
 
 use super::model::{Finding, Status};
-use crate::cli::text::human_kib;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::parse::interrupts::{VfioIrq, VfioIrqMode};
+use crate::report::text::human_kib;
 use crate::sysroot::HostPath;
 use std::collections::BTreeSet;
 

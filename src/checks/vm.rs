@@ -1,4 +1,5 @@
-//! Checks on one libvirt domain, for `doctor --domain NAME` and `check --domain`:
+//! Checks on one libvirt domain (pure over what `monitor::probe` gathered),
+//! for `doctor --domain NAME` and `check --domain`:
 //! its state and QEMU's run state (QMP `query-status`), its pinning against the
 //! topology, Hyper-V enlightenments, Code 43 workarounds and hostdev layout, and
 //! — while it runs — one second of live data: interrupts landing on its CPUs,
@@ -10,95 +11,12 @@ use crate::domain::inspect::{
 };
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
-use crate::libvirt::{DomainState, Hypervisor};
-use crate::monitor::rates::{Rates, rates};
-use crate::monitor::sample::{read_host_after, read_threads};
-use crate::monitor::vm::{find_vm, kvm_counters};
+use crate::libvirt::DomainState;
 use crate::parse::interrupts::{VfioIrqMode, parse_interrupts, vfio_irqs};
-use crate::parse::qmp::parse_status;
 use crate::pinning::validate::{Severity, validate};
 use crate::sysroot::{HostPath, HostRoot};
-use std::time::Duration;
 
-/// What we could learn about the domain.
-#[derive(Debug, Clone)]
-pub struct VmLive {
-    pub name: String,
-    pub uri: String,
-    pub state: Result<DomainState, String>,
-    /// QEMU's own run state, when it runs.
-    pub qmp_status: Option<Result<String, String>>,
-    pub xml: Option<Document>,
-    /// What the running QEMU was started with (None when it is off).
-    pub live_xml: Option<Document>,
-    /// The Hyper-V enlightenments this host's KVM offers (domain
-    /// capabilities); `None` when not known.
-    pub hyperv_offered: Option<Vec<String>>,
-    /// One window of live rates (interrupts, vCPUs, KVM), when it runs.
-    pub rates: Option<Rates>,
-    /// Why there are no live rates.
-    pub rates_problem: Option<String>,
-    /// /proc/interrupts now (for the VFIO modes).
-    pub interrupts: Option<String>,
-}
-
-/// Ask libvirt and the host about `name`; sample live data for `window`.
-pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Duration) -> VmLive {
-    let state = hv.state(name).map_err(|e| e.to_string());
-    let xml = hv
-        .domain_xml(name)
-        .ok()
-        .and_then(|x| Document::parse(&x).ok());
-    let active = matches!(state, Ok(s) if s.is_active());
-    let live_xml = active
-        .then(|| hv.domain_xml_live(name).ok())
-        .flatten()
-        .and_then(|x| Document::parse(&x).ok());
-    let hyperv_offered = crate::libvirt::caps::caps_of(hv).and_then(|c| c.hyperv);
-    let qmp_status = active.then(|| {
-        hv.qmp(name, r#"{"execute":"query-status"}"#)
-            .map_err(|e| e.to_string())
-            .and_then(|r| parse_status(&r).map_err(|e| e.to_string()))
-    });
-    let (rates, rates_problem) = if active {
-        match find_vm(hv, root, name) {
-            Ok(vm) => {
-                let sample = |root: &HostRoot, prev: Option<&crate::monitor::sample::Sample>| {
-                    let mut s = read_host_after(root, prev);
-                    read_threads(root, &vm, &mut s);
-                    let prefer = prev.and_then(|p| p.kvm_source);
-                    match kvm_counters(hv, root, &vm, prefer) {
-                        Ok((source, k)) => {
-                            s.kvm = k;
-                            s.kvm_source = Some(source);
-                        }
-                        Err(e) => s.problems.push(format!("KVM counters: {e}")),
-                    }
-                    s
-                };
-                let a = sample(root, None);
-                std::thread::sleep(window);
-                let b = sample(root, Some(&a));
-                (Some(rates(&a, &b, Some(&vm))), None)
-            }
-            Err(e) => (None, Some(e)),
-        }
-    } else {
-        (None, Some("the VM is not running".into()))
-    };
-    VmLive {
-        name: name.to_string(),
-        uri: hv.uri().to_string(),
-        state,
-        qmp_status,
-        xml,
-        live_xml,
-        hyperv_offered,
-        rates,
-        rates_problem,
-        interrupts: root.read_text(&HostPath::proc("interrupts")).ok(),
-    }
-}
+pub use crate::monitor::probe::{VmLive, probe_vm};
 
 fn state_finding(v: &VmLive) -> Finding {
     let f = |status, title: String| Finding::new("vm.state", title, status);

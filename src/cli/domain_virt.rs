@@ -5,13 +5,11 @@
 //! connection), files, memory, network and devices.
 
 use super::out::{StdoutError, errln, out, outln};
-use crate::checks::access::check_libvirt;
 use crate::checks::model::Finding;
-use crate::checks::run_checks;
-use crate::checks::vm::{probe_vm, vm_findings};
 use crate::domain::xml::Document;
 use crate::host::{HostSnapshot, scan};
 use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
+use crate::report::findings::{FindingsRequest, domain_findings, host_findings};
 use crate::report::lifecycle::{commit_define, plan_define};
 use crate::report::preflight::{Preflight, PreflightRequest, preflight};
 use crate::sysroot::HostRoot;
@@ -42,7 +40,8 @@ impl ConnectArgs {
 pub use crate::report::preflight::caps_of;
 
 /// The host's findings plus, with `--domain NAME`, that domain's (one second
-/// of live data while it runs); failures first. For `check` and `doctor`.
+/// of live data while it runs); failures first. For `check` and `doctor`:
+/// the composition is `report::findings`, the same the app uses.
 pub fn findings_with_domain(
     root: &HostRoot,
     snap: &HostSnapshot,
@@ -52,29 +51,18 @@ pub fn findings_with_domain(
     demo: bool,
     read_rom: bool,
 ) -> anyhow::Result<Vec<Finding>> {
-    let mut findings = run_checks(snap, device);
-    if read_rom {
-        for e in crate::checks::devices::targets(snap, device) {
-            let addr = e.device.address.as_str();
-            findings.push(crate::checks::rom::rom_finding(
-                Some(addr),
-                Some(crate::checks::rom::Card::of(&e.device)),
-                &crate::host::rom::rom_path(addr).to_string(),
-                &crate::host::rom::read_card_rom(root, addr),
-            ));
-        }
-        findings.sort_by_key(|f| f.status);
-    }
     // Whether this user can reach libvirt: on the live host, or wherever
     // --connect (or --demo's test driver) points. A snapshot has no daemon.
-    if root.is_live() || connect.connect.is_some() || demo {
-        findings.extend(check_libvirt(root, connect.uri(demo)));
-        findings.sort_by_key(|f| f.status);
-    }
+    let reach = root.is_live() || connect.connect.is_some() || demo;
+    let req = FindingsRequest {
+        device,
+        read_rom,
+        libvirt: reach.then(|| connect.uri(demo)),
+    };
+    let mut findings = host_findings(root, snap, &req);
     if let Some(name) = domain {
         let hv = connect.open(demo)?;
-        let live = probe_vm(&hv, root, name, std::time::Duration::from_secs(1));
-        findings.extend(vm_findings(snap, root, &live));
+        findings.extend(domain_findings(root, snap, &hv, name));
         findings.sort_by_key(|f| f.status);
     }
     Ok(findings)

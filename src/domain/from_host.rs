@@ -2,11 +2,11 @@
 //! passthrough set from its verdict, the pinning plan from the topology, a
 //! hugepage size the host has reserved. Shared by `domain new` and the wizard.
 
+use super::caps::DomainCaps;
 use super::template::{DiskBus, Hugepages, Network, Windows, WindowsSpec};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::host::pci::full_address;
-use crate::libvirt::caps::DomainCaps;
 use crate::pinning::{PinRequest, plan};
 
 /// What the user chooses; everything else follows from the host.

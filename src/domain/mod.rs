@@ -6,6 +6,7 @@
 //! to what this host accepts and checks what would stop its start, and
 //! `start_failure.rs` explains a failed start from QEMU's log.
 
+pub mod caps;
 pub mod from_host;
 pub mod hostdev;
 pub mod inspect;

@@ -12,6 +12,7 @@
 //!
 //! Gathering (files, libvirt, the trial start) is `report::preflight`.
 
+use super::caps::DomainCaps;
 use super::start_failure::{Adaptation, StartCause};
 use super::tune::Edit;
 use super::validate::{SchemaResult, caps_problems};
@@ -19,8 +20,6 @@ use super::xml::{Document, Element};
 use crate::checks::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
-use crate::libvirt::NetworkSummary;
-use crate::libvirt::caps::DomainCaps;
 use serde::Serialize;
 use std::path::Path;
 
@@ -79,6 +78,14 @@ pub enum Trial {
     Started { rounds: usize },
     /// It did not start, for these reasons (none adaptable any more).
     Failed(Vec<StartCause>),
+}
+
+/// A libvirt network as the preflight sees it (the libvirt layer fills it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkSummary {
+    pub name: String,
+    pub active: bool,
+    pub autostart: bool,
 }
 
 /// Everything the pure preflight looks at besides the domain.

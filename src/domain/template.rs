@@ -4,10 +4,10 @@
 //! Hyper-V from the host's capabilities, timers, no balloon). Every choice
 //! comes back as an `Edit` with its why, for the wizard and the CLI.
 
+use super::caps::DomainCaps;
 use super::hostdev::{card_hostdevs, cards, root_port};
 use super::tune::{Edit, TuneOptions, tune};
 use super::xml::Document;
-use crate::libvirt::caps::DomainCaps;
 use crate::pinning::PinPlan;
 use quick_xml::escape::escape;
 use std::fmt::Write;

@@ -3,9 +3,9 @@
 //! and the host's domain capabilities (Hyper-V features, vCPU limit, TPM,
 //! UEFI).
 
+use super::caps::DomainCaps;
 use super::inspect::hyperv_on;
 use super::xml::Document;
-use crate::libvirt::caps::DomainCaps;
 use std::io::Write;
 use std::process::Command;
 

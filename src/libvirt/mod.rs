@@ -2,7 +2,7 @@
 //! libvirt is there. `Libvirt` (connection.rs) talks to a real URI through the
 //! `virt` crate: `qemu:///system` on a real host, `test:///default` (libvirt's
 //! in-process test driver, no daemon) for `--demo` and the tests.
-//! `caps.rs` reads domain capabilities (loaders, Hyper-V features, TPM).
+//! `caps.rs` asks for domain capabilities (the model is `domain::caps`).
 
 pub mod caps;
 pub mod connection;
@@ -58,14 +58,9 @@ pub struct DomainSummary {
     pub persistent: bool,
 }
 
-/// A libvirt network (`virsh net-list --all`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NetworkSummary {
-    pub name: String,
-    pub active: bool,
-    /// Started when libvirtd starts.
-    pub autostart: bool,
-}
+/// A libvirt network (`virsh net-list --all`): name, running, started when
+/// libvirtd starts. The same type the pure preflight takes.
+pub use crate::domain::preflight::NetworkSummary;
 
 /// A libvirt storage pool (`virsh pool-info`), for new disk images.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -5,6 +5,7 @@
 
 pub mod idle_hold;
 pub mod latency;
+pub mod probe;
 pub mod rates;
 pub mod sample;
 pub mod sampler;

@@ -3,8 +3,12 @@
 //! this domain (adapted to what it accepts), used by `domain new|validate|
 //! start`, the wizard and the test guest; `lifecycle.rs`: define as an
 //! update, start with its networks, a failed start explained; `storage.rs`:
-//! new qcow2 images in libvirt's pool or at a path, with the space free.
+//! new qcow2 images in libvirt's pool or at a path, with the space free;
+//! `text.rs`: the words both faces use for sizes, badges and verdicts.
 
+pub mod findings;
+pub mod libvirt;
 pub mod lifecycle;
 pub mod preflight;
 pub mod storage;
+pub mod text;

@@ -5,7 +5,6 @@
 //! calls the same `report` functions.
 
 use crate::checks::model::Finding;
-use crate::checks::vm::{probe_vm, vm_findings};
 use crate::domain::tune::{TuneOptions, tune};
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
@@ -138,8 +137,9 @@ pub fn probe(
     name: &str,
 ) -> Result<Vec<Finding>, String> {
     let hv = open(uri)?;
-    let live = probe_vm(&hv, root, name, Duration::from_secs(1));
-    Ok(vm_findings(snap, root, &live))
+    Ok(crate::report::findings::domain_findings(
+        root, snap, &hv, name,
+    ))
 }
 
 /// The timer latency probe on `cpus` for `seconds`; with `compare_idle`,

@@ -1,10 +1,10 @@
 //! Scanning off the UI thread: one short-lived thread per scan, its result sent
 //! over a channel that the app drains in `logic`.
 
-use crate::checks::access::check_libvirt_quietly;
 use crate::checks::model::Finding;
 use crate::checks::run_checks;
 use crate::host::{HostSnapshot, scan};
+use crate::report::libvirt::check_libvirt_quietly;
 use crate::sysroot::HostRoot;
 use std::sync::mpsc::{Receiver, channel};
 

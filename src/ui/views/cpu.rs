@@ -1,9 +1,9 @@
 //! CPU: the summary counts, the pinning board (filled by the planner or by
 //! hand, see pin_board.rs) and the topology drawing the chips sit on.
 
-use crate::cli::text::topology_counts;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
+use crate::report::text::topology_counts;
 use crate::ui::app::Command;
 use crate::ui::pages::CpuRuntime;
 use crate::ui::state::State;

@@ -3,8 +3,8 @@
 //! graphics cards, a ROM check (UEFI GOP present?) run off the UI thread.
 
 use crate::checks::model::Finding;
-use crate::cli::text::badges;
 use crate::host::{HostSnapshot, PciEntry};
+use crate::report::text::badges;
 use crate::ui::app::Command;
 use crate::ui::state::State;
 use crate::ui::views::findings::finding_list_ui;

@@ -2,8 +2,8 @@
 //! the IOMMU on, what the firmware and kernel say, and the GPUs with verdicts.
 
 use crate::checks::model::Finding;
-use crate::cli::text::human_kib;
 use crate::host::HostSnapshot;
+use crate::report::text::human_kib;
 use crate::ui::app::Command;
 use crate::ui::widgets::badges::{badge_ui, verdict_color, verdict_label};
 use egui::RichText;

@@ -2,9 +2,9 @@
 //! L3 group > core > hardware threads. Hybrid core kinds and isolated CPUs are
 //! marked; boxes wrap so 256 CPUs stay readable.
 
-use crate::cli::text::human_kib;
 use crate::host::topology::{Core, Topology};
 use crate::parse::cpulist::format_cpulist;
+use crate::report::text::human_kib;
 use egui::{Color32, RichText};
 
 use crate::ui::theme::{E_CORE, ISOLATED, P_CORE, VCPU};

@@ -1,0 +1,64 @@
+//! Benchmark: `tune plan` against `scan` on the same root. Planning is pure
+//! over what was read, so a plan should cost little more than the scan it
+//! starts with (goal: within 1.2x). Measured on the bundled demo host and on
+//! this machine's live root; the ratio is printed, not asserted (the machine
+//! is shared). `cargo bench --bench tune_plan`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
+
+use std::time::{Duration, Instant};
+use vfio_assistant::host::scan;
+use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant::tuning::facts::gather;
+use vfio_assistant::tuning::model::Request;
+use vfio_assistant::tuning::plan::plan;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn measure(label: &str, root: &HostRoot, req: &Request) {
+    let rounds = 15;
+    let mut scans = Vec::new();
+    let mut plans = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let s = scan(root).unwrap();
+        scans.push(t.elapsed());
+        let t = Instant::now();
+        let s2 = scan(root).unwrap();
+        let f = gather(root);
+        let p = plan(&s2, &f, req);
+        std::hint::black_box((&s, &p));
+        plans.push(t.elapsed());
+    }
+    let (a, b) = (median(scans), median(plans));
+    println!(
+        "{label}: scan {:.1} ms, tune plan (scan + facts + plan) {:.1} ms: {:.2}x scan",
+        a.as_secs_f64() * 1e3,
+        b.as_secs_f64() * 1e3,
+        b.as_secs_f64() / a.as_secs_f64()
+    );
+}
+
+fn main() {
+    let (root, _dir) = vfio_assistant::ui::demo::unpack_demo().unwrap();
+    let snap = scan(&root).unwrap();
+    let gpu = snap.gpus().next().map(|g| g.device.address.clone());
+    let req = Request {
+        gpus: gpu.into_iter().collect(),
+        vcpus: Some(4),
+        memory_mib: Some(8192),
+        ..Request::default()
+    };
+    measure("demo host", &root, &req);
+    measure(
+        "this machine",
+        &HostRoot::live(),
+        &Request {
+            vcpus: None,
+            ..Request::default()
+        },
+    );
+}

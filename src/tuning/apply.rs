@@ -601,10 +601,19 @@ fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
                 let Ok(text) = root.read_text(&hp) else {
                     continue;
                 };
+                // A BLS entry keeps the parameters on its `options` line (its
+                // `linux` line is the kernel's path); grub.cfg on `linux`.
+                let bls = f.contains("/loader/entries/");
                 let lines: Vec<&str> = text
                     .lines()
                     .map(str::trim_start)
-                    .filter(|l| l.starts_with("linux") || l.starts_with("options"))
+                    .filter(|l| {
+                        if bls {
+                            l.starts_with("options")
+                        } else {
+                            l.starts_with("linux")
+                        }
+                    })
                     .collect();
                 if lines.is_empty() {
                     continue;

@@ -156,18 +156,38 @@ fn tokens(
     t
 }
 
-/// runtime values kept after a reboot, through tmpfiles.d.
+/// Runtime values kept after a reboot, through tmpfiles.d: what our file
+/// already keeps, with this plan's new values added (a later plan never
+/// drops what an earlier one kept).
 fn persist(changes: &[Change], f: &TuneFacts) -> Option<Change> {
     const PATH: &str = "/etc/tmpfiles.d/vfio-assistant.conf";
-    let mut lines = Vec::new();
+    let mut kept: Vec<(String, String)> = f
+        .file(PATH)
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "w").then_some(())?;
+            let path = w.next()?.to_string();
+            let value = w.nth(4)?.to_string();
+            Some((path, value))
+        })
+        .collect();
     for c in changes
         .iter()
         .filter(|c| matches!(c.id.as_str(), "thp" | "ksm" | "hugepages"))
     {
         for v in c.values.iter().filter(|v| !v.action) {
-            lines.push(format!("w {} - - - - {}", v.path, v.after));
+            match kept.iter_mut().find(|(p, _)| *p == v.path) {
+                Some(k) => k.1 = v.after.clone(),
+                None => kept.push((v.path.clone(), v.after.clone())),
+            }
         }
     }
+    let lines: Vec<String> = kept
+        .iter()
+        .map(|(p, v)| format!("w {p} - - - - {v}"))
+        .collect();
     if lines.is_empty() {
         return None;
     }
@@ -233,7 +253,13 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     let mut notes = Vec::new();
     let mut tok = tokens(snap, f, req, &set, &vm, &hk, &mut manual);
     let mut changes = Vec::new();
-    match vfio_boot_change(f, snap, generator, &set) {
+    match vfio_boot_change(
+        f,
+        snap,
+        generator,
+        loader == super::boot::Loader::RpmOstree,
+        &set,
+    ) {
         Ok(Some(c)) => changes.push(c),
         Ok(None) => {}
         Err(token) => {

@@ -204,17 +204,20 @@ pub fn hugepages(
     let need = (memory_mib.saturating_mul(1024)).div_ceil(size_kib.max(1));
     let sys = format!("/sys/kernel/mm/hugepages/hugepages-{size_kib}kB");
     let free: u64 = f.value(&format!("{sys}/free_hugepages"))?.parse().ok()?;
-    let (path, total) = match node {
-        Some(n) => {
-            let p = format!(
-                "/sys/devices/system/node/node{n}/hugepages/hugepages-{size_kib}kB/nr_hugepages"
-            );
-            let t: u64 = f.value(&p)?.parse().ok()?;
-            (p, t)
-        }
+    // The NUMA node's own pool where the kernel has one; else the system's.
+    let node_pool = node.and_then(|n| {
+        let p = format!(
+            "/sys/devices/system/node/node{n}/hugepages/hugepages-{size_kib}kB/nr_hugepages"
+        );
+        let t: u64 = f.value(&p)?.parse().ok()?;
+        Some((p, t, n))
+    });
+    let (path, total, node) = match node_pool {
+        Some((p, t, n)) => (p, t, Some(n)),
         None => {
             let p = format!("{sys}/nr_hugepages");
-            (p.clone(), f.value(&p)?.parse().ok()?)
+            let t: u64 = f.value(&p)?.parse().ok()?;
+            (p, t, None)
         }
     };
     if free >= need {

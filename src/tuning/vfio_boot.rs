@@ -113,6 +113,7 @@ pub fn vfio_boot_change(
     f: &TuneFacts,
     snap: &HostSnapshot,
     generator: Generator,
+    ostree: bool,
     set: &[String],
 ) -> Result<Option<Change>, String> {
     if set.is_empty() {
@@ -142,6 +143,13 @@ pub fn vfio_boot_change(
         });
     }
     let modules = modules_for(f.kernel_release.as_deref());
+    // rpm-ostree builds the initramfs itself: the file is tracked into the
+    // next deployment's image (`initramfs-etc`), not rebuilt with dracut.
+    let generator = if ostree {
+        Generator::Unknown
+    } else {
+        generator
+    };
     let (gen_file, rebuild): (Option<FileChange>, Vec<&str>) = match generator {
         Generator::InitramfsTools => {
             let cur = f.file(ITOOLS_MODULES).unwrap_or("");
@@ -228,13 +236,28 @@ pub fn vfio_boot_change(
             files: vec!["etc/modprobe.d/vfio-assistant.conf".into()],
         });
     }
-    let commands: Vec<CommandStep> = if rebuild.is_empty() {
-        Vec::new()
+    let track = format!("--track={MODPROBE_FILE}");
+    let untrack = format!("--untrack={MODPROBE_FILE}");
+    let (commands, undo): (Vec<CommandStep>, Vec<CommandStep>) = if ostree {
+        notes.retain(|n| !n.starts_with("No initramfs generator"));
+        (
+            vec![cmd(
+                &["rpm-ostree", "initramfs-etc", &track],
+                "puts the modprobe.d file into the next deployment's initramfs",
+            )],
+            vec![cmd(
+                &["rpm-ostree", "initramfs-etc", &untrack],
+                "takes it out again",
+            )],
+        )
+    } else if rebuild.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
-        vec![cmd(
+        let c = vec![cmd(
             &rebuild,
             "rebuilds the initramfs of every installed kernel with vfio-pci and the modprobe.d file",
-        )]
+        )];
+        (c.clone(), c)
     };
     Ok(Some(Change {
         id: "vfio-boot".into(),
@@ -246,7 +269,7 @@ pub fn vfio_boot_change(
         files,
         values: Vec::new(),
         undo_values: Vec::new(),
-        undo_commands: commands.clone(),
+        undo_commands: undo,
         commands,
         verify,
         notes,

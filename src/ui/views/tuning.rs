@@ -402,7 +402,8 @@ pub fn tuning_ui(
                 return;
             }
         };
-        ui.label(format!("Boot path: {} with {}", p.boot.loader, p.boot.initramfs))
+        let word = |s: &str| if s == "unknown" { "not recognised".to_string() } else { s.to_string() };
+        ui.label(format!("Boot loader: {} · initramfs generator: {}", word(&p.boot.loader), word(&p.boot.initramfs)))
             .on_hover_text(p.boot.evidence.iter().map(|e| format!("{} = {}", e.source, e.value)).collect::<Vec<_>>().join("\n"));
         for n in &p.notes {
             ui.weak(theme::detail(n));
@@ -445,7 +446,8 @@ pub fn tuning_ui(
             ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(&state.tuning, board_cpus(state), chosen)))));
         }
         progress_ui(ui, rt, &p.boot.recovery);
-        if p.needs_reboot() {
+        let automated = !matches!(p.boot.loader.as_str(), "unknown" | "bootc" | "uki");
+        if p.needs_reboot() && automated {
             ui.weak(theme::detail(format!("If the next boot fails: {}", p.boot.recovery)));
         }
         ui.separator();

@@ -20,6 +20,10 @@ if [ "$what" = test ]; then
     pkgs="$pkgs cpio zstd xz-utils"
     # qemu-img makes the test guests' tiny disks (and the wizard's images).
     pkgs="$pkgs qemu-utils"
+    # The package checks (scripts/package-check.sh): polkit for the helper's
+    # action, man-db and bash-completion for what the .deb installs, Xvfb and
+    # ImageMagick for a screenshot of the installed app.
+    pkgs="$pkgs polkitd pkexec man-db bash-completion xvfb imagemagick"
 fi
 missing=""
 for p in $pkgs; do

@@ -11,4 +11,5 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked
 desktop-file-validate packaging/*.desktop
 appstreamcli validate --no-net packaging/*.metainfo.xml
+xmllint --noout --dtdvalid /usr/share/polkit-1/policyconfig-1.dtd packaging/*.policy
 echo "All checks passed."

@@ -284,6 +284,11 @@ pub fn helper_path() -> std::path::PathBuf {
             return sibling;
         }
     }
+    // Arch keeps helpers in /usr/lib (its package rewrites the policy too).
+    const ARCH: &str = "/usr/lib/vfio-assistant/vfio-assistant-helper";
+    if !std::path::Path::new(INSTALLED).is_file() && std::path::Path::new(ARCH).is_file() {
+        return std::path::PathBuf::from(ARCH);
+    }
     std::path::PathBuf::from(INSTALLED)
 }
 

@@ -195,7 +195,7 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                         if cmd.run {
                             ""
                         } else {
-                            "  (not run on this host)"
+                            "  (listed, not run: a captured host)"
                         }
                     )));
                 }
@@ -394,7 +394,7 @@ pub fn tuning_ui(
             return;
         };
         let req = request_of(&state.tuning, board_cpus(state), Vec::new());
-        let p = match plan(snap, facts, &req) {
+        let mut p = match plan(snap, facts, &req) {
             Ok(p) => p,
             Err(e) => {
                 ui.colored_label(theme::BAD, format!("Cannot plan: {e}"));
@@ -402,6 +402,15 @@ pub fn tuning_ui(
                 return;
             }
         };
+        if !live {
+            // A captured host's changes are written into its tree; commands
+            // are listed, not run (as `tune --root`).
+            for c in &mut p.changes {
+                for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
+                    cmd.run = false;
+                }
+            }
+        }
         let word = |s: &str| if s == "unknown" { "not recognised".to_string() } else { s.to_string() };
         ui.label(format!("Boot loader: {} · initramfs generator: {}", word(&p.boot.loader), word(&p.boot.initramfs)))
             .on_hover_text(p.boot.evidence.iter().map(|e| format!("{} = {}", e.source, e.value)).collect::<Vec<_>>().join("\n"));

@@ -65,7 +65,8 @@ pub struct Document {
 }
 
 fn line_col(text: &str, pos: usize) -> (usize, usize) {
-    let before = &text[..pos.min(text.len())];
+    // A position inside a character (the parser counts bytes) counts as that character.
+    let before = &text[..text.floor_char_boundary(pos)];
     let line = before.matches('\n').count() + 1;
     let column = before
         .rsplit('\n')
@@ -114,9 +115,32 @@ fn element_from(
     })
 }
 
+/// How deep elements may nest. A libvirt domain is about ten levels deep and
+/// libxml2 (so libvirt) refuses more than 256 by default; the limit keeps
+/// every walk over the tree (writing, indenting, dropping) off the end of
+/// the stack on hostile input.
+pub const MAX_DEPTH: usize = 1000;
+
+/// The byte order mark some editors put in front of a UTF-8 file.
+const BOM: &str = "\u{feff}";
+
 impl Document {
     /// Parse; malformed XML is an error with line and column, never a panic.
+    /// A leading byte order mark is kept (first in the prolog) and written back.
     pub fn parse(text: &str) -> Result<Document, XmlError> {
+        match text.strip_prefix(BOM) {
+            // The parser does not count a BOM in its positions: parse what
+            // follows it, so that every node's source text is its own.
+            Some(body) => {
+                let mut doc = Self::parse_body(body)?;
+                doc.prolog.insert(0, Node::Other { raw: BOM.into() });
+                Ok(doc)
+            }
+            None => Self::parse_body(text),
+        }
+    }
+
+    fn parse_body(text: &str) -> Result<Document, XmlError> {
         let mut reader = Reader::from_str(text);
         let config = reader.config_mut();
         config.trim_text(false);
@@ -136,6 +160,15 @@ impl Document {
             let node = match event {
                 Event::Eof => break,
                 Event::Start(s) => {
+                    if stack.len() >= MAX_DEPTH {
+                        return Err(err_at(
+                            text,
+                            pos,
+                            format!(
+                                "elements nested more than {MAX_DEPTH} levels deep; a libvirt domain is about ten"
+                            ),
+                        ));
+                    }
                     stack.push(element_from(text, &s, raw, pos)?);
                     pos = end;
                     continue;
@@ -553,5 +586,37 @@ mod tests {
         assert!(Document::parse("").is_err());
         assert!(Document::parse("<a/><b/>").is_err());
         assert!(Document::parse("\u{0}\u{1}<<<").is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_kept_and_never_panics() {
+        // Found by fuzzing: a BOM then a cut-off tag panicked on a char boundary.
+        let e = Document::parse("\u{feff}<e").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        let text = "\u{feff}<domain type='kvm'>\n  <name>x</name>\n</domain>\n";
+        let d = Document::parse(text).unwrap();
+        assert_eq!(d.root.name, "domain");
+        assert_eq!(d.root.child("name").unwrap().text(), "x");
+        assert_eq!(d.serialize(), text);
+        for cut in 0..text.len() {
+            if let Some(t) = text.get(..cut) {
+                let _ = Document::parse(t);
+            }
+        }
+        // Errors inside multi-byte text still give a position.
+        assert!(Document::parse("<a>é</b>").unwrap_err().line == 1);
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error() {
+        let deep = |n: usize| format!("{}{}", "<a>".repeat(n), "</a>".repeat(n));
+        let mut d = Document::parse(&deep(MAX_DEPTH)).unwrap();
+        d.root.append_child(Element::new("x"));
+        d.indent_new_elements();
+        assert!(d.serialize().len() > 7 * MAX_DEPTH);
+        let e = Document::parse(&deep(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.message.contains("nested more than 1000"), "{e}");
+        let e = Document::parse(&"<a>".repeat(100_000)).unwrap_err();
+        assert!(e.message.contains("nested"), "{e}");
     }
 }

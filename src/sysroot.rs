@@ -129,11 +129,13 @@ impl ReadError {
     }
     /// An unexpected value at `path`.
     pub fn invalid(path: &HostPath, value: &str, reason: impl Into<String>) -> Self {
-        let mut value = value.trim().to_string();
-        if value.len() > 80 {
-            value.truncate(80);
-            value.push('…');
-        }
+        // At most 80 characters (not bytes: a value is any text, and a cut
+        // inside a character would panic).
+        let value = value.trim();
+        let value = match value.char_indices().nth(80) {
+            Some((cut, _)) => format!("{}…", &value[..cut]),
+            None => value.to_string(),
+        };
         ReadError::Invalid {
             path: path.to_string(),
             value,
@@ -508,6 +510,20 @@ mod tests {
                 .to_string()
                 .contains("/sys/bus/pci/devices/0000:00:01.0/nope")
         );
+    }
+
+    #[test]
+    fn an_invalid_value_is_shown_cut_at_a_character() {
+        let path = HostPath::sys("x");
+        let long = "é".repeat(100);
+        let e = ReadError::invalid(&path, &long, "not a number");
+        let ReadError::Invalid { value, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(value.chars().count(), 81, "{value}");
+        assert!(value.ends_with('…'));
+        let short = ReadError::invalid(&path, " ünïcödé \n", "no");
+        assert!(short.to_string().contains("\"ünïcödé\""), "{short}");
     }
 
     #[test]

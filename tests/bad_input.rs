@@ -252,3 +252,32 @@ fn permission_denied_is_named_as_such() {
     assert!(err.to_string().contains("permission denied"), "{err}");
     assert!(err.to_string().contains("/sys/bus/pci/rescan"), "{err}");
 }
+
+#[test]
+fn long_non_ascii_values_are_warnings_on_both_scan_threads() {
+    // Found by fuzzing: a value over 80 bytes with a multi-byte character at
+    // the cut panicked; on the CPU thread the scan then said "no CPUs", exit 0.
+    let dir = damaged_host();
+    let r = dir.path();
+    let junk = format!("x{}", "é".repeat(100));
+    write(
+        r,
+        "sys/devices/system/cpu/cpu0/topology/core_id",
+        junk.as_bytes(),
+    );
+    write(
+        r,
+        "sys/devices/pci0000:00/0000:03:00.0/numa_node",
+        junk.as_bytes(),
+    );
+    let s = scan(&HostRoot::at(r)).expect("a scan, not a panic");
+    for file in ["cpu0/topology/core_id", "0000:03:00.0/numa_node"] {
+        let w = s
+            .warnings
+            .iter()
+            .find(|w| w.path.ends_with(file))
+            .unwrap_or_else(|| panic!("no warning for {file}: {:#?}", s.warnings));
+        assert!(w.message.contains("éé…"), "{}", w.message);
+    }
+    assert!(s.topology.summary.cpus_present >= 2, "the CPU side is kept");
+}

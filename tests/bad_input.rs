@@ -281,3 +281,33 @@ fn long_non_ascii_values_are_warnings_on_both_scan_threads() {
     }
     assert!(s.topology.summary.cpus_present >= 2, "the CPU side is kept");
 }
+
+#[test]
+fn counters_that_overflow_u64_do_not_panic_the_checks() {
+    // /proc/buddyinfo with counts near u64::MAX and a hundred orders, and
+    // /proc/interrupts with counts that sum past u64.
+    let dir = damaged_host();
+    let r = dir.path();
+    let max = u64::MAX.to_string();
+    let many = vec![max.as_str(); 100].join(" ");
+    write(
+        r,
+        "proc/buddyinfo",
+        format!("Node 0, zone   Normal {many}\n").as_bytes(),
+    );
+    write(
+        r,
+        "proc/interrupts",
+        format!(
+            "           CPU0       CPU1\n 40: {max} {max}  PCI-MSIX vfio-msix[0](0000:01:00.0)\n"
+        )
+        .as_bytes(),
+    );
+    let s = scan(&HostRoot::at(r)).unwrap();
+    let findings = vfio_assistant::checks::run_checks(&s, None);
+    let frag = findings
+        .iter()
+        .find(|f| f.id == "mem.fragmentation")
+        .expect("the fragmentation finding is there");
+    assert!(frag.title.contains("100%"), "{}", frag.title);
+}

@@ -20,7 +20,8 @@ pub enum UserFileError {
     TooLarge { path: String, limit: u64 },
 }
 
-fn kind(ft: &std::fs::FileType) -> &'static str {
+/// What a non-regular file is, in words (`a FIFO (named pipe)`).
+pub(crate) fn kind(ft: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if ft.is_dir() {
         "a folder"

@@ -311,3 +311,136 @@ fn counters_that_overflow_u64_do_not_panic_the_checks() {
         .expect("the fragmentation finding is there");
     assert!(frag.title.contains("100%"), "{}", frag.title);
 }
+
+/// `scan`, on a thread: a hang fails the test instead of hanging it.
+fn scan_within(root: &Path, secs: u64) -> vfio_assistant::host::HostSnapshot {
+    let root = HostRoot::at(root);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(scan(&root));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the scan finishes instead of hanging")
+        .expect("a scan")
+}
+
+fn mkfifo(p: &Path) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let ok = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn warning_for<'a>(s: &'a vfio_assistant::host::HostSnapshot, file: &str) -> &'a str {
+    &s.warnings
+        .iter()
+        .find(|w| w.path.ends_with(file))
+        .unwrap_or_else(|| panic!("no warning for {file}: {:#?}", s.warnings))
+        .message
+}
+
+#[test]
+fn a_fifo_where_a_file_belongs_is_refused_not_waited_on() {
+    let dir = damaged_host();
+    let r = dir.path();
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    mkfifo(&r.join("proc/cmdline"));
+    let numa = r.join("sys/devices/pci0000:00/0000:03:00.0/numa_node");
+    fs::remove_file(&numa).unwrap();
+    mkfifo(&numa);
+    let s = scan_within(r, 60);
+    assert!(warning_for(&s, "proc/cmdline").contains("FIFO"));
+    assert!(warning_for(&s, "0000:03:00.0/numa_node").contains("FIFO"));
+    assert!(s.kernel.cmdline.is_none());
+    assert!(s.device("0000:03:00.0").is_some(), "the device is kept");
+}
+
+#[test]
+fn a_huge_sparse_file_where_an_attribute_belongs_is_read_bounded() {
+    let dir = damaged_host();
+    let r = dir.path();
+    for rel in [
+        "sys/devices/pci0000:00/0000:03:00.0/numa_node",
+        "proc/cpuinfo",
+    ] {
+        let f = fs::File::create(r.join(rel)).unwrap();
+        f.set_len(1 << 30).unwrap(); // 1 GiB of holes: no disk used
+    }
+    let start = std::time::Instant::now();
+    let s = scan_within(r, 120);
+    assert!(warning_for(&s, "numa_node").contains("too large"));
+    assert!(warning_for(&s, "proc/cpuinfo").contains("too large"));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn symlink_loops_are_a_clear_warning() {
+    let dir = damaged_host();
+    let r = dir.path();
+    link(r, "sys/devices/pci0000:00/0000:05:00.0", "0000:05:00.0");
+    link(
+        r,
+        "sys/bus/pci/devices/0000:05:00.0",
+        "../../../devices/pci0000:00/0000:05:00.0",
+    );
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    link(r, "proc/cmdline", "cmdline2");
+    link(r, "proc/cmdline2", "/proc/cmdline");
+    let s = scan_within(r, 60);
+    assert!(warning_for(&s, "proc/cmdline").contains("loop of symbolic links"));
+    assert!(s.device("0000:05:00.0").is_none());
+    assert!(s.device("0000:01:00.0").is_some(), "the rest is kept");
+}
+
+#[test]
+fn links_out_of_a_captured_root_are_never_followed() {
+    // A captured tree whose links point at the machine reading it: the scan,
+    // its JSON and a snapshot taken from it hold nothing from outside.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    fs::write(&secret, "SECRET-TOKEN iommu=pt\n").unwrap();
+    let dir = damaged_host();
+    let r = dir.path();
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    symlink(&secret, r.join("proc/cmdline")).unwrap();
+    let depth = "../".repeat(secret.components().count() + 8);
+    let relative = format!("{depth}{}", secret.display());
+    fs::remove_file(r.join("sys/devices/system/cpu/cpu0/topology/core_id")).unwrap();
+    link(r, "sys/devices/system/cpu/cpu0/topology/core_id", &relative);
+    fs::remove_file(r.join("proc/modules")).unwrap();
+    symlink(outside.path(), r.join("proc/modules-dir")).unwrap();
+    link(r, "proc/modules", "modules-dir/secret");
+
+    let s = scan_within(r, 60);
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains("SECRET-TOKEN"), "{json}");
+    assert!(warning_for(&s, "proc/cmdline").contains("not present"));
+    // Links inside the root still work (the GPU is reached through them).
+    assert_eq!(
+        s.device("0000:01:00.0").unwrap().device.iommu_group,
+        Some(1)
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let archive = out.path().join("host.tar.gz");
+    vfio_assistant::capture::capture(&HostRoot::at(r), &archive).unwrap();
+    let bytes = fs::read(&archive).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let mut body = String::new();
+        use std::io::Read;
+        let _ = entry.read_to_string(&mut body);
+        assert!(
+            !body.contains("SECRET-TOKEN"),
+            "{} holds the secret",
+            entry.path().unwrap().display()
+        );
+    }
+}

@@ -210,7 +210,8 @@ pub fn read_initramfs(
     release: &str,
 ) -> Result<InitramfsInfo, String> {
     let file = root.resolve(image);
-    let key = std::fs::metadata(&file)
+    let key = root
+        .metadata(image)
         .ok()
         .map(|m| (file.clone(), m.len(), m.modified().ok()));
     let cached = key.as_ref().and_then(|k| {

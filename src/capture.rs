@@ -12,11 +12,11 @@
 use crate::host::{ScanError, scan};
 use crate::parse::pci_config::mask_serial_number;
 use crate::sysroot::{HostPath, HostRoot};
+use crate::userfile::NewFile;
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
@@ -24,6 +24,9 @@ use std::path::{Component, Path, PathBuf};
 pub enum CaptureError {
     #[error(transparent)]
     Scan(#[from] ScanError),
+    /// The archive could not be started or put in place (exists, a link…).
+    #[error(transparent)]
+    Output(#[from] crate::userfile::UserFileError),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -181,8 +184,12 @@ fn uuid_at(b: &[u8], i: usize) -> Option<usize> {
 
 const MAX_CAPTURED_FILE: u64 = 4 * 1024 * 1024;
 
-/// Scan `root` while recording, then write every touched path into `out` (gzip tar).
-pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureError> {
+/// Scan `root` while recording, then write every touched path into `out`
+/// (gzip tar). `out` appears whole or not at all; an existing file there is
+/// replaced only with `replace`, and a link or FIFO there is refused.
+pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureReport, CaptureError> {
+    // Refused before the scan, not after it.
+    let file = NewFile::create(out, replace)?;
     let rec = root.recording();
     let snapshot = scan(&rec)?;
     let base = root.base().to_path_buf();
@@ -212,7 +219,6 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
         entries.entry(p).or_insert(Entry::Dir);
     }
 
-    let file = fs::File::create(out).map_err(|e| io_err(out, e))?;
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     tar.follow_symlinks(false);
     let mut report = CaptureReport::default();
@@ -260,6 +266,7 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
     let enc = tar.into_inner().map_err(|e| io_err(out, e))?;
     let mut file = enc.finish().map_err(|e| io_err(out, e))?;
     file.flush().map_err(|e| io_err(out, e))?;
+    file.commit()?;
     Ok(report)
 }
 

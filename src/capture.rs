@@ -14,7 +14,6 @@ use crate::parse::pci_config::mask_serial_number;
 use crate::sysroot::{HostPath, HostRoot};
 use crate::userfile::NewFile;
 use flate2::Compression;
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -223,7 +222,7 @@ pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureRepo
     tar.follow_symlinks(false);
     let mut report = CaptureReport::default();
     let manifest = format!(
-        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers. Binary files and device nodes are empty placeholders.\nExtract with: mkdir host && tar xzf FILE -C host; then: vfio-assistant scan --root host\n",
+        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers. Binary files and device nodes are empty placeholders.\nRead with: vfio-assistant scan --root FILE (or extract it: mkdir host && tar xzf FILE -C host; vfio-assistant scan --root host)\n",
         env!("CARGO_PKG_VERSION"),
         crate::host::SCAN_SCHEMA_VERSION,
         base.display(),
@@ -340,12 +339,16 @@ fn store_file<W: Write>(
     append_file(tar, rel, masked.as_bytes(), out)
 }
 
-/// Unpack a snapshot archive into `dest` (which must exist). Entries that would
-/// land outside `dest` are refused by the tar crate.
-pub fn extract(archive: &[u8], dest: &Path) -> Result<(), CaptureError> {
-    let mut ar = tar::Archive::new(GzDecoder::new(archive));
-    ar.set_preserve_permissions(false);
-    ar.unpack(dest).map_err(|e| io_err(dest, e))
+/// Unpack a snapshot archive into `dest` (which must exist), safely and
+/// within `unpack::Limits::SNAPSHOT` (see unpack.rs).
+pub fn extract(archive: &[u8], dest: &Path) -> Result<(), crate::unpack::UnpackError> {
+    crate::unpack::unpack_tar_gz(
+        archive,
+        "the snapshot archive",
+        dest,
+        &crate::unpack::Limits::SNAPSHOT,
+    )
+    .map(|_| ())
 }
 
 #[cfg(test)]

@@ -14,4 +14,5 @@ pub mod pinning;
 pub mod report;
 pub mod sysroot;
 pub mod ui;
+pub mod unpack;
 pub mod userfile;

@@ -12,6 +12,9 @@
 //! open for ever).
 
 mod confined;
+mod opened;
+
+pub use opened::{OpenedRoot, RootError, open_root};
 
 use confined::{Jail, Last};
 use rustix::fs::{Mode, OFlags};

@@ -48,8 +48,8 @@ pub(crate) fn kind(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// The bytes of a regular file, at most `limit`.
-pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+/// A regular file opened for reading, without blocking on a FIFO (refused).
+pub fn open_regular(path: &Path) -> Result<std::fs::File, UserFileError> {
     use std::os::unix::fs::OpenOptionsExt;
     let p = path.display().to_string();
     const O_NONBLOCK: i32 = 0o4000;
@@ -73,6 +73,13 @@ pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
             what: kind(&meta.file_type()),
         });
     }
+    Ok(file)
+}
+
+/// The bytes of a regular file, at most `limit`.
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+    let p = path.display().to_string();
+    let file = open_regular(path)?;
     let mut data = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut data)

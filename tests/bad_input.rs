@@ -556,3 +556,47 @@ fn snapshot_and_rom_outputs_are_never_clobbered_or_written_through() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
+
+#[test]
+fn a_snapshot_file_is_a_root_wherever_a_folder_is() {
+    let host = damaged_host();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("host.tar.gz");
+    vfio_assistant::capture::capture(&HostRoot::at(host.path()), &archive, false).unwrap();
+
+    let opened = vfio_assistant::sysroot::open_root(&archive).unwrap();
+    assert!(opened.is_unpacked());
+    let from_file = scan(opened.root()).unwrap();
+    let from_dir = scan(&HostRoot::at(host.path())).unwrap();
+    assert_eq!(from_file.pci_devices, from_dir.pci_devices);
+    assert_eq!(from_file.topology, from_dir.topology);
+    let unpacked = opened.root().base().to_path_buf();
+    drop(opened);
+    assert!(!unpacked.exists(), "the temporary folder goes with it");
+
+    let json = |root: &Path| {
+        let (code, text) = cli_within(
+            &[os("scan"), os("--json"), os("--root"), root.as_os_str()],
+            120,
+        );
+        (code, text)
+    };
+    let (code, text) = json(&archive);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("\"0000:01:00.0\""), "{text}");
+
+    // What is neither a folder nor a snapshot: a clear error, at once.
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let (code, text) = json(&fifo);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    let plain = dir.path().join("notes.txt");
+    fs::write(&plain, "hello").unwrap();
+    let (code, text) = json(&plain);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("neither a folder nor a gzip archive"),
+        "{text}"
+    );
+}

@@ -47,9 +47,6 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
         );
     }
     println!("MAC addresses, UUIDs and serial numbers are masked. To read it back:");
-    println!(
-        "  mkdir host && tar xzf {} -C host && vfio-assistant scan --root host",
-        args.out.display()
-    );
+    println!("  vfio-assistant scan --root {}", args.out.display());
     Ok(0)
 }

@@ -84,7 +84,7 @@ pub enum ScanError {
     #[error("{0}: not a directory")]
     NotADirectory(String),
     #[error(
-        "{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the directory a snapshot was extracted to"
+        "{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the folder a snapshot was extracted to, or the snapshot file"
     )]
     NotAHost(String),
     /// A bug, not bad input: some part of the reading panicked. Never an

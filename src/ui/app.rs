@@ -38,11 +38,18 @@ pub enum Command {
     ProbeVm(String),
 }
 
+/// A temporary folder a host was unpacked to, removed with the app.
+#[allow(dead_code)] // held, never read
+enum Unpacked {
+    Demo(tempfile::TempDir),
+    Snapshot(crate::sysroot::OpenedRoot),
+}
+
 pub struct App {
     pub state: State,
     root: Option<HostRoot>,
-    /// Keeps the unpacked demo host alive.
-    _demo_dir: Option<tempfile::TempDir>,
+    /// Keeps an unpacked host (the demo, a snapshot file) alive.
+    _unpacked: Option<Unpacked>,
     source_label: String,
     pub snapshot: Option<Arc<HostSnapshot>>,
     /// The prerequisite checks of `snapshot`, failures first.
@@ -91,14 +98,23 @@ impl App {
                 "this machine".to_string(),
                 None,
             ),
-            Source::Root(dir) => {
-                let label = dir.display().to_string();
-                (Some(HostRoot::at(dir)), None, label, None)
+            // A folder, or a snapshot file unpacked for as long as the app runs.
+            Source::Root(path) => {
+                let label = path.display().to_string();
+                match crate::sysroot::open_root(&path) {
+                    Ok(opened) => (
+                        Some(opened.root().clone()),
+                        Some(Unpacked::Snapshot(opened)),
+                        label,
+                        None,
+                    ),
+                    Err(e) => (None, None, label, Some(format!("{e:#}"))),
+                }
             }
             Source::Demo => match super::demo::unpack_demo() {
                 Ok((root, dir)) => (
                     Some(root),
-                    Some(dir),
+                    Some(Unpacked::Demo(dir)),
                     "demo host (sample data)".to_string(),
                     None,
                 ),
@@ -108,7 +124,7 @@ impl App {
         App {
             state,
             root,
-            _demo_dir: demo_dir,
+            _unpacked: demo_dir,
             source_label: label,
             snapshot: None,
             findings: Arc::new(Vec::new()),
@@ -142,7 +158,7 @@ impl App {
         App {
             state,
             root: None,
-            _demo_dir: None,
+            _unpacked: None,
             source_label: snapshot.root.clone(),
             findings: Arc::new(run_checks(&snapshot, None)),
             snapshot: Some(Arc::new(snapshot)),

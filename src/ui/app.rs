@@ -477,9 +477,19 @@ impl App {
             }
             Command::SaveXml { xml, path } => {
                 self.wizard.saved = Some(
-                    std::fs::write(&path, xml)
-                        .map(|_| format!("Saved to {path}. Define it with `vfio-assistant domain define {path}`."))
-                        .map_err(|e| format!("{path}: {e}")),
+                    // Whole or not at all, never into a FIFO or through a link;
+                    // the save dialog has asked about replacing a file.
+                    crate::userfile::write_new_atomic(
+                        std::path::Path::new(&path),
+                        xml.as_bytes(),
+                        true,
+                    )
+                    .map(|()| {
+                        format!(
+                            "Saved to {path}. Define it with `vfio-assistant domain define {path}`."
+                        )
+                    })
+                    .map_err(|e| e.to_string()),
                 );
             }
         }

@@ -11,19 +11,21 @@
 
 use crate::host::{ScanError, scan};
 use crate::parse::pci_config::mask_serial_number;
-use crate::sysroot::HostRoot;
+use crate::sysroot::{HostPath, HostRoot};
+use crate::userfile::NewFile;
 use flate2::Compression;
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error(transparent)]
     Scan(#[from] ScanError),
+    /// The archive could not be started or put in place (exists, a link…).
+    #[error(transparent)]
+    Output(#[from] crate::userfile::UserFileError),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -57,9 +59,10 @@ enum Entry {
     File,
 }
 
-/// Walk `rel` under `base` component by component; record the symlinks met and
-/// the directories on the way, and return the physical path reached.
-fn walk(base: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Option<PathBuf> {
+/// Walk `rel` inside `root` component by component; record the symlinks met
+/// and the directories on the way, and return the physical path reached.
+/// Links resolve inside the root (an absolute target starts at the root).
+fn walk(root: &HostRoot, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Option<PathBuf> {
     let mut todo: Vec<std::ffi::OsString> = rel
         .components()
         .rev()
@@ -76,13 +79,14 @@ fn walk(base: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Option<P
             continue;
         }
         let next = cur.join(&part);
-        let meta = fs::symlink_metadata(base.join(&next)).ok()?;
+        let at = HostPath::from_relative(&next)?;
+        let meta = root.symlink_metadata(&at).ok()?;
         if meta.file_type().is_symlink() {
             hops += 1;
             if hops > 40 {
                 return None;
             }
-            let target = fs::read_link(base.join(&next)).ok()?;
+            let target = root.read_link(&at).ok()?;
             out.insert(next.clone(), Entry::Link(target.clone()));
             // Files under proc whose links name a process: stop and store the content.
             if next.starts_with("proc") && todo.is_empty() {
@@ -179,15 +183,20 @@ fn uuid_at(b: &[u8], i: usize) -> Option<usize> {
 
 const MAX_CAPTURED_FILE: u64 = 4 * 1024 * 1024;
 
-/// Scan `root` while recording, then write every touched path into `out` (gzip tar).
-pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureError> {
+/// Scan `root` while recording, then write every touched path into `out`
+/// (gzip tar). `out` appears whole or not at all; an existing file there is
+/// replaced only with `replace`, and a link or FIFO there is refused.
+pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureReport, CaptureError> {
+    // Refused before the scan, not after it.
+    let file = NewFile::create(out, replace)?;
     let rec = root.recording();
     let snapshot = scan(&rec)?;
     let base = root.base().to_path_buf();
     let mut entries: BTreeMap<PathBuf, Entry> = BTreeMap::new();
     for rel in rec.recorded() {
-        if let Some(physical) = walk(&base, &rel, &mut entries)
-            && let Ok(meta) = fs::symlink_metadata(base.join(&physical))
+        if let Some(physical) = walk(root, &rel, &mut entries)
+            && let Some(at) = HostPath::from_relative(&physical)
+            && let Ok(meta) = root.symlink_metadata(&at)
             && !meta.is_dir()
             && !meta.file_type().is_symlink()
         {
@@ -209,12 +218,11 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
         entries.entry(p).or_insert(Entry::Dir);
     }
 
-    let file = fs::File::create(out).map_err(|e| io_err(out, e))?;
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     tar.follow_symlinks(false);
     let mut report = CaptureReport::default();
     let manifest = format!(
-        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers. Binary files and device nodes are empty placeholders.\nExtract with: mkdir host && tar xzf FILE -C host; then: vfio-assistant scan --root host\n",
+        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers. Binary files and device nodes are empty placeholders.\nRead with: vfio-assistant scan --root FILE (or extract it: mkdir host && tar xzf FILE -C host; vfio-assistant scan --root host)\n",
         env!("CARGO_PKG_VERSION"),
         crate::host::SCAN_SCHEMA_VERSION,
         base.display(),
@@ -240,7 +248,7 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
             Entry::Link(target) => {
                 if rel.starts_with("proc") {
                     // Store what it points at as content instead.
-                    store_file(&mut tar, &base, rel, out, &mut report)?;
+                    store_file(&mut tar, root, rel, out, &mut report)?;
                     continue;
                 }
                 let mut h = tar::Header::new_gnu();
@@ -251,12 +259,13 @@ pub fn capture(root: &HostRoot, out: &Path) -> Result<CaptureReport, CaptureErro
                     .map_err(|e| io_err(out, e))?;
                 report.symlinks += 1;
             }
-            Entry::File => store_file(&mut tar, &base, rel, out, &mut report)?,
+            Entry::File => store_file(&mut tar, root, rel, out, &mut report)?,
         }
     }
     let enc = tar.into_inner().map_err(|e| io_err(out, e))?;
     let mut file = enc.finish().map_err(|e| io_err(out, e))?;
     file.flush().map_err(|e| io_err(out, e))?;
+    file.commit()?;
     Ok(report)
 }
 
@@ -274,26 +283,27 @@ fn append_file<W: Write>(
         .map_err(|e| io_err(out, e))
 }
 
+/// Store the file at `rel` (following a last link inside the root: what a
+/// `proc` link names is stored as content).
 fn store_file<W: Write>(
     tar: &mut tar::Builder<W>,
-    base: &Path,
+    root: &HostRoot,
     rel: &Path,
     out: &Path,
     report: &mut CaptureReport,
 ) -> Result<(), CaptureError> {
-    let full = base.join(rel);
-    let meta = match fs::metadata(&full) {
-        Ok(m) => m,
-        Err(_) => {
+    let at = HostPath::from_relative(rel);
+    let meta = match at.as_ref().map(|p| root.metadata(p)) {
+        Some(Ok(m)) => m,
+        _ => {
             report.skipped.push(rel.display().to_string());
             return Ok(());
         }
     };
+    let Some(at) = at else { return Ok(()) };
     if rel == Path::new("dev/kmsg") {
         // The kernel log device: store the records it gives now, masked.
-        let text = HostRoot::at(base)
-            .read_kmsg(&crate::sysroot::HostPath::dev("kmsg"))
-            .unwrap_or_default();
+        let text = root.read_kmsg(&HostPath::dev("kmsg")).unwrap_or_default();
         report.files += 1;
         return append_file(tar, rel, mask_identifiers(&text).as_bytes(), out);
     }
@@ -301,12 +311,12 @@ fn store_file<W: Write>(
         report.placeholders += 1;
         return append_file(tar, rel, b"", out);
     }
-    let mut data = Vec::new();
-    let read = fs::File::open(&full).and_then(|f| f.take(MAX_CAPTURED_FILE).read_to_end(&mut data));
+    let read = root.read_bytes(&at, MAX_CAPTURED_FILE);
+    let data = read.as_deref().unwrap_or_default();
     if read.is_ok() && rel.file_name().is_some_and(|n| n == "config") && rel.starts_with("sys") {
         // PCI config space: binary, kept (capabilities), serial number zeroed.
         report.files += 1;
-        return append_file(tar, rel, &mask_serial_number(&data), out);
+        return append_file(tar, rel, &mask_serial_number(data), out);
     }
     if read.is_err() {
         // Root-only files (ACPI tables) still exist: keep a placeholder.
@@ -319,7 +329,7 @@ fn store_file<W: Write>(
         report.placeholders += 1;
         return append_file(tar, rel, b"", out);
     }
-    let text = String::from_utf8_lossy(&data);
+    let text = String::from_utf8_lossy(data);
     let masked = if rel.file_name().is_some_and(|n| n == "serial") {
         "masked\n".to_string()
     } else {
@@ -329,12 +339,16 @@ fn store_file<W: Write>(
     append_file(tar, rel, masked.as_bytes(), out)
 }
 
-/// Unpack a snapshot archive into `dest` (which must exist). Entries that would
-/// land outside `dest` are refused by the tar crate.
-pub fn extract(archive: &[u8], dest: &Path) -> Result<(), CaptureError> {
-    let mut ar = tar::Archive::new(GzDecoder::new(archive));
-    ar.set_preserve_permissions(false);
-    ar.unpack(dest).map_err(|e| io_err(dest, e))
+/// Unpack a snapshot archive into `dest` (which must exist), safely and
+/// within `unpack::Limits::SNAPSHOT` (see unpack.rs).
+pub fn extract(archive: &[u8], dest: &Path) -> Result<(), crate::unpack::UnpackError> {
+    crate::unpack::unpack_tar_gz(
+        archive,
+        "the snapshot archive",
+        dest,
+        &crate::unpack::Limits::SNAPSHOT,
+    )
+    .map(|_| ())
 }
 
 #[cfg(test)]

@@ -16,4 +16,5 @@ pub mod report;
 pub mod sysroot;
 pub mod tuning;
 pub mod ui;
+pub mod unpack;
 pub mod userfile;

@@ -81,10 +81,20 @@ fn first_line(text: &str) -> &str {
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
-    let root = match &cli.host.root {
-        Some(dir) => HostRoot::at(dir),
-        None => HostRoot::live(),
+    // A folder or a snapshot file (unpacked, kept while `opened` lives); the
+    // app opens its own, and latency only asks whether a root was named.
+    let opened = match (&cli.command, &cli.host.root) {
+        (None | Some(Command::Latency(_)), _) | (_, None) => None,
+        (Some(_), Some(path)) => Some(vfio_assistant::sysroot::open_root(path)?),
     };
+    let captured = cli
+        .host
+        .root
+        .as_ref()
+        .is_some_and(|p| !HostRoot::at(p).is_live());
+    let root = opened
+        .as_ref()
+        .map_or_else(HostRoot::live, |o| o.root().clone());
     match &cli.command {
         None => vfio_assistant::ui::run_app(vfio_assistant::ui::Source::from_args(
             cli.demo,
@@ -114,7 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::monitor::run(&root.0, args, cli.demo)
         }
-        Some(Command::Latency(_)) if cli.demo || !root.is_live() => {
+        Some(Command::Latency(_)) if cli.demo || captured => {
             // The probe measures the CPUs it runs on: a captured host's
             // cannot be measured, and this machine's would pass for them.
             anyhow::bail!(

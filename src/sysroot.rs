@@ -4,12 +4,26 @@
 //!
 //! A `HostRoot` can also record every path it was asked about; `snapshot` uses
 //! that record to capture exactly the files the model reads.
+//!
+//! A captured root is a jail: every link is resolved inside it (see
+//! `confined.rs`), so a tree someone handed us cannot make us read the
+//! machine we run on. Files are opened without blocking and only regular
+//! ones are read (a FIFO where a sysfs attribute belongs would hang a plain
+//! open for ever).
 
+mod confined;
+mod opened;
+
+pub use opened::{OpenedRoot, RootError, open_root};
+
+use confined::{Jail, Last};
+use rustix::fs::{Mode, OFlags};
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A path inside a host, relative to the host's root (never absolute).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -74,6 +88,15 @@ impl HostPath {
             .collect();
         (!clean.as_os_str().is_empty()).then_some(HostPath(clean))
     }
+    /// A path relative to the host root as stored (in an archive, a
+    /// recording), keeping only its plain components. `None` when empty.
+    pub fn from_relative(rel: &Path) -> Option<Self> {
+        let clean: PathBuf = rel
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        (!clean.as_os_str().is_empty()).then_some(HostPath(clean))
+    }
     /// A child of this path.
     pub fn join(&self, rel: impl AsRef<Path>) -> Self {
         HostPath(self.0.join(rel))
@@ -121,6 +144,13 @@ impl ReadError {
         match err.kind() {
             io::ErrorKind::NotFound => ReadError::NotFound { path },
             io::ErrorKind::PermissionDenied => ReadError::PermissionDenied { path },
+            _ if err.raw_os_error() == Some(libc::ELOOP) => ReadError::Io {
+                path,
+                message: format!(
+                    "a loop of symbolic links (or more than {} links in a row)",
+                    confined::MAX_LINK_HOPS
+                ),
+            },
             _ => ReadError::Io {
                 path,
                 message: err.to_string(),
@@ -129,11 +159,13 @@ impl ReadError {
     }
     /// An unexpected value at `path`.
     pub fn invalid(path: &HostPath, value: &str, reason: impl Into<String>) -> Self {
-        let mut value = value.trim().to_string();
-        if value.len() > 80 {
-            value.truncate(80);
-            value.push('…');
-        }
+        // At most 80 characters (not bytes: a value is any text, and a cut
+        // inside a character would panic).
+        let value = value.trim();
+        let value = match value.char_indices().nth(80) {
+            Some((cut, _)) => format!("{}…", &value[..cut]),
+            None => value.to_string(),
+        };
         ReadError::Invalid {
             path: path.to_string(),
             value,
@@ -150,6 +182,28 @@ impl ReadError {
 pub struct HostRoot {
     base: PathBuf,
     recorder: Option<Arc<Mutex<BTreeSet<PathBuf>>>>,
+    /// A captured root's directory, opened on first use; every path is
+    /// resolved inside it. Unused for the live root.
+    jail: Arc<OnceLock<Jail>>,
+}
+
+/// Refuse what is not a regular file where one is expected. Device nodes
+/// under `/dev` are read as they are (PM QoS gives its limit as 4 bytes).
+fn check_regular(path: &HostPath, meta: &fs::Metadata) -> Result<(), ReadError> {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = meta.file_type();
+    if ft.is_file() || (ft.is_char_device() && path.0.starts_with("dev")) {
+        return Ok(());
+    }
+    let message = if ft.is_dir() {
+        "is a directory, expected a file".to_string()
+    } else {
+        format!("{}, not a regular file", crate::userfile::kind(&ft))
+    };
+    Err(ReadError::Io {
+        path: path.to_string(),
+        message,
+    })
 }
 
 /// Sysfs attribute files are tiny; anything bigger than this is not an attribute.
@@ -166,6 +220,7 @@ impl HostRoot {
         HostRoot {
             base: base.into(),
             recorder: None,
+            jail: Arc::default(),
         }
     }
 
@@ -174,6 +229,7 @@ impl HostRoot {
         HostRoot {
             base: self.base.clone(),
             recorder: Some(Arc::new(Mutex::new(BTreeSet::new()))),
+            jail: Arc::clone(&self.jail),
         }
     }
 
@@ -196,9 +252,68 @@ impl HostRoot {
         self.base == Path::new(std::path::MAIN_SEPARATOR_STR)
     }
 
-    /// Where `path` is on this machine's file system.
+    /// Where `path` is on this machine's file system, spelled out. Only for
+    /// the live root's writes (ROM enable, PM QoS) and for messages: a read
+    /// through this path would follow links out of a captured root.
     pub fn resolve(&self, path: &HostPath) -> PathBuf {
         self.base.join(&path.0)
+    }
+
+    fn jail(&self) -> io::Result<&Jail> {
+        if let Some(j) = self.jail.get() {
+            return Ok(j);
+        }
+        // Two threads may both open it: the first one stored wins.
+        let _ = self.jail.set(Jail::open(&self.base)?);
+        self.jail
+            .get()
+            .ok_or_else(|| io::Error::other("the root directory could not be kept open"))
+    }
+
+    /// Open `path` with `flags`: inside the root for a captured one.
+    fn open_fd(&self, path: &HostPath, flags: OFlags, last: Last) -> io::Result<OwnedFd> {
+        if self.is_live() {
+            let nofollow = match last {
+                Last::Follow => OFlags::empty(),
+                Last::NoFollow => OFlags::NOFOLLOW,
+            };
+            return Ok(rustix::fs::open(
+                self.resolve(path),
+                flags | nofollow | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?);
+        }
+        self.jail()?.open_at(&path.0, flags, last)
+    }
+
+    /// `stat` (`Last::Follow`) or `lstat` of `path`, inside the root.
+    fn stat(&self, path: &HostPath, last: Last) -> io::Result<fs::Metadata> {
+        if self.is_live() {
+            let full = self.resolve(path);
+            return match last {
+                Last::Follow => fs::metadata(full),
+                Last::NoFollow => fs::symlink_metadata(full),
+            };
+        }
+        fs::File::from(self.jail()?.open_at(&path.0, OFlags::PATH, last)?).metadata()
+    }
+
+    /// A regular file opened for reading, without blocking (a FIFO is refused).
+    fn open_regular(&self, path: &HostPath) -> Result<fs::File, ReadError> {
+        let fd = self
+            .open_fd(path, OFlags::RDONLY | OFlags::NONBLOCK, Last::Follow)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let file = fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| ReadError::from_io(path, &e))?;
+        check_regular(path, &meta)?;
+        Ok(file)
+    }
+
+    /// A regular file to read as a stream (a big image), opened inside the
+    /// root and without blocking.
+    pub fn open_file(&self, path: &HostPath) -> Result<fs::File, ReadError> {
+        self.note(path);
+        self.open_regular(path)
     }
 
     fn note(&self, path: &HostPath) {
@@ -216,7 +331,8 @@ impl HostRoot {
 
     /// Does the root look like a Linux host at all (has `sys` or `proc`)?
     pub fn looks_like_host(&self) -> bool {
-        self.resolve(&HostPath::sys("")).is_dir() || self.resolve(&HostPath::proc("")).is_dir()
+        let dir = |p: HostPath| self.stat(&p, Last::Follow).is_ok_and(|m| m.is_dir());
+        dir(HostPath::sys("")) || dir(HostPath::proc(""))
     }
 
     /// The whole text of a file.
@@ -258,20 +374,12 @@ impl HostRoot {
     ) -> Result<Vec<u8>, ReadError> {
         use std::io::Read;
         self.note(path);
-        let file = fs::File::open(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
+        let file = self.open_regular(path)?;
         let room = usize::try_from(limit).map_or(room, |l| room.min(l));
         let mut data = Vec::with_capacity(room);
-        file.take(limit).read_to_end(&mut data).map_err(|e| {
-            if e.raw_os_error() == Some(21) {
-                // EISDIR
-                ReadError::Io {
-                    path: path.to_string(),
-                    message: "is a directory, expected a file".into(),
-                }
-            } else {
-                ReadError::from_io(path, &e)
-            }
-        })?;
+        file.take(limit)
+            .read_to_end(&mut data)
+            .map_err(|e| ReadError::from_io(path, &e))?;
         Ok(data)
     }
 
@@ -280,19 +388,16 @@ impl HostRoot {
     /// snapshot it is a plain file of the same records.
     pub fn read_kmsg(&self, path: &HostPath) -> Result<String, ReadError> {
         use std::io::Read;
-        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        use std::os::unix::fs::FileTypeExt;
         self.note(path);
-        let full = self.resolve(path);
-        let meta = fs::metadata(&full).map_err(|e| ReadError::from_io(path, &e))?;
+        let fd = self
+            .open_fd(path, OFlags::RDONLY | OFlags::NONBLOCK, Last::Follow)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let mut file = fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| ReadError::from_io(path, &e))?;
         if !meta.file_type().is_char_device() {
             return self.read_text(path);
         }
-        const O_NONBLOCK: i32 = 0o4000;
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(O_NONBLOCK)
-            .open(&full)
-            .map_err(|e| ReadError::from_io(path, &e))?;
         let mut out = String::new();
         let mut buf = vec![0u8; 8192];
         for _ in 0..100_000 {
@@ -311,22 +416,9 @@ impl HostRoot {
     /// The last `max_bytes` of a file (a log that only grows), as text.
     pub fn read_tail(&self, path: &HostPath, max_bytes: u64) -> Result<String, ReadError> {
         use std::io::{Read, Seek, SeekFrom};
-        use std::os::unix::fs::OpenOptionsExt;
         self.note(path);
-        const O_NONBLOCK: i32 = 0o4000;
-        let full = self.resolve(path);
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(O_NONBLOCK)
-            .open(&full)
-            .map_err(|e| ReadError::from_io(path, &e))?;
+        let mut file = self.open_regular(path)?;
         let meta = file.metadata().map_err(|e| ReadError::from_io(path, &e))?;
-        if !meta.is_file() {
-            return Err(ReadError::Io {
-                path: path.to_string(),
-                message: "not a regular file".into(),
-            });
-        }
         let start = meta.len().saturating_sub(max_bytes);
         file.seek(SeekFrom::Start(start))
             .map_err(|e| ReadError::from_io(path, &e))?;
@@ -340,16 +432,23 @@ impl HostRoot {
     /// `stat` of a path (following links), for the files a domain names.
     pub fn metadata(&self, path: &HostPath) -> Result<fs::Metadata, ReadError> {
         self.note(path);
-        fs::metadata(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))
+        self.stat(path, Last::Follow)
+            .map_err(|e| ReadError::from_io(path, &e))
+    }
+
+    /// `lstat` of a path: a link itself, not what it points at.
+    pub fn symlink_metadata(&self, path: &HostPath) -> Result<fs::Metadata, ReadError> {
+        self.note(path);
+        self.stat(path, Last::NoFollow)
+            .map_err(|e| ReadError::from_io(path, &e))
     }
 
     /// Is the file at `path` executable by its owner (a hook script)?
     pub fn is_executable(&self, path: &HostPath) -> bool {
         use std::os::unix::fs::PermissionsExt;
         self.note(path);
-        fs::metadata(self.resolve(path))
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
+        self.stat(path, Last::Follow)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     }
 
     /// A one-value attribute file, trimmed.
@@ -387,32 +486,33 @@ impl HostRoot {
     /// Does anything (file, directory, link, even a dangling one) exist at `path`?
     pub fn exists(&self, path: &HostPath) -> bool {
         self.note(path);
-        fs::symlink_metadata(self.resolve(path)).is_ok()
+        self.stat(path, Last::NoFollow).is_ok()
     }
 
     /// Is `path` a regular file (following links: a dangling link is not)?
     pub fn is_file(&self, path: &HostPath) -> bool {
         self.note(path);
-        fs::metadata(self.resolve(path)).is_ok_and(|m| m.is_file())
+        self.stat(path, Last::Follow).is_ok_and(|m| m.is_file())
     }
 
     /// Is `path` a directory (following links)?
     pub fn is_dir(&self, path: &HostPath) -> bool {
         self.note(path);
-        self.resolve(path).is_dir()
+        self.stat(path, Last::Follow).is_ok_and(|m| m.is_dir())
     }
 
     /// The names in a directory, sorted. A missing directory is `NotFound`.
     pub fn list_dir(&self, path: &HostPath) -> Result<Vec<String>, ReadError> {
         self.note(path);
-        let entries = fs::read_dir(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))?;
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| ReadError::from_io(path, &e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let entries = self
+            .open_fd(path, OFlags::RDONLY | OFlags::DIRECTORY, Last::Follow)
+            .and_then(confined::list_fd)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        let mut names = Vec::with_capacity(entries.len());
+        for (name, is_link) in entries {
+            let name = name.to_string_lossy().into_owned();
             // A listing's links (group members, class entries) are part of what we read.
-            if self.recorder.is_some() && entry.file_type().map(|t| t.is_symlink()).unwrap_or(false)
-            {
+            if is_link {
                 self.note(&path.join(&name));
             }
             names.push(name);
@@ -424,7 +524,9 @@ impl HostRoot {
     /// The target of a symlink, as stored.
     pub fn read_link(&self, path: &HostPath) -> Result<PathBuf, ReadError> {
         self.note(path);
-        fs::read_link(self.resolve(path)).map_err(|e| ReadError::from_io(path, &e))
+        self.open_fd(path, OFlags::PATH, Last::NoFollow)
+            .and_then(|fd| confined::read_link_fd(&fd))
+            .map_err(|e| ReadError::from_io(path, &e))
     }
 
     /// The last component of a symlink's target (`driver` -> `vfio-pci`).
@@ -468,54 +570,10 @@ impl HostRoot {
 
     /// Is `path` itself a symlink?
     pub fn is_symlink(&self, path: &HostPath) -> bool {
-        fs::symlink_metadata(self.resolve(path))
-            .map(|m| m.file_type().is_symlink())
-            .unwrap_or(false)
+        self.stat(path, Last::NoFollow)
+            .is_ok_and(|m| m.file_type().is_symlink())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    #[test]
-    fn reads_through_root_and_records() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
-        fs::create_dir_all(dir.path().join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
-        fs::write(
-            dir.path()
-                .join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
-            "0x10de\n",
-        )
-        .unwrap();
-        symlink(
-            "../../../devices/pci0000:00/0000:00:01.0",
-            dir.path().join("sys/bus/pci/devices/0000:00:01.0"),
-        )
-        .unwrap();
-        let root = HostRoot::at(dir.path()).recording();
-        let dev = HostPath::sys("bus/pci/devices/0000:00:01.0");
-        assert_eq!(root.read_attr(&dev.join("vendor")).unwrap(), "0x10de");
-        let real = root.resolve_link(&dev).unwrap().unwrap();
-        assert_eq!(real, HostPath::sys("devices/pci0000:00/0000:00:01.0"));
-        assert!(root.recorded().iter().any(|p| p.ends_with("vendor")));
-        let missing = root.read_attr(&dev.join("nope")).unwrap_err();
-        assert!(missing.is_not_found());
-        assert!(
-            missing
-                .to_string()
-                .contains("/sys/bus/pci/devices/0000:00:01.0/nope")
-        );
-    }
-
-    #[test]
-    fn link_escaping_root_is_none() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("sys")).unwrap();
-        symlink("../../../../etc", dir.path().join("sys/evil")).unwrap();
-        let root = HostRoot::at(dir.path());
-        assert_eq!(root.resolve_link(&HostPath::sys("evil")).unwrap(), None);
-    }
-}
+mod tests;

@@ -2,9 +2,15 @@
 //! ROM file): read with a size cap and without ever blocking — a FIFO or a
 //! device where a file belongs is refused, not waited on — so bad input gets
 //! a clear error and bounded memory.
+//!
+//! And files written where the user says (`snapshot OUT`, `rom --save OUT`):
+//! written to a temporary file beside the target, synced, then renamed into
+//! place, so a full disk or a crash never leaves a cut-off file; an existing
+//! file is replaced only when asked (`--force`); a symlink, FIFO or device at
+//! the target is refused, never written through.
 
-use std::io::Read;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UserFileError {
@@ -18,9 +24,14 @@ pub enum UserFileError {
     NotAFile { path: String, what: &'static str },
     #[error("{path}: larger than {limit} bytes; this is not the file it should be")]
     TooLarge { path: String, limit: u64 },
+    #[error("{path} already exists; pass --force to replace it")]
+    Exists { path: String },
+    #[error("{path} is a symbolic link; name the file itself (nothing is written through a link)")]
+    Symlink { path: String },
 }
 
-fn kind(ft: &std::fs::FileType) -> &'static str {
+/// What a non-regular file is, in words (`a FIFO (named pipe)`).
+pub(crate) fn kind(ft: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if ft.is_dir() {
         "a folder"
@@ -37,8 +48,8 @@ fn kind(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// The bytes of a regular file, at most `limit`.
-pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+/// A regular file opened for reading, without blocking on a FIFO (refused).
+pub fn open_regular(path: &Path) -> Result<std::fs::File, UserFileError> {
     use std::os::unix::fs::OpenOptionsExt;
     let p = path.display().to_string();
     const O_NONBLOCK: i32 = 0o4000;
@@ -62,6 +73,13 @@ pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
             what: kind(&meta.file_type()),
         });
     }
+    Ok(file)
+}
+
+/// The bytes of a regular file, at most `limit`.
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+    let p = path.display().to_string();
+    let file = open_regular(path)?;
     let mut data = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut data)
@@ -82,6 +100,129 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, UserFileError> {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
+}
+
+/// A new file being written: nothing appears at its path until `commit`.
+/// Dropped without `commit` (an error on the way), it leaves nothing behind.
+#[derive(Debug)]
+pub struct NewFile {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+    replace: bool,
+}
+
+impl NewFile {
+    /// Start writing `path`. An existing regular file there is an error
+    /// unless `replace` (then it is replaced only at `commit`, keeping its
+    /// permissions); a link, FIFO, folder or device there is always refused.
+    pub fn create(path: &Path, replace: bool) -> Result<NewFile, UserFileError> {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = path.display().to_string();
+        let io = |source| UserFileError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let existing = match std::fs::symlink_metadata(path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(e)),
+        };
+        let mode = match &existing {
+            Some(m) if m.file_type().is_symlink() => {
+                return Err(UserFileError::Symlink { path: shown });
+            }
+            Some(m) if !m.is_file() => {
+                return Err(UserFileError::NotAFile {
+                    path: shown,
+                    what: kind(&m.file_type()),
+                });
+            }
+            Some(_) if !replace => return Err(UserFileError::Exists { path: shown }),
+            Some(m) => m.permissions().mode() & 0o7777,
+            // What a plain create gives (the umask applies at open).
+            None => 0o666,
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "names no file",
+                ))
+            })?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".part")
+            .permissions(std::fs::Permissions::from_mode(mode))
+            .tempfile_in(dir)
+            .map_err(io)?;
+        if existing.is_some() {
+            // Exactly the replaced file's mode, umask or not.
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
+                .map_err(io)?;
+        }
+        Ok(NewFile {
+            tmp,
+            path: path.to_path_buf(),
+            replace,
+        })
+    }
+
+    /// Sync the data, move it into place, sync the folder.
+    pub fn commit(self) -> Result<(), UserFileError> {
+        let shown = self.path.display().to_string();
+        let io = |source| UserFileError::Io {
+            path: shown.clone(),
+            source,
+        };
+        self.tmp.as_file().sync_all().map_err(io)?;
+        // A link put there since `create` is replaced, not written through:
+        // rename never follows the target.
+        let persisted = if self.replace {
+            self.tmp.persist(&self.path)
+        } else {
+            self.tmp.persist_noclobber(&self.path)
+        };
+        match persisted {
+            Ok(_) => {}
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(UserFileError::Exists { path: shown });
+            }
+            Err(e) => return Err(io(e.error)),
+        }
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        // The rename itself survives a crash once the folder is synced.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)
+    }
+}
+
+impl Write for NewFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tmp.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tmp.flush()
+    }
+}
+
+/// Write `bytes` to `path` atomically (see `NewFile`): all of it or nothing.
+pub fn write_new_atomic(path: &Path, bytes: &[u8], replace: bool) -> Result<(), UserFileError> {
+    let mut f = NewFile::create(path, replace)?;
+    f.write_all(bytes).map_err(|source| UserFileError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    f.commit()
 }
 
 #[cfg(test)]
@@ -113,5 +254,71 @@ mod tests {
             Err(UserFileError::TooLarge { .. })
         ));
         assert_eq!(read_bytes(&f, 2000).unwrap().len(), 2000);
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn writing_refuses_to_clobber_links_and_fifos() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("host.tar.gz");
+        write_new_atomic(&out, b"one", false).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"one");
+        let e = write_new_atomic(&out, b"two", false).unwrap_err();
+        assert!(e.to_string().contains("--force"), "{e}");
+        assert_eq!(std::fs::read(&out).unwrap(), b"one");
+        write_new_atomic(&out, b"two", true).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"two");
+
+        // A link at the target: refused, its target untouched.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let link = dir.path().join("link.rom");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        for force in [false, true] {
+            let e = write_new_atomic(&link, b"x", force).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+
+        // A FIFO at the target: refused at once, not opened (that would block).
+        let fifo = dir.path().join("pipe");
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let e = write_new_atomic(&fifo, b"x", true).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // No temporary file is left anywhere.
+        assert_eq!(
+            names_in(dir.path()),
+            ["host.tar.gz", "link.rom", "pipe", "victim"]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("snap.tar.gz");
+        let mut f = NewFile::create(&out, false).unwrap();
+        f.write_all(b"half of it").unwrap();
+        assert!(!out.exists(), "nothing at the target before commit");
+        drop(f); // an error on the way (a full disk) drops it
+        assert!(names_in(dir.path()).is_empty());
+        // Replacing keeps the old file's mode.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&out, "old").unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_new_atomic(&out, b"new", true).unwrap();
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
     }
 }

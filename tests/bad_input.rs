@@ -252,3 +252,351 @@ fn permission_denied_is_named_as_such() {
     assert!(err.to_string().contains("permission denied"), "{err}");
     assert!(err.to_string().contains("/sys/bus/pci/rescan"), "{err}");
 }
+
+#[test]
+fn long_non_ascii_values_are_warnings_on_both_scan_threads() {
+    // Found by fuzzing: a value over 80 bytes with a multi-byte character at
+    // the cut panicked; on the CPU thread the scan then said "no CPUs", exit 0.
+    let dir = damaged_host();
+    let r = dir.path();
+    let junk = format!("x{}", "é".repeat(100));
+    write(
+        r,
+        "sys/devices/system/cpu/cpu0/topology/core_id",
+        junk.as_bytes(),
+    );
+    write(
+        r,
+        "sys/devices/pci0000:00/0000:03:00.0/numa_node",
+        junk.as_bytes(),
+    );
+    let s = scan(&HostRoot::at(r)).expect("a scan, not a panic");
+    for file in ["cpu0/topology/core_id", "0000:03:00.0/numa_node"] {
+        let w = s
+            .warnings
+            .iter()
+            .find(|w| w.path.ends_with(file))
+            .unwrap_or_else(|| panic!("no warning for {file}: {:#?}", s.warnings));
+        assert!(w.message.contains("éé…"), "{}", w.message);
+    }
+    assert!(s.topology.summary.cpus_present >= 2, "the CPU side is kept");
+}
+
+#[test]
+fn counters_that_overflow_u64_do_not_panic_the_checks() {
+    // /proc/buddyinfo with counts near u64::MAX and a hundred orders, and
+    // /proc/interrupts with counts that sum past u64.
+    let dir = damaged_host();
+    let r = dir.path();
+    let max = u64::MAX.to_string();
+    let many = vec![max.as_str(); 100].join(" ");
+    write(
+        r,
+        "proc/buddyinfo",
+        format!("Node 0, zone   Normal {many}\n").as_bytes(),
+    );
+    write(
+        r,
+        "proc/interrupts",
+        format!(
+            "           CPU0       CPU1\n 40: {max} {max}  PCI-MSIX vfio-msix[0](0000:01:00.0)\n"
+        )
+        .as_bytes(),
+    );
+    let s = scan(&HostRoot::at(r)).unwrap();
+    let findings = vfio_assistant::checks::run_checks(&s, None);
+    let frag = findings
+        .iter()
+        .find(|f| f.id == "mem.fragmentation")
+        .expect("the fragmentation finding is there");
+    assert!(frag.title.contains("100%"), "{}", frag.title);
+}
+
+/// `scan`, on a thread: a hang fails the test instead of hanging it.
+fn scan_within(root: &Path, secs: u64) -> vfio_assistant::host::HostSnapshot {
+    let root = HostRoot::at(root);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(scan(&root));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the scan finishes instead of hanging")
+        .expect("a scan")
+}
+
+fn mkfifo(p: &Path) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let ok = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn warning_for<'a>(s: &'a vfio_assistant::host::HostSnapshot, file: &str) -> &'a str {
+    &s.warnings
+        .iter()
+        .find(|w| w.path.ends_with(file))
+        .unwrap_or_else(|| panic!("no warning for {file}: {:#?}", s.warnings))
+        .message
+}
+
+#[test]
+fn a_fifo_where_a_file_belongs_is_refused_not_waited_on() {
+    let dir = damaged_host();
+    let r = dir.path();
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    mkfifo(&r.join("proc/cmdline"));
+    let numa = r.join("sys/devices/pci0000:00/0000:03:00.0/numa_node");
+    fs::remove_file(&numa).unwrap();
+    mkfifo(&numa);
+    let s = scan_within(r, 60);
+    assert!(warning_for(&s, "proc/cmdline").contains("FIFO"));
+    assert!(warning_for(&s, "0000:03:00.0/numa_node").contains("FIFO"));
+    assert!(s.kernel.cmdline.is_none());
+    assert!(s.device("0000:03:00.0").is_some(), "the device is kept");
+}
+
+#[test]
+fn a_huge_sparse_file_where_an_attribute_belongs_is_read_bounded() {
+    let dir = damaged_host();
+    let r = dir.path();
+    for rel in [
+        "sys/devices/pci0000:00/0000:03:00.0/numa_node",
+        "proc/cpuinfo",
+    ] {
+        let f = fs::File::create(r.join(rel)).unwrap();
+        f.set_len(1 << 30).unwrap(); // 1 GiB of holes: no disk used
+    }
+    let start = std::time::Instant::now();
+    let s = scan_within(r, 120);
+    assert!(warning_for(&s, "numa_node").contains("too large"));
+    assert!(warning_for(&s, "proc/cpuinfo").contains("too large"));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn symlink_loops_are_a_clear_warning() {
+    let dir = damaged_host();
+    let r = dir.path();
+    link(r, "sys/devices/pci0000:00/0000:05:00.0", "0000:05:00.0");
+    link(
+        r,
+        "sys/bus/pci/devices/0000:05:00.0",
+        "../../../devices/pci0000:00/0000:05:00.0",
+    );
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    link(r, "proc/cmdline", "cmdline2");
+    link(r, "proc/cmdline2", "/proc/cmdline");
+    let s = scan_within(r, 60);
+    assert!(warning_for(&s, "proc/cmdline").contains("loop of symbolic links"));
+    assert!(s.device("0000:05:00.0").is_none());
+    assert!(s.device("0000:01:00.0").is_some(), "the rest is kept");
+}
+
+#[test]
+fn links_out_of_a_captured_root_are_never_followed() {
+    // A captured tree whose links point at the machine reading it: the scan,
+    // its JSON and a snapshot taken from it hold nothing from outside.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    fs::write(&secret, "SECRET-TOKEN iommu=pt\n").unwrap();
+    let dir = damaged_host();
+    let r = dir.path();
+    fs::remove_file(r.join("proc/cmdline")).unwrap();
+    symlink(&secret, r.join("proc/cmdline")).unwrap();
+    let depth = "../".repeat(secret.components().count() + 8);
+    let relative = format!("{depth}{}", secret.display());
+    fs::remove_file(r.join("sys/devices/system/cpu/cpu0/topology/core_id")).unwrap();
+    link(r, "sys/devices/system/cpu/cpu0/topology/core_id", &relative);
+    fs::remove_file(r.join("proc/modules")).unwrap();
+    symlink(outside.path(), r.join("proc/modules-dir")).unwrap();
+    link(r, "proc/modules", "modules-dir/secret");
+
+    let s = scan_within(r, 60);
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains("SECRET-TOKEN"), "{json}");
+    assert!(warning_for(&s, "proc/cmdline").contains("not present"));
+    // Links inside the root still work (the GPU is reached through them).
+    assert_eq!(
+        s.device("0000:01:00.0").unwrap().device.iommu_group,
+        Some(1)
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let archive = out.path().join("host.tar.gz");
+    vfio_assistant::capture::capture(&HostRoot::at(r), &archive, false).unwrap();
+    let bytes = fs::read(&archive).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let mut body = String::new();
+        use std::io::Read;
+        let _ = entry.read_to_string(&mut body);
+        assert!(
+            !body.contains("SECRET-TOKEN"),
+            "{} holds the secret",
+            entry.path().unwrap().display()
+        );
+    }
+}
+
+/// The CLI, killed after `secs`: a hang fails the test.
+fn cli_within(args: &[&std::ffi::OsStr], secs: u64) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            child.kill().unwrap();
+            panic!("{args:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    (status.code(), text)
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
+#[test]
+fn snapshot_and_rom_outputs_are_never_clobbered_or_written_through() {
+    let host = damaged_host();
+    let dir = tempfile::tempdir().unwrap();
+    let root = host.path().as_os_str();
+    let out = dir.path().join("host.tar.gz");
+    fs::write(&out, "an older snapshot").unwrap();
+    let snap = |target: &Path, force: bool| {
+        let mut a = vec![os("--root"), root, os("snapshot"), target.as_os_str()];
+        if force {
+            a.push(os("--force"));
+        }
+        cli_within(&a, 120)
+    };
+    let (code, text) = snap(&out, false);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("already exists; pass --force"), "{text}");
+    assert_eq!(fs::read_to_string(&out).unwrap(), "an older snapshot");
+    let (code, text) = snap(&out, true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        fs::read(&out).unwrap().starts_with(&[0x1f, 0x8b]),
+        "a gzip now"
+    );
+
+    // A FIFO or a link at the target: refused at once, even with --force.
+    let fifo = dir.path().join("pipe.tar.gz");
+    mkfifo(&fifo);
+    let (code, text) = snap(&fifo, true);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "keep").unwrap();
+    let link_out = dir.path().join("link.tar.gz");
+    symlink(&victim, &link_out).unwrap();
+    let (code, text) = snap(&link_out, true);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("symbolic link"), "{text}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+
+    // rom: a FIFO as --file is refused; --save does not overwrite.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rom = manifest.join("tests/fixtures/roms/efi-virtio.rom");
+    let (code, text) = cli_within(&[os("rom"), os("--file"), fifo.as_os_str()], 60);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    let saved = dir.path().join("saved.rom");
+    fs::write(&saved, "mine").unwrap();
+    let args = [
+        os("rom"),
+        os("--file"),
+        rom.as_os_str(),
+        os("--save"),
+        saved.as_os_str(),
+    ];
+    let (code, text) = cli_within(&args, 60);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("already exists; pass --force"), "{text}");
+    assert_eq!(fs::read_to_string(&saved).unwrap(), "mine");
+    let mut forced = args.to_vec();
+    forced.push(os("--force"));
+    let (code, text) = cli_within(&forced, 60);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(fs::read(&saved).unwrap(), fs::read(&rom).unwrap());
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".part"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn a_snapshot_file_is_a_root_wherever_a_folder_is() {
+    let host = damaged_host();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("host.tar.gz");
+    vfio_assistant::capture::capture(&HostRoot::at(host.path()), &archive, false).unwrap();
+
+    let opened = vfio_assistant::sysroot::open_root(&archive).unwrap();
+    assert!(opened.is_unpacked());
+    let from_file = scan(opened.root()).unwrap();
+    let from_dir = scan(&HostRoot::at(host.path())).unwrap();
+    assert_eq!(from_file.pci_devices, from_dir.pci_devices);
+    assert_eq!(from_file.topology, from_dir.topology);
+    let unpacked = opened.root().base().to_path_buf();
+    drop(opened);
+    assert!(!unpacked.exists(), "the temporary folder goes with it");
+
+    let json = |root: &Path| {
+        let (code, text) = cli_within(
+            &[os("scan"), os("--json"), os("--root"), root.as_os_str()],
+            120,
+        );
+        (code, text)
+    };
+    let (code, text) = json(&archive);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("\"0000:01:00.0\""), "{text}");
+
+    // What is neither a folder nor a snapshot: a clear error, at once.
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let (code, text) = json(&fifo);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    let plain = dir.path().join("notes.txt");
+    fs::write(&plain, "hello").unwrap();
+    let (code, text) = json(&plain);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("neither a folder nor a gzip archive"),
+        "{text}"
+    );
+}

@@ -43,6 +43,7 @@ fn build_demo_asset() {
     capture(
         &HostRoot::at(dir.path()),
         &manifest("assets/demo-host.tar.gz"),
+        true,
     )
     .unwrap();
 }

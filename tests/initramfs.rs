@@ -249,3 +249,94 @@ fn no_binding_no_image_and_a_broken_image() {
         "{f:#?}"
     );
 }
+
+fn initramfs_state(dir: &Path) -> InitramfsState {
+    scan(&HostRoot::at(dir)).unwrap().system.initramfs
+}
+
+#[test]
+fn a_gzip_bomb_is_too_large_to_inspect_quickly_and_once() {
+    // 512 MiB of zeros, gzip'd to well under 1 MiB: before, every scan spent
+    // 30 s in `gzip -dc` until the watchdog stopped it.
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..512 {
+        gz.write_all(&zeros).unwrap();
+    }
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    let dir = host_with(Some(&bomb), Some(VFIO_CONF));
+    let start = std::time::Instant::now();
+    let state = initramfs_state(dir.path());
+    let first = start.elapsed();
+    let InitramfsState::Unreadable { reason, .. } = &state else {
+        panic!("{state:?}");
+    };
+    assert!(reason.contains("too large to inspect"), "{reason}");
+    assert!(first < std::time::Duration::from_secs(20), "{first:?}");
+    // The answer is kept: the next scan does not unpack it again.
+    let start = std::time::Instant::now();
+    assert_eq!(initramfs_state(dir.path()), state);
+    assert!(
+        start.elapsed() < first,
+        "{:?} then {:?}",
+        first,
+        start.elapsed()
+    );
+    let f = finding(dir.path()).unwrap();
+    assert_eq!(f.status, Status::Unknown, "{f:#?}");
+}
+
+#[test]
+fn an_image_over_the_size_cap_is_not_read_at_all() {
+    let dir = host_with(None, Some(VFIO_CONF));
+    let p = dir.path().join(format!("boot/initrd.img-{RELEASE}"));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(1 << 30).unwrap(); // 1 GiB of holes
+    let start = std::time::Instant::now();
+    let state = initramfs_state(dir.path());
+    let InitramfsState::Unreadable { reason, .. } = &state else {
+        panic!("{state:?}");
+    };
+    assert!(
+        reason.contains("too large to inspect (1024 MiB"),
+        "{reason}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn gzip_members_back_to_back_and_padding_after_them_are_read() {
+    // What a gzip'd image looks like when built in pieces: two members, then
+    // zero padding (the kernel and `gzip -dc` accept both). Made here with
+    // flate2 so no tool is needed.
+    use std::io::Write;
+    if !have("cpio") {
+        return;
+    }
+    let main = tempfile::tempdir().unwrap();
+    put(main.path(), "etc/modprobe.d/vfio.conf", VFIO_CONF);
+    put(
+        main.path(),
+        &format!("usr/lib/modules/{RELEASE}/kernel/drivers/vfio/pci/vfio-pci.ko"),
+        "module",
+    );
+    let archive = cpio_of(main.path());
+    let (a, b) = archive.split_at(archive.len() / 2);
+    let mut img = Vec::new();
+    for part in [a, b] {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(part).unwrap();
+        img.extend(gz.finish().unwrap());
+    }
+    img.resize(img.len() + 4096, 0);
+    let dir = host_with(Some(&img), Some(VFIO_CONF));
+    let InitramfsState::Read(info) = initramfs_state(dir.path()) else {
+        panic!("not read");
+    };
+    assert_eq!(info.compression.as_deref(), Some("gzip"));
+    assert_eq!(info.modprobe_lines.len(), 2, "{info:?}");
+    assert!(info.vfio_modules.iter().any(|m| m.ends_with("vfio-pci.ko")));
+}

@@ -108,7 +108,10 @@ fn memory(s: &HostSnapshot, out: &mut Vec<Finding>) {
         .filter(|z| z.zone == "Normal")
         .collect();
     if !normal.is_empty() {
-        let kib_at = |min_order: usize| -> u64 {
+        // In floating point: counts and orders come from a file, and a
+        // hostile one must neither overflow (nor shift past 64 bits) nor,
+        // saturated, give a wrong share.
+        let kib_at = |min_order: usize| -> f64 {
             normal
                 .iter()
                 .flat_map(|z| {
@@ -116,13 +119,21 @@ fn memory(s: &HostSnapshot, out: &mut Vec<Finding>) {
                         .iter()
                         .enumerate()
                         .skip(min_order)
-                        .map(|(o, n)| n * (4u64 << o))
+                        .map(|(o, n)| {
+                            let order = i32::try_from(o).unwrap_or(i32::MAX);
+                            *n as f64 * 4.0 * 2f64.powi(order)
+                        })
                 })
                 .sum()
         };
-        let total = kib_at(0);
-        let large = kib_at(9);
-        let share = (large * 100).checked_div(total).unwrap_or(0);
+        let (total_kib, large_kib) = (kib_at(0), kib_at(9));
+        let share = if total_kib > 0.0 {
+            (large_kib / total_kib * 100.0) as u64
+        } else {
+            0
+        };
+        // `as` saturates: a float past u64 is u64::MAX.
+        let (total, large) = (total_kib as u64, large_kib as u64);
         let mut f = Finding::new("mem.fragmentation", format!("{} of {} free memory is in 2 MiB+ blocks ({share}%)", human_kib(large), human_kib(total)), Status::Pass)
             .evidence(HostPath::proc("buddyinfo").to_string(), format!("{} zone(s) Normal", normal.len()))
             .why("Hugepages and pinned guest memory need large contiguous blocks; when free memory is scattered in small pieces, reserving hugepages fails or the VM start stalls in compaction.");

@@ -48,9 +48,9 @@ pub struct Cli {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct HostArgs {
-    /// Read the host from this directory (an extracted snapshot or a fixture tree)
-    /// instead of the running machine.
-    #[arg(long, value_name = "DIR", global = true)]
+    /// Read the host from this folder (an extracted snapshot or a fixture tree) or
+    /// snapshot file (.tar.gz) instead of the running machine.
+    #[arg(long, value_name = "PATH", global = true)]
     pub root: Option<PathBuf>,
 }
 

@@ -1,4 +1,4 @@
-//! `vfio-assistant rom [ADDRESS] [--file FILE] [--save OUT] [--json]`: what is
+//! `vfio-assistant rom [ADDRESS] [--file FILE] [--save OUT [--force]] [--json]`: what is
 //! in a graphics card's ROM — read from the card (root; see host/rom.rs) or
 //! from a file (a dump, a download) — whether it carries the UEFI GOP driver
 //! OVMF needs, whether a flash-tool header sits in front of it, whether it is
@@ -26,6 +26,9 @@ pub struct RomArgs {
     /// Write the ROM proper here (without any header in front), for <rom file='…'/>.
     #[arg(long, value_name = "OUT")]
     pub save: Option<PathBuf>,
+    /// Replace the --save file if it exists (it is never written through a link).
+    #[arg(long, requires = "save")]
+    pub force: bool,
     /// Print the finding as JSON.
     #[arg(long)]
     pub json: bool,
@@ -70,7 +73,7 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
         }
     }
     if let Some(out) = &args.save {
-        save(out, &bytes)?;
+        save(out, &bytes, args.force)?;
     }
     Ok(match f.status {
         Status::Unknown => 2,
@@ -79,21 +82,19 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
     })
 }
 
-/// A ROM file, at most 16 MiB (GPU ROMs are 128 KiB to 2 MiB).
+/// A ROM file, at most 16 MiB (GPU ROMs are 128 KiB to 2 MiB); a FIFO or a
+/// device is refused, not read.
 fn read_file(f: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let mut data = Vec::new();
-    std::fs::File::open(f)
-        .and_then(|h| h.take(16 * 1024 * 1024 + 1).read_to_end(&mut data))
-        .map_err(|e| format!("{}: {e}", f.display()))?;
-    if data.len() > 16 * 1024 * 1024 {
-        return Err(format!("{}: over 16 MiB, not a ROM", f.display()));
-    }
-    Ok(data)
+    crate::userfile::read_bytes(f, 16 * 1024 * 1024).map_err(|e| match e {
+        crate::userfile::UserFileError::TooLarge { .. } => {
+            format!("{}: over 16 MiB, not a ROM", f.display())
+        }
+        e => e.to_string(),
+    })
 }
 
 /// Write the ROM proper (no header in front, nothing after its last image).
-fn save(out: &Path, bytes: &Result<Vec<u8>, String>) -> anyhow::Result<()> {
+fn save(out: &Path, bytes: &Result<Vec<u8>, String>, replace: bool) -> anyhow::Result<()> {
     let rom = match bytes {
         Ok(b) => parse_option_rom(b)
             .map(|r| (b, r))
@@ -112,7 +113,8 @@ fn save(out: &Path, bytes: &Result<Vec<u8>, String>) -> anyhow::Result<()> {
         _ => b.len(),
     };
     let start = rom.leading_bytes.min(end);
-    std::fs::write(out, &b[start..end]).with_context(|| format!("writing {}", out.display()))?;
+    crate::userfile::write_new_atomic(out, &b[start..end], replace)
+        .context("the ROM was not saved")?;
     eprintln!(
         "saved {} bytes to {}{}",
         end - start,

@@ -1,4 +1,5 @@
-//! `vfio-assistant snapshot OUT.tar.gz`.
+//! `vfio-assistant snapshot OUT.tar.gz [--force]`: the files the scan reads,
+//! archived (see capture.rs); OUT is written whole or not at all.
 
 use crate::capture::capture;
 use crate::sysroot::HostRoot;
@@ -11,11 +12,14 @@ pub struct SnapshotArgs {
     /// Where to write the archive (`.tar.gz`).
     #[arg(value_name = "OUT.tar.gz")]
     pub out: PathBuf,
+    /// Replace OUT if it exists (it is never written through a link).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
-    let report =
-        capture(root, &args.out).with_context(|| format!("capturing {}", args.out.display()))?;
+    let report = capture(root, &args.out, args.force)
+        .with_context(|| format!("capturing {}", args.out.display()))?;
     println!(
         "Wrote {}: {} files, {} symlinks, {} directories, {} placeholders.",
         args.out.display(),
@@ -43,9 +47,6 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
         );
     }
     println!("MAC addresses, UUIDs and serial numbers are masked. To read it back:");
-    println!(
-        "  mkdir host && tar xzf {} -C host && vfio-assistant scan --root host",
-        args.out.display()
-    );
+    println!("  vfio-assistant scan --root {}", args.out.display());
     Ok(0)
 }

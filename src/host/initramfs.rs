@@ -5,22 +5,99 @@
 //! mkinitcpio. Editing /etc/modprobe.d and forgetting that is a classic.
 //!
 //! The image: uncompressed early archives (microcode) first, then the main
-//! archive compressed with zstd, gzip, xz, lz4, bzip2 or lzo. The compressed
-//! part goes through the distribution's own tool (`zstd -dc`, …), which is
-//! installed wherever it built such an image.
+//! archive compressed with zstd, gzip, xz, lz4, bzip2 or lzo. gzip is read
+//! here (flate2); the others go through the distribution's own tool
+//! (`zstd -dc`, …), which is installed wherever it built such an image.
+//!
+//! The image is streamed from its file, never held whole, and bounded: an
+//! image over `MAX_IMAGE_BYTES`, or one that unpacks to more than
+//! `unpacked_cap` (a real image unpacks to a few times its size; a gzip bomb
+//! to a thousand), is "too large to inspect" — an answer, cached like any
+//! other, so a bomb costs one bounded read, not 30 s on every scan.
 
-use crate::parse::cpio::{CpioEntry, read_newc, read_newc_stream};
+use crate::parse::cpio::{CpioEntry, read_newc_prefix, read_newc_stream};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The largest image read (a distribution image is 30–150 MB).
-const MAX_IMAGE: u64 = 1 << 30;
+/// The largest image read (a distribution image is 30–150 MB, 300 MB with
+/// every firmware).
+const MAX_IMAGE_BYTES: u64 = 512 << 20;
+/// The most the compressed part may unpack to: 16 times its size and 64 MiB
+/// more (real images unpack to 2–5 times), at most 2 GiB.
+fn unpacked_cap(compressed: u64) -> u64 {
+    compressed
+        .saturating_mul(16)
+        .saturating_add(64 << 20)
+        .min(2 << 30)
+}
+
+/// Said when an image is bigger than what is read.
+const TOO_LARGE: &str = "too large to inspect";
+
+/// A reader that fails once more than `limit` bytes came through it.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "unpacks to more than {} MiB: {TOO_LARGE} (a real image unpacks to a few times its size)",
+                self.limit >> 20
+            ))
+        })?;
+        Ok(n)
+    }
+}
+
+/// The gzip members one after another (as `gzip -dc` reads them), zero
+/// padding between them skipped, anything else after them ignored.
+struct GzMembers<R: BufRead> {
+    current: Option<flate2::bufread::GzDecoder<R>>,
+    between: Option<R>,
+}
+
+impl<R: BufRead> Read for GzMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(d) = &mut self.current {
+                let n = d.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                self.between = self
+                    .current
+                    .take()
+                    .map(flate2::bufread::GzDecoder::into_inner);
+            }
+            let Some(mut r) = self.between.take() else {
+                return Ok(0);
+            };
+            loop {
+                let b = r.fill_buf()?;
+                let zeros = b.iter().take_while(|x| **x == 0).count();
+                if zeros == 0 {
+                    break;
+                }
+                r.consume(zeros);
+            }
+            if !r.fill_buf()?.starts_with(&[0x1f, 0x8b]) {
+                return Ok(0);
+            }
+            self.current = Some(flate2::bufread::GzDecoder::new(r));
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct InitramfsInfo {
@@ -114,7 +191,7 @@ pub fn candidates(release: &str) -> Vec<HostPath> {
 fn compression_of(b: &[u8]) -> Option<(&'static str, &'static [&'static str])> {
     let table: [(&[u8], &str, &[&str]); 7] = [
         (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", &["zstd", "-dcq"]),
-        (&[0x1f, 0x8b], "gzip", &["gzip", "-dc"]),
+        (&[0x1f, 0x8b], "gzip", &[]), // read here, no tool
         (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", &["xz", "-dc"]),
         (&[0x02, 0x21, 0x4c, 0x18], "lz4", &["lz4", "-dcq"]),
         (b"BZh", "bzip2", &["bzip2", "-dc"]),
@@ -132,8 +209,13 @@ fn compression_of(b: &[u8]) -> Option<(&'static str, &'static [&'static str])> {
 const DECOMPRESS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The entries of the archive `cmd` decompresses from `input`, read as the
-/// decompressor writes them (only the kept files are held in memory).
-fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, String> {
+/// decompressor writes them (only the kept files are held in memory), at
+/// most `cap` bytes of it.
+fn decompressed_entries(
+    cmd: &[&str],
+    input: impl Read + Send,
+    cap: u64,
+) -> Result<Vec<CpioEntry>, String> {
     let (prog, args) = cmd.split_first().ok_or("no command")?;
     let mut child = Command::new(prog)
         .args(args)
@@ -155,7 +237,8 @@ fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, St
     let entries = std::thread::scope(|s| {
         // Write and read at once: either side could fill the pipe.
         s.spawn(move || {
-            let _ = stdin.write_all(input);
+            let mut input = input;
+            let _ = std::io::copy(&mut input, &mut stdin);
         });
         // A watchdog: kill the decompressor if it takes too long. It is only
         // ever signalled before it is reaped below (`done` is set first).
@@ -173,12 +256,21 @@ fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, St
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let entries = read_newc_stream(stdout, wanted);
+        let capped = Capped {
+            inner: stdout,
+            left: cap,
+            limit: cap,
+        };
+        let entries = read_newc_stream(BufReader::with_capacity(1 << 16, capped), wanted);
         // `stdout` is closed here: a decompressor still writing gets EPIPE and
         // stops, so the writer above cannot block on a full pipe.
         done.store(true, Ordering::Release);
         entries
     });
+    // Past the cap the decompressor may still be writing: stop it.
+    if entries.is_err() {
+        let _ = child.kill();
+    }
     let status = child.wait().map_err(|e| format!("{prog}: {e}"))?;
     if timed_out.load(Ordering::Acquire) {
         return Err(format!(
@@ -193,9 +285,31 @@ fn decompressed_entries(cmd: &[&str], input: &[u8]) -> Result<Vec<CpioEntry>, St
     }
 }
 
+/// The entries of a gzip-compressed archive, unpacked here, at most `cap` bytes.
+fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, String> {
+    let members = GzMembers {
+        current: Some(flate2::bufread::GzDecoder::new(input)),
+        between: None,
+    };
+    let capped = Capped {
+        inner: members,
+        left: cap,
+        limit: cap,
+    };
+    match read_newc_stream(BufReader::with_capacity(1 << 16, capped), wanted) {
+        Ok(e) if !e.is_empty() => Ok(e),
+        Ok(_) => Err("no archive in it".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// What was read from an image, by (file, size, modification time): the app
 /// scans again on every Rescan, and decompressing 100 MB each time is waste.
-type Cache = Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), InitramfsInfo>>;
+/// Failures are kept too: a bad image costs one read, not one per scan.
+type Cache =
+    Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), Result<InitramfsInfo, String>>>;
+/// Images remembered at most (a long session with many rebuilt images).
+const CACHE_ENTRIES: usize = 16;
 static CACHE: OnceLock<Cache> = OnceLock::new();
 
 fn wanted(name: &str) -> bool {
@@ -210,7 +324,8 @@ pub fn read_initramfs(
     release: &str,
 ) -> Result<InitramfsInfo, String> {
     let file = root.resolve(image);
-    let key = std::fs::metadata(&file)
+    let key = root
+        .metadata(image)
         .ok()
         .map(|m| (file.clone(), m.len(), m.modified().ok()));
     let cached = key.as_ref().and_then(|k| {
@@ -221,13 +336,16 @@ pub fn read_initramfs(
             .and_then(|c| c.get(k).cloned())
     });
     let mut info = match cached {
-        Some(hit) => hit,
+        Some(hit) => hit?,
         None => {
-            let info = read_archive(root, image)?;
+            let info = read_archive(root, image);
             if let (Some(k), Ok(mut c)) = (key, CACHE.get_or_init(Default::default).lock()) {
+                if c.len() >= CACHE_ENTRIES {
+                    c.clear();
+                }
                 c.insert(k, info.clone());
             }
-            info
+            info?
         }
     };
     // /lib/modules on a split-usr system, /usr/lib/modules on a merged one
@@ -247,27 +365,44 @@ pub fn read_initramfs(
 
 /// The image's archives: file count, vfio modules, modprobe.d lines.
 fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, String> {
-    let bytes = root
-        .read_bytes(image, MAX_IMAGE)
-        .map_err(|e| e.to_string())?;
-    if bytes.is_empty() {
+    let mut file = root.open_file(image).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| format!("{image}: {e}"))?.len();
+    if len == 0 {
         // A snapshot keeps binary files as empty placeholders.
         return Err(format!(
             "{image} is empty (a captured host keeps no image contents)"
+        ));
+    }
+    if len > MAX_IMAGE_BYTES {
+        return Err(format!(
+            "{image}: {TOO_LARGE} ({} MiB; images up to {} MiB are read)",
+            len >> 20,
+            MAX_IMAGE_BYTES >> 20
         ));
     }
     let mut info = InitramfsInfo {
         image: image.to_string(),
         ..InitramfsInfo::default()
     };
-    let (mut entries, rest) = read_newc(&bytes, wanted).map_err(|e| format!("{image}: {e}"))?;
-    if rest < bytes.len() {
-        let tail = &bytes[rest..];
-        let (name, cmd) = compression_of(tail).ok_or_else(|| {
+    let (mut entries, rest) =
+        read_newc_prefix(BufReader::new(&mut file), wanted).map_err(|e| format!("{image}: {e}"))?;
+    if rest < len {
+        file.seek(SeekFrom::Start(rest))
+            .map_err(|e| format!("{image}: {e}"))?;
+        let compressed = len - rest;
+        let mut tail = BufReader::with_capacity(1 << 16, file.take(compressed));
+        let head = tail.fill_buf().map_err(|e| format!("{image}: {e}"))?;
+        let (name, cmd) = compression_of(head).ok_or_else(|| {
             format!("{image}: unknown data after the early archive at byte {rest}")
         })?;
         info.compression = Some(name.to_string());
-        let more = decompressed_entries(cmd, tail).map_err(|e| format!("{image} ({name}): {e}"))?;
+        let cap = unpacked_cap(compressed);
+        let more = if cmd.is_empty() {
+            gunzipped_entries(tail, cap)
+        } else {
+            decompressed_entries(cmd, tail, cap)
+        }
+        .map_err(|e| format!("{image} ({name}): {e}"))?;
         entries.extend(more);
     }
     if entries.is_empty() {

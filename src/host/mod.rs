@@ -85,9 +85,42 @@ pub enum ScanError {
     #[error("{0}: not a directory")]
     NotADirectory(String),
     #[error(
-        "{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the directory a snapshot was extracted to"
+        "{0}: this does not look like a Linux host root (no sys/ or proc/ inside); give the folder a snapshot was extracted to, or the snapshot file"
     )]
     NotAHost(String),
+    /// A bug, not bad input: some part of the reading panicked. Never an
+    /// empty model instead (that would be a quiet wrong answer).
+    #[error(
+        "{root}: reading {part} failed on a bug in vfio-assistant ({message}); please report it with the host snapshot"
+    )]
+    Internal {
+        root: String,
+        part: &'static str,
+        message: String,
+    },
+}
+
+/// What a panic said, for `ScanError::Internal`.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// A part of the scan that ran on its own thread (or under `catch_unwind`):
+/// its panic becomes an error naming that part.
+fn joined<T>(
+    root: &str,
+    part: &'static str,
+    result: std::thread::Result<T>,
+) -> Result<T, ScanError> {
+    result.map_err(|payload| ScanError::Internal {
+        root: root.to_string(),
+        part,
+        message: panic_message(payload.as_ref()),
+    })
 }
 
 /// Read the whole host model.
@@ -99,6 +132,12 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
     if !root.looks_like_host() {
         return Err(ScanError::NotAHost(shown));
     }
+    // A panic anywhere below is a bug: the scan fails with it, naming the part.
+    let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scan_host(root, &shown)));
+    joined(&shown, "the host", whole)?
+}
+
+fn scan_host(root: &HostRoot, shown: &str) -> Result<HostSnapshot, ScanError> {
     let mut w = Warnings::default();
     // The CPU side and the PCI side touch different files: read them on two
     // threads (sysfs reads are syscall-bound, so this halves the wall time).
@@ -118,20 +157,8 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
         let groups = iommu::read_iommu_groups(root, &mut w);
         (cpu_side.join(), devices, groups)
     });
-    let (cpu, topology, kernel, system, cw) = match cpu_side {
-        Ok(v) => v,
-        Err(_) => {
-            // A bug, not bad input: report it and keep the PCI side.
-            w.note("scan", "reading the CPU side failed unexpectedly");
-            (
-                CpuSummary::default(),
-                Topology::default(),
-                KernelState::default(),
-                system::SystemState::default(),
-                Warnings::default(),
-            )
-        }
-    };
+    let (cpu, topology, kernel, system, cw) =
+        joined(shown, "the CPUs, kernel and system state", cpu_side)?;
     w.extend(cw);
     if groups.is_empty() {
         groups = iommu::groups_from_devices(&devices);
@@ -145,7 +172,7 @@ pub fn scan(root: &HostRoot) -> Result<HostSnapshot, ScanError> {
     let pci_devices = judge_all(devices, &groups, iommu.active);
     Ok(HostSnapshot {
         schema_version: SCAN_SCHEMA_VERSION,
-        root: shown,
+        root: shown.to_string(),
         cpu,
         topology,
         iommu,
@@ -189,5 +216,20 @@ fn bridge_verdict(d: &PciDevice) -> PassthroughVerdict {
         blockers: Vec::new(),
         notes: Vec::new(),
         reason: "Bridges stay with the host: pass through the devices behind them instead.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_part_is_an_error_that_names_it() {
+        let r = std::thread::spawn(|| -> u32 { panic!("index out of bounds") }).join();
+        let e = joined("/host", "the CPUs", r).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("reading the CPUs failed"), "{text}");
+        assert!(text.contains("index out of bounds"), "{text}");
+        assert!(matches!(joined("/host", "x", Ok(7)), Ok(7)));
     }
 }

@@ -228,10 +228,8 @@ pub fn read_pci_devices(root: &HostRoot, warnings: &mut Warnings) -> Vec<PciDevi
             out.extend(devs);
             warnings.extend(w2);
         }
-        Err(_) => warnings.note(
-            devices_dir.to_string(),
-            "reading half of the devices failed unexpectedly",
-        ),
+        // A bug: let `scan` fail with it rather than lose half the devices.
+        Err(payload) => std::panic::resume_unwind(payload),
     }
     out
 }

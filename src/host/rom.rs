@@ -6,6 +6,7 @@
 //! On a captured root the file is read as it is.
 
 use crate::sysroot::{HostPath, HostRoot};
+use std::path::Path;
 
 /// Largest ROM read (GPU ROMs are 128 KiB – 2 MiB).
 const MAX_ROM: u64 = 16 * 1024 * 1024;
@@ -31,13 +32,115 @@ pub fn read_card_rom(root: &HostRoot, addr: &str) -> Result<Vec<u8>, String> {
         );
     }
     let file = root.resolve(&path);
-    std::fs::write(&file, "1").map_err(|e| format!("enabling {path}: {e}"))?;
-    let read = root
-        .read_bytes(&path, MAX_ROM)
-        .map_err(|e| format!("{e} (some cards give their ROM only while no driver uses them)"));
-    // Always switch it off again, whatever the read gave.
-    let off = std::fs::write(&file, "0");
-    let bytes = read?;
-    off.map_err(|e| format!("disabling {path} after reading: {e}"))?;
-    Ok(bytes)
+    with_rom_enabled(&file, &path.to_string(), || {
+        root.read_bytes(&path, MAX_ROM)
+            .map_err(|e| format!("{e} (some cards give their ROM only while no driver uses them)"))
+    })
+}
+
+/// The ROM BAR switched on (`1` written to `rom`) until `disable` or drop:
+/// whatever happens while reading (an error, a panic), it is switched off
+/// again. A kill -9 in between is the one case nothing can mend.
+struct RomEnabled<'a> {
+    file: &'a Path,
+    shown: &'a str,
+    disabled: bool,
+}
+
+impl<'a> RomEnabled<'a> {
+    fn enable(file: &'a Path, shown: &'a str) -> Result<Self, String> {
+        std::fs::write(file, "1").map_err(|e| format!("enabling {shown}: {e}"))?;
+        Ok(RomEnabled {
+            file,
+            shown,
+            disabled: false,
+        })
+    }
+
+    fn disable(mut self) -> Result<(), String> {
+        self.disabled = true;
+        std::fs::write(self.file, "0").map_err(|e| not_restored(self.shown, &e))
+    }
+}
+
+fn not_restored(shown: &str, e: &std::io::Error) -> String {
+    format!(
+        "disabling {shown} after reading failed ({e}): the ROM BAR stays mapped until `echo 0 | sudo tee {shown}` or a reboot"
+    )
+}
+
+impl Drop for RomEnabled<'_> {
+    fn drop(&mut self) {
+        if !self.disabled
+            && let Err(e) = std::fs::write(self.file, "0")
+        {
+            // Only reached while unwinding from a panic: nobody is left to
+            // return this to, so say it where the user sees it.
+            eprintln!("vfio-assistant: {}", not_restored(self.shown, &e));
+        }
+    }
+}
+
+/// Run `read` with the ROM at `file` enabled, and disable it again after,
+/// whatever `read` gave (or if it panicked). A failure to disable is an error.
+fn with_rom_enabled(
+    file: &Path,
+    shown: &str,
+    read: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, String> {
+    let enabled = RomEnabled::enable(file, shown)?;
+    let bytes = read();
+    match (enabled.disable(), bytes) {
+        (Ok(()), bytes) => bytes,
+        (Err(off), Ok(_)) => Err(off),
+        (Err(off), Err(read)) => Err(format!("{read}; and {off}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rom_is_disabled_again_whatever_the_read_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let rom = dir.path().join("rom");
+        std::fs::write(&rom, "").unwrap();
+        let shown = rom_path("0000:01:00.0").to_string();
+        let seen = with_rom_enabled(&rom, &shown, || Ok(std::fs::read(&rom).unwrap()));
+        assert_eq!(seen.unwrap(), b"1", "enabled while reading");
+        assert_eq!(std::fs::read_to_string(&rom).unwrap(), "0");
+
+        let e = with_rom_enabled(&rom, &shown, || Err("no ROM".into()));
+        assert_eq!(e.unwrap_err(), "no ROM");
+        assert_eq!(std::fs::read_to_string(&rom).unwrap(), "0");
+
+        std::fs::write(&rom, "").unwrap();
+        let panicked = std::panic::catch_unwind(|| {
+            with_rom_enabled(&rom, &shown, || panic!("a bug while reading"))
+        });
+        assert!(panicked.is_err());
+        assert_eq!(
+            std::fs::read_to_string(&rom).unwrap(),
+            "0",
+            "restored on unwind"
+        );
+    }
+
+    #[test]
+    fn a_rom_that_cannot_be_disabled_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let rom = dir.path().join("rom");
+        std::fs::write(&rom, "").unwrap();
+        let shown = rom_path("0000:01:00.0").to_string();
+        let e = with_rom_enabled(&rom, &shown, || {
+            // The file goes away under us: writing "0" cannot work.
+            std::fs::remove_file(&rom).unwrap();
+            std::fs::create_dir(&rom).unwrap();
+            Ok(vec![0x55, 0xaa])
+        })
+        .unwrap_err();
+        assert!(e.contains("stays mapped"), "{e}");
+        assert!(e.contains(&format!("echo 0 | sudo tee {shown}")), "{e}");
+    }
 }

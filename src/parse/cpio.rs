@@ -96,18 +96,63 @@ pub fn read_newc(
     }
 }
 
+/// What a stream of archives may hold before it counts as hostile: the
+/// names and kept data of the entries are held in memory.
+const MAX_ENTRIES: usize = 1_000_000;
+const MAX_NAME_BYTES: usize = 64 << 20;
+const MAX_KEPT_BYTES: usize = 16 << 20;
+/// The largest single file whose data is kept (a modprobe.d file is tiny).
+const MAX_KEPT_FILE: usize = 1 << 20;
+
 /// `read_newc` over a stream (a decompressor's output): only the kept files'
 /// data is held, the rest is skipped as it passes, so a 300 MB initramfs
-/// costs a few KiB of memory. Reads to the end of the stream. A stream that
-/// ends without a `TRAILER!!!` after its last entry was cut off (a damaged
-/// image, a decompressor that died): an error, not a short list.
+/// costs a few KiB of memory (at most a million entries, 64 MiB of names).
+/// Reads to the end of the stream. A stream that ends without a
+/// `TRAILER!!!` after its last entry was cut off (a damaged image, a
+/// decompressor that died): an error, not a short list.
 pub fn read_newc_stream(
-    mut r: impl std::io::Read,
+    r: impl std::io::BufRead,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<CpioEntry>, ParseError> {
+    read_stream(r, keep, false).map(|(entries, _)| entries)
+}
+
+/// The uncompressed archives at the start of a stream (an initramfs image
+/// read from its file), and the offset where the rest (the compressed main
+/// archive) begins: the stream is read past that point, so seek back to it.
+pub fn read_newc_prefix(
+    r: impl std::io::BufRead,
+    keep: impl Fn(&str) -> bool,
+) -> Result<(Vec<CpioEntry>, u64), ParseError> {
+    let (entries, rest) = read_stream(r, keep, true)?;
+    Ok((entries, rest.unwrap_or(0)))
+}
+
+/// Read as many bytes as there are into `buf`: fewer only at the end.
+fn read_full(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The stream reader. `prefix`: stop at the first thing that is not an
+/// archive and return where it starts, instead of calling it an error.
+fn read_stream(
+    mut r: impl std::io::BufRead,
+    keep: impl Fn(&str) -> bool,
+    prefix: bool,
+) -> Result<(Vec<CpioEntry>, Option<u64>), ParseError> {
     use std::io::Read;
     let io = |e: std::io::Error| ParseError::new(format!("reading the archive: {e}"));
     let mut out = Vec::new();
+    let (mut name_bytes_held, mut kept_bytes) = (0usize, 0usize);
     // Bytes consumed so far, for the 4-byte alignment and the messages.
     let mut pos: u64 = 0;
     // Whether the last thing read was an archive's end.
@@ -122,37 +167,51 @@ pub fn read_newc_stream(
         }
         Ok(())
     };
+    let cut_off = |pos: u64| {
+        ParseError::new(format!(
+            "the archive stops at byte {pos} without its end marker (cut off?)"
+        ))
+    };
     loop {
-        // Zero padding, then a header (or the end).
-        let mut first = [0u8; 1];
+        // Zero padding (skipped a buffer at a time), then a header or the end.
         loop {
-            let n = r.read(&mut first).map_err(io)?;
-            if n == 0 {
+            let buf = r.fill_buf().map_err(io)?;
+            if buf.is_empty() {
                 return if ended {
-                    Ok(out)
+                    Ok((out, prefix.then_some(pos)))
                 } else {
-                    Err(ParseError::new(format!(
-                        "the archive stops at byte {pos} without its end marker (cut off?)"
-                    )))
+                    Err(cut_off(pos))
                 };
             }
-            pos += 1;
-            if first[0] != 0 {
+            let zeros = buf.iter().take_while(|b| **b == 0).count();
+            let done = zeros < buf.len();
+            r.consume(zeros);
+            pos += zeros as u64;
+            if done {
                 break;
             }
         }
-        let at = pos - 1;
+        let at = pos;
         let mut h = [0u8; HEADER];
-        h[0] = first[0];
-        r.read_exact(&mut h[1..]).map_err(|_| {
-            ParseError::new(format!("the archive ends inside the header at byte {at}"))
-        })?;
-        pos += (HEADER - 1) as u64;
-        if &h[..6] != b"070701" && &h[..6] != b"070702" {
+        let got = read_full(&mut r, &mut h).map_err(io)?;
+        pos += got as u64;
+        let magic = got >= 6 && (&h[..6] == b"070701" || &h[..6] == b"070702");
+        if magic && got < HEADER {
             return Err(ParseError::new(format!(
-                "no cpio header at byte {} of the decompressed archive",
-                pos - HEADER as u64
+                "the archive ends inside the header at byte {at}"
             )));
+        }
+        if !magic {
+            return match (prefix, ended) {
+                (true, true) => Ok((out, Some(at))),
+                (true, false) => Err(cut_off(at)),
+                (false, _) if got < 6 => Err(ParseError::new(format!(
+                    "the archive ends inside the header at byte {at}"
+                ))),
+                (false, _) => Err(ParseError::new(format!(
+                    "no cpio header at byte {at} of the decompressed archive"
+                ))),
+            };
         }
         let mode = u32::try_from(hex_field(&h, 1, at)?).unwrap_or(0);
         let size = hex_field(&h, 6, at)?;
@@ -175,12 +234,16 @@ pub fn read_newc_stream(
             .trim_start_matches("./")
             .trim_start_matches('/')
             .to_string();
-        let wanted = name != "TRAILER!!!" && keep(&name) && size <= 1 << 20;
+        let wanted = name != "TRAILER!!!"
+            && keep(&name)
+            && size <= MAX_KEPT_FILE
+            && kept_bytes + size <= MAX_KEPT_BYTES;
         let data = if wanted {
             let mut d = vec![0u8; size];
             r.read_exact(&mut d)
                 .map_err(|_| ParseError::new(format!("the archive ends inside {name}")))?;
             pos += size as u64;
+            kept_bytes += size;
             Some(d)
         } else {
             skip(&mut r, size as u64, &mut pos)?;
@@ -191,6 +254,14 @@ pub fn read_newc_stream(
         ended = name == "TRAILER!!!";
         if ended {
             continue;
+        }
+        name_bytes_held += name.len();
+        if out.len() >= MAX_ENTRIES || name_bytes_held > MAX_NAME_BYTES {
+            return Err(ParseError::new(format!(
+                "more than {} files (or {} MiB of names): too many to inspect",
+                out.len(),
+                MAX_NAME_BYTES >> 20
+            )));
         }
         out.push(CpioEntry {
             name,
@@ -296,6 +367,44 @@ mod tests {
             );
         }
         assert!(read_newc_stream(&b"garbage"[..], keep).is_err());
+    }
+
+    #[test]
+    fn the_prefix_reader_stops_where_the_compressed_part_starts() {
+        let mut img = entry("kernel/x86/microcode/AuthenticAMD.bin", 0o100644, b"ucode");
+        img.extend(entry("TRAILER!!!", 0, b""));
+        img.resize(1024, 0);
+        let rest = img.len();
+        img.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0]);
+        let keep = |_: &str| false;
+        // A small buffer: the header and the rest straddle buffer ends.
+        let r = std::io::BufReader::with_capacity(7, &img[..]);
+        let (entries, at) = read_newc_prefix(r, keep).unwrap();
+        assert_eq!((entries.len(), at), (1, rest as u64));
+        assert_eq!(read_newc(&img, keep).unwrap().1, rest);
+        // No early archive at all: the rest starts at 0; only an archive: at its end.
+        assert_eq!(
+            read_newc_prefix(&b"\x28\xb5\x2f\xfd"[..], keep).unwrap().1,
+            0
+        );
+        assert_eq!(read_newc_prefix(&img[..rest], keep).unwrap().1, rest as u64);
+        // Cut inside the early archive: an error.
+        assert!(read_newc_prefix(&img[..60], keep).is_err());
+    }
+
+    #[test]
+    fn megabytes_of_zero_padding_are_skipped_quickly() {
+        let mut img = vec![0u8; 64 << 20];
+        img.extend(entry("init", 0o100755, b"#!/bin/sh"));
+        img.extend(entry("TRAILER!!!", 0, b""));
+        let start = std::time::Instant::now();
+        let got = read_newc_stream(&img[..], |_| false).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]

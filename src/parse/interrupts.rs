@@ -55,8 +55,11 @@ static NEXT_ROW_IDS: AtomicU64 = AtomicU64::new(1);
 const IDS_PER_PARSE: u64 = 1 << 24;
 
 impl InterruptRow {
+    /// The count over all CPUs. Each count is a u64 the kernel wraps; their
+    /// sum can pass u64 (hostile text, or a long-lived host): it stops at
+    /// `u64::MAX` rather than wrap to a small, wrong total (or panic).
     pub fn total(&self) -> u64 {
-        self.per_cpu.iter().sum()
+        self.per_cpu.iter().fold(0u64, |a, b| a.saturating_add(*b))
     }
 
     /// The columns in which this row's counts can differ from `earlier`'s,

@@ -326,3 +326,15 @@ fn intx_is_recognised_and_garbage_is_harmless() {
     assert_eq!(odd.rows[2].per_cpu, vec![7]);
     assert!(odd.rows[2].description.is_empty());
 }
+
+#[test]
+fn counts_that_sum_past_u64_saturate() {
+    // Found by fuzzing: two counts near u64::MAX overflowed the total (a panic
+    // in debug builds, a wrapped small total in release).
+    let text = "           CPU0       CPU1\n 40: 18446744073709551615 18446744073709551615  PCI-MSIX vfio-msix[0](0000:01:00.0)\n";
+    let p = parse_interrupts(text);
+    assert_eq!(p.rows[0].per_cpu, vec![u64::MAX, u64::MAX]);
+    assert_eq!(p.rows[0].total(), u64::MAX);
+    let v = vfio_irqs(&p);
+    assert_eq!(v[0].total, u64::MAX);
+}

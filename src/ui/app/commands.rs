@@ -101,11 +101,12 @@ pub enum Command {
     },
 }
 
-/// Write `text` to `path` for a Save button: a clear message either way.
+/// Write `text` to `path` for a Save button: whole or not at all, never
+/// into a FIFO or through a link (the user named the file: it is replaced).
 fn save(path: &str, text: &str, then: &str) -> Result<String, String> {
-    std::fs::write(path, text)
-        .map(|_| format!("Saved to {path}. {then}"))
-        .map_err(|e| format!("{path}: {e}"))
+    crate::userfile::write_new_atomic(std::path::Path::new(path), text.as_bytes(), true)
+        .map(|()| format!("Saved to {path}. {then}"))
+        .map_err(|e| e.to_string())
 }
 
 impl App {

@@ -26,11 +26,18 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Receiver;
 
+/// A temporary folder a host was unpacked to, removed with the app.
+#[allow(dead_code)] // held, never read
+enum Unpacked {
+    Demo(tempfile::TempDir),
+    Snapshot(crate::sysroot::OpenedRoot),
+}
+
 pub struct App {
     pub state: State,
     root: Option<HostRoot>,
-    /// Keeps the unpacked demo host alive.
-    _demo_dir: Option<tempfile::TempDir>,
+    /// Keeps an unpacked host (the demo, a snapshot file) alive.
+    _unpacked: Option<Unpacked>,
     source_label: String,
     /// The libvirt this host's VMs are on (None for a captured host).
     libvirt_uri: Option<String>,
@@ -79,7 +86,7 @@ impl App {
         App {
             state,
             root: None,
-            _demo_dir: None,
+            _unpacked: None,
             source_label: String::new(),
             libvirt_uri: None,
             snapshot: None,
@@ -114,9 +121,16 @@ impl App {
                 app.source_label = "this machine".into();
                 app.libvirt_uri = Some(crate::libvirt::DEFAULT_URI.into());
             }
-            Source::Root(dir) => {
-                app.source_label = dir.display().to_string();
-                app.root = Some(HostRoot::at(dir));
+            // A folder, or a snapshot file unpacked for as long as the app runs.
+            Source::Root(path) => {
+                app.source_label = path.display().to_string();
+                match crate::sysroot::open_root(&path) {
+                    Ok(opened) => {
+                        app.root = Some(opened.root().clone());
+                        app._unpacked = Some(Unpacked::Snapshot(opened));
+                    }
+                    Err(e) => app.error = Some(format!("{e:#}")),
+                }
             }
             Source::Demo => {
                 app.source_label = "demo host (sample data)".into();
@@ -124,7 +138,7 @@ impl App {
                 match super::demo::unpack_demo() {
                     Ok((root, dir)) => {
                         app.root = Some(root);
-                        app._demo_dir = Some(dir);
+                        app._unpacked = Some(Unpacked::Demo(dir));
                     }
                     Err(e) => app.error = Some(format!("{e:#}")),
                 }

@@ -10,6 +10,9 @@ PROFILE=${PROFILE:-dev} sh scripts/package.sh deb
 deb=$(ls target/debian/*.deb | head -n 1)
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "./$deb" >/dev/null
 echo "installed: $deb"
+# What the package put on this machine, to prove that removing it takes it all.
+ours=$(dpkg -L vfio-assistant | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+[ -n "$ours" ] || { echo "dpkg -L lists no files for vfio-assistant" >&2; exit 1; }
 /usr/bin/vfio-assistant --version
 /usr/bin/vfio-assistant scan --json >/dev/null && echo "scan --json: ok"
 test -x /usr/libexec/vfio-assistant/vfio-assistant-helper
@@ -23,20 +26,38 @@ f=$(complete -p vfio-assistant | sed "s/.*-F \([^ ]*\).*/\1/"); "$f" vfio-assist
 case " $got " in *" tune "*) echo "completion: tu -> $got" ;; *) echo "bash completion of 'tu' gave: '$got'" >&2; exit 1 ;; esac
 xmllint --noout --dtdvalid /usr/share/polkit-1/policyconfig-1.dtd /usr/share/polkit-1/actions/io.github.vfio_assistant.policy
 if command -v pkaction >/dev/null 2>&1; then
-    # polkit answers over the system bus: a container without systemd runs
-    # neither, so start them for the question (a desktop already has both).
+    # polkit answers over the system bus. A desktop has both running; a
+    # container without systemd (CI) has neither, and may hold a dead socket
+    # left in /run/dbus by an earlier run. So when the machine's bus does not
+    # answer, ask a private one: a system-policy dbus-daemon on a socket of
+    # our own, and polkitd on it, both stopped when this script ends.
     if ! pkaction --action-id io.github.vfio_assistant.tune >/dev/null 2>&1; then
-        if [ ! -S /run/dbus/system_bus_socket ] && command -v dbus-daemon >/dev/null 2>&1; then
-            $sudo mkdir -p /run/dbus
-            $sudo dbus-daemon --system --fork
-        fi
+        busdir=$(mktemp -d)
+        chmod 755 "$busdir"
+        DBUS_SYSTEM_BUS_ADDRESS="unix:path=$busdir/system_bus_socket"
+        export DBUS_SYSTEM_BUS_ADDRESS
+        buspid=$($sudo dbus-daemon --config-file=/usr/share/dbus-1/system.conf \
+            --address="$DBUS_SYSTEM_BUS_ADDRESS" --fork --nopidfile --print-pid)
+        polkitpid=""
+        trap '$sudo kill $buspid $polkitpid 2>/dev/null || true' EXIT
         for p in /usr/lib/polkit-1/polkitd /usr/libexec/polkitd; do
             if [ -x "$p" ]; then
-                $sudo sh -c "$p --no-debug >/dev/null 2>&1 &"
+                $sudo env DBUS_SYSTEM_BUS_ADDRESS="$DBUS_SYSTEM_BUS_ADDRESS" \
+                    "$p" --no-debug --replace >/dev/null 2>&1 &
+                polkitpid=$!
                 break
             fi
         done
-        sleep 2
+        i=0
+        until pkaction --action-id io.github.vfio_assistant.tune >/dev/null 2>&1; do
+            i=$((i + 1))
+            if [ "$i" -gt 40 ]; then
+                echo "polkit does not know io.github.vfio_assistant.tune (no answer on the system bus after 20 s):" >&2
+                pkaction --action-id io.github.vfio_assistant.tune >&2 || true
+                exit 1
+            fi
+            sleep 0.5
+        done
     fi
     pkaction --action-id io.github.vfio_assistant.tune --verbose | head -n 12
     pkaction --action-id io.github.vfio_assistant.tune --verbose | grep -q "exec.path -> /usr/libexec/vfio-assistant/vfio-assistant-helper"
@@ -65,4 +86,25 @@ if command -v Xvfb >/dev/null 2>&1; then
     fi
     kill "$xvfb" 2>/dev/null || true
 fi
+# Removing the package leaves nothing of ours behind.
+DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq vfio-assistant >/dev/null
+left=""
+for f in $ours; do [ -e "$f" ] && left="$left $f"; done
+for d in /usr/libexec/vfio-assistant /usr/share/doc/vfio-assistant; do [ -e "$d" ] && left="$left $d"; done
+if [ -n "$left" ]; then echo "apt-get remove left behind:$left" >&2; exit 1; fi
+echo "apt-get remove: nothing of ours left ($(echo "$ours" | wc -l) files gone)"
+# The rpm: built, and its file list holds the same content as the .deb's
+# (man pages uncompressed there, zsh's folder per distribution, no docs).
+PROFILE=${PROFILE:-dev} sh scripts/package.sh rpm >/dev/null
+rpmfile=$(ls target/generate-rpm/*.rpm | head -n 1)
+rpmlist=$(rpm -qlp "$rpmfile")
+missing=""
+for f in $ours; do
+    case $f in /usr/share/doc/*) continue ;; esac
+    want=${f%.gz}
+    case $want in /usr/share/zsh/vendor-completions/*) want=/usr/share/zsh/site-functions/${want##*/} ;; esac
+    echo "$rpmlist" | grep -qxF "$want" || missing="$missing $want"
+done
+if [ -n "$missing" ]; then echo "the rpm lacks:$missing" >&2; exit 1; fi
+echo "rpm: $rpmfile holds what the .deb holds ($(echo "$rpmlist" | wc -l) files)"
 echo "Package checks passed."

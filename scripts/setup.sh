@@ -22,24 +22,37 @@ if [ "$what" = test ]; then
     pkgs="$pkgs qemu-utils"
     # The package checks (scripts/package-check.sh): polkit for the helper's
     # action, man-db and bash-completion for what the .deb installs, Xvfb and
-    # ImageMagick for a screenshot of the installed app.
-    pkgs="$pkgs polkitd pkexec man-db bash-completion xvfb imagemagick"
+    # ImageMagick for a screenshot of the installed app, rpm to read the .rpm.
+    pkgs="$pkgs polkitd pkexec man-db bash-completion xvfb imagemagick rpm"
 fi
-missing=""
-for p in $pkgs; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
+missing_packages() {
+    missing=""
+    for p in $pkgs; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+}
+# Twice: installing one package can remove another (Debian 12's qemu-system-x86
+# removes a newer backported qemu-utils that a machine came with), so what is
+# missing after the first pass is installed again, from the same release.
+for pass in 1 2; do
+    missing_packages
+    [ -n "$missing" ] || break
     if command -v apt-get >/dev/null 2>&1; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
         echo "Installing:$missing"
-        $sudo apt-get update -qq
+        [ "$pass" -eq 2 ] || $sudo apt-get update -qq
         # shellcheck disable=SC2086 # one word per package
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
     else
         echo "Not a Debian/Ubuntu system: install the equivalents of:$missing (see packaging/DISTROS.md)" >&2
+        break
     fi
+done
+missing_packages
+if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Still missing after installing:$missing" >&2
+    exit 1
 fi
 if ! command -v cargo >/dev/null 2>&1; then
     echo "Rust is not installed. Install it with rustup (https://rustup.rs), then run this again." >&2

@@ -164,6 +164,9 @@ pub fn read_request(input: &mut dyn Read) -> Result<HelperRequest, Refusal> {
 pub struct HelperEnv {
     pub root: HostRoot,
     pub journal: Option<std::path::PathBuf>,
+    /// Tests only (`--fail-at N` with `--root`): the n-th step fails, to
+    /// show the rollback.
+    pub fail_at: Option<usize>,
 }
 
 /// Run one request; each line goes to `out`. The exit code: 0 done, 1
@@ -178,7 +181,7 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
                 .unwrap_or_else(|| Env::default_journal(&env.root)),
         ),
         run_commands,
-        fail_at: None,
+        fail_at: env.fail_at,
     };
     let mut line = |v: serde_json::Value| out(v.to_string());
     let mut progress = |p: Progress| {

@@ -19,7 +19,12 @@ use vfio_assistant::ui::state::{Page, State};
 
 fn outcome(root: &Path, symptom: &str, device: Option<&str>) -> Outcome {
     let snap = scan(&HostRoot::at(root)).unwrap();
-    diagnose(find_symptom(symptom).unwrap(), &run_checks(&snap, device)).outcome
+    diagnose(
+        find_symptom(symptom).unwrap(),
+        &run_checks(&snap, device),
+        false,
+    )
+    .outcome
 }
 
 #[test]

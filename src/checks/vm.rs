@@ -449,6 +449,9 @@ pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Find
 /// The ids `vm_findings` can produce (for the symptom tables).
 pub const VM_CHECK_IDS: &[&str] = &[
     "vm.state",
+    // From the domain's QEMU log, in report::findings (the log is read
+    // there, where a start is also explained).
+    "vm.last_start",
     "vm.pinning",
     "vm.hyperv",
     "vm.code43",

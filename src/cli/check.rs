@@ -9,6 +9,7 @@ use super::out::{out, outln};
 use crate::checks::model::{Finding, Status};
 use crate::checks::{Counts, counts};
 use crate::host::scan;
+use crate::report::next_step::{NextAction, NextStep, next_step};
 use crate::sysroot::HostRoot;
 use clap::Args;
 use serde::Serialize;
@@ -42,6 +43,8 @@ struct CheckDocument<'a> {
     schema_version: u32,
     root: &'a str,
     counts: Counts,
+    /// The one thing to do now (the app's Overview opens with it).
+    next_step: NextStep,
     findings: &'a [Finding],
 }
 
@@ -62,13 +65,38 @@ pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32>
             schema_version: 1,
             root: &snap.root,
             counts: c.clone(),
+            next_step: next_step(&snap, &findings),
             findings: &findings,
         };
         outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
+        let step = next_step(&snap, &findings);
         out!("{}", render(&snap.root, &findings, &c, args.verbose))?;
+        out!("{}", render_next_step(&step))?;
     }
     Ok(if c.fail > 0 { 1 } else { 0 })
+}
+
+/// The one next step, after the findings (where a terminal leaves the eye).
+pub fn render_next_step(step: &NextStep) -> String {
+    let how = match &step.action {
+        NextAction::Tuning { change, device } => format!(
+            "the app's Tuning page does it, or `vfio-assistant tune plan --only {change}{}` shows it",
+            device
+                .as_deref()
+                .filter(|_| *change == "vfio-boot")
+                .map(|d| format!(" --gpu {d}"))
+                .unwrap_or_default()
+        ),
+        NextAction::NewVm => {
+            "the app's New VM page, or `vfio-assistant domain new --help`".to_string()
+        }
+        NextAction::ByHand => "by hand: nothing on the running system can do it".to_string(),
+    };
+    format!(
+        "\nNext step: {}\n       why:  {}\n       how:  {how}\n",
+        step.sentence, step.why
+    )
 }
 
 /// The human report: failures first, each with what was seen, why and the fix.

@@ -49,11 +49,7 @@ pub fn list() -> String {
 
 pub fn render(d: &Diagnosis) -> String {
     let mut o = String::new();
-    let verdict = match d.outcome {
-        Outcome::CauseFound => "LIKELY CAUSE FOUND",
-        Outcome::NothingFound => "NO CLEAR CAUSE ON THE HOST",
-        Outcome::CannotTell => "CANNOT TELL",
-    };
+    let verdict = d.outcome.label().to_uppercase();
     let _ = writeln!(o, "{}\n[{verdict}] {}\n", d.title, d.summary);
     for f in d.findings.iter().filter(|f| f.status != Status::Pass) {
         let _ = writeln!(o, "{:<9} {}", format!("[{}]", f.status.word()), f.title);
@@ -110,7 +106,11 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
         demo,
         args.read_rom,
     )?;
-    let diagnoses: Vec<Diagnosis> = symptoms.iter().map(|s| diagnose(s, &findings)).collect();
+    let named = args.domain.is_some();
+    let diagnoses: Vec<Diagnosis> = symptoms
+        .iter()
+        .map(|s| diagnose(s, &findings, named))
+        .collect();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&diagnoses)?)?;
     } else if args.symptom.is_some() {
@@ -119,12 +119,7 @@ pub fn run(root: &HostRoot, args: &DoctorArgs, demo: bool) -> anyhow::Result<i32
         }
     } else {
         for d in &diagnoses {
-            let tag = match d.outcome {
-                Outcome::CauseFound => "CAUSE FOUND",
-                Outcome::NothingFound => "no cause seen",
-                Outcome::CannotTell => "cannot tell",
-            };
-            outln!("{:<18} {:<13} {}", d.symptom, tag, d.title)?;
+            outln!("{:<18} {:<27} {}", d.symptom, d.outcome.label(), d.title)?;
         }
         outln!("\nRun `vfio-assistant doctor SYMPTOM` for the evidence and the fixes.")?;
     }

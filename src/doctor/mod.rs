@@ -47,8 +47,16 @@ pub fn find_symptom(id: &str) -> Option<&'static Symptom> {
     SYMPTOMS.iter().find(|s| s.id == id)
 }
 
-/// Walk one symptom over the host's findings.
-pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
+/// Walk one symptom over the host's findings. `domain_named` says that the
+/// VM was named (`--domain`, the app's VM field): its findings are among
+/// `findings`, and the summary does not ask for its name again.
+///
+/// The verdict is "cannot tell" when nothing could be checked, and also when
+/// more of the symptom's checks could not read what they need than could
+/// (a thin capture, not root): two passes among eight unreadable checks are
+/// no "no clear cause".
+pub fn diagnose(symptom: &Symptom, findings: &[Finding], domain_named: bool) -> Diagnosis {
+    let cannot_see = symptom.cannot_see_for(domain_named);
     let relevant: Vec<Finding> = findings
         .iter()
         .filter(|f| symptom.checks.contains(&f.id.as_str()))
@@ -90,7 +98,16 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
                 } else {
                     ""
                 },
-                symptom.cannot_see
+                cannot_see
+            ),
+        )
+    } else if unknown > passed + suggestions {
+        (
+            Outcome::CannotTell,
+            format!(
+                "Too little could be checked to tell: {unknown} of this symptom's checks could not read what they need, and only {} could (run as root, or capture the whole host). {}",
+                passed + suggestions,
+                cannot_see
             ),
         )
     } else {
@@ -125,7 +142,7 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding]) -> Diagnosis {
             format!(
                 "No clear cause on the host side ({}). {}",
                 parts.join(", "),
-                symptom.cannot_see
+                cannot_see
             ),
         )
     };
@@ -167,17 +184,17 @@ mod tests {
         let pass = Finding::new("mem.ksm", "KSM off", Status::Pass);
         let unknown = Finding::new("mem.hugepages", "?", Status::Unknown);
         assert_eq!(
-            diagnose(s, &[warn, pass.clone()]).outcome,
+            diagnose(s, &[warn, pass.clone()], false).outcome,
             Outcome::CauseFound
         );
         assert_eq!(
-            diagnose(s, &[pass, unknown.clone()]).outcome,
+            diagnose(s, &[pass, unknown.clone()], false).outcome,
             Outcome::NothingFound
         );
         // Checked but only worth considering: not "cannot tell".
         let info = Finding::new("mem.hugepages", "No hugepages reserved", Status::Info)
             .fix("Reserve some.");
-        let d = diagnose(s, &[info]);
+        let d = diagnose(s, &[info], false);
         assert_eq!(d.outcome, Outcome::NothingFound);
         assert!(
             d.summary
@@ -198,8 +215,44 @@ mod tests {
         );
         // Information alone (a VM that is shut off) checked nothing.
         let state = Finding::new("vm.state", "'win11' is shut off", Status::Info);
-        assert_eq!(diagnose(s, &[state]).outcome, Outcome::CannotTell);
-        assert_eq!(diagnose(s, &[unknown]).outcome, Outcome::CannotTell);
-        assert_eq!(diagnose(s, &[]).outcome, Outcome::CannotTell);
+        assert_eq!(diagnose(s, &[state], false).outcome, Outcome::CannotTell);
+        assert_eq!(diagnose(s, &[unknown], false).outcome, Outcome::CannotTell);
+        assert_eq!(diagnose(s, &[], false).outcome, Outcome::CannotTell);
+        // Most checks could not read: not green, whatever passed.
+        let unknowns: Vec<Finding> = ["mem.hugepages", "mem.fragmentation", "mem.ksm"]
+            .iter()
+            .map(|id| Finding::new(id, "?", Status::Unknown))
+            .chain([Finding::new("mem.thp", "THP madvise", Status::Pass)])
+            .collect();
+        let d = diagnose(s, &unknowns, false);
+        assert_eq!(d.outcome, Outcome::CannotTell, "{}", d.summary);
+        assert!(
+            d.summary
+                .contains("3 of this symptom's checks could not read")
+        );
+    }
+
+    #[test]
+    fn a_named_domain_is_not_asked_for_again() {
+        let s = find_symptom("wont-stop-start").unwrap_or(&SYMPTOMS[0]);
+        let state = Finding::new("vm.state", "'win11' is shut off", Status::Info);
+        let failed = Finding::new("vm.last_start", "The last start failed", Status::Fail);
+        let without = diagnose(s, &[], false);
+        assert!(without.summary.contains("--domain"), "{}", without.summary);
+        let with = diagnose(s, &[state, failed], true);
+        assert_eq!(with.outcome, Outcome::CauseFound);
+        let quiet = diagnose(
+            s,
+            &[Finding::new("vm.last_start", "no failure", Status::Pass)],
+            true,
+        );
+        assert!(!quiet.summary.contains("--domain"), "{}", quiet.summary);
+        for sym in SYMPTOMS {
+            assert!(
+                !sym.cannot_see_for(true).contains("--domain"),
+                "{}: asks for --domain when it was given",
+                sym.id
+            );
+        }
     }
 }

@@ -15,6 +15,10 @@ pub struct Symptom {
     pub device_scoped: bool,
     /// What we cannot see from the host, said plainly.
     pub cannot_see: &'static str,
+    /// What we still cannot see once the VM is named (`--domain`), where
+    /// `cannot_see` asks for its name; `None` when the name changes nothing.
+    #[serde(skip)]
+    pub cannot_see_named: Option<&'static str>,
     /// What to look at next: the guest, the VM definition, live data.
     pub next_steps: &'static [&'static str],
 }
@@ -33,6 +37,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
         device_scoped: false,
         cannot_see: "A VM with a passed-through device pins all its memory before it runs; a slow start is the kernel finding and compacting that memory.",
+        cannot_see_named: None,
         next_steps: &[
             "While it hangs, run `virsh domstate --reason NAME`: 'paused (starting up)' means QEMU is still allocating and pinning guest memory; 'running' means the wait is inside the guest.",
             "Watch `grep -E 'compact|thp' /proc/vmstat` during the start: rising compact_stall means compaction is the wait.",
@@ -61,6 +66,9 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
         device_scoped: false,
         cannot_see: "Much of it lives in the guest and in the VM's pinning: with the VM named (doctor --domain NAME, or the VM field in the app) its pinning and the interrupts on its CPUs are read too.",
+        cannot_see_named: Some(
+            "Much of it lives in the guest: its drivers, its power plan and its DPC latency (LatencyMon in the guest names the driver that holds the CPU).",
+        ),
         next_steps: &[
             "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (`vfio-assistant pin --vcpus N` or the CPU page plans it; `doctor stutter --domain NAME` checks the pinning a domain has).",
             "In Windows: put the GPU and its HDMI audio in MSI mode (MSI utility v3 or the MSISupported registry value).",
@@ -83,6 +91,9 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
         device_scoped: false,
         cannot_see: "Exit rates need a running VM: name it with --domain NAME (and --connect URI), or watch them live with `vfio-assistant monitor --domain NAME`.",
+        cannot_see_named: Some(
+            "What makes the guest exit (its timers, its power plan, a driver that polls) shows only inside the guest; exit rates are read only while the VM runs.",
+        ),
         next_steps: &[
             "Look at the exits by kind: `sudo perf kvm stat live` or `virsh domstats --vcpu NAME`; heavy MMIO/IO exits mean emulated devices: install the virtio drivers in the guest and switch disks and network to virtio.",
             "Enable the Hyper-V enlightenments in the domain (relaxed, vapic, spinlocks, vpindex, synic, stimer, frequencies): without them Windows polls timers and spins.",
@@ -96,6 +107,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         checks: &["cpu.virtualization", "kvm.device"],
         device_scoped: false,
         cannot_see: "The firmware setting itself is only visible from the firmware setup screen.",
+        cannot_see_named: None,
         next_steps: &[
             "After enabling the setting in the firmware, power the machine off completely (not just reboot): some boards only apply it then.",
             "If Windows is installed on the same machine with Hyper-V on, it does not affect Linux; but a BIOS update can reset the setting.",
@@ -107,12 +119,16 @@ pub const SYMPTOMS: &[Symptom] = &[
         says: "virsh shutdown does nothing, start fails with a lock error",
         checks: &[
             "vm.state",
+            "vm.last_start",
             "libvirt.running",
             "libvirt.connect",
             "libvirt.hooks",
         ],
         device_scoped: false,
         cannot_see: "The domain's state and QEMU's own run state need its name: --domain NAME.",
+        cannot_see_named: Some(
+            "Whether the guest ignores a shutdown request (no ACPI handler, a Windows update in progress) shows only inside the guest.",
+        ),
         next_steps: &[
             "`virsh domstate --reason NAME` says what libvirt thinks; `ps -ef | grep qemu` whether QEMU still runs.",
             "`virsh destroy NAME` is a hard power-off: safe for the host, like pulling the VM's plug.",
@@ -134,6 +150,9 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
         device_scoped: true,
         cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM, the card's functions at one slot): name the domain with --domain NAME to have it read.",
+        cannot_see_named: Some(
+            "What the guest's driver saw shows only in the guest: Device Manager's error code and the driver's version.",
+        ),
         next_steps: &[
             "NVIDIA drivers before 465 refuse to run in a VM: set <hyperv><vendor_id state='on' value='randomid'/></hyperv> and <kvm><hidden state='on'/></kvm> — before installing the driver.",
             "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads. `vfio-assistant rom ADDRESS --save FILE` (as root) reads the card's own ROM, says whether it has GOP and saves it for <rom file='...'/>; `rom --file FILE` checks a downloaded one (a header in front is cut off with --save).",
@@ -155,6 +174,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
         device_scoped: true,
         cannot_see: "Which slot the card could move to depends on the board's wiring; the manual's block diagram shows which slots hang off the CPU.",
+        cannot_see_named: None,
         next_steps: &[
             "Every endpoint in the group must be bound to vfio-pci or to no driver; bridges can stay.",
             "Move the card to a CPU-attached slot (usually the first x16) where it gets a group of its own.",
@@ -168,6 +188,7 @@ pub const SYMPTOMS: &[Symptom] = &[
         checks: &["device.reset", "device.host_display", "device.boot_vga"],
         device_scoped: true,
         cannot_see: "Whether the card actually recovers shows only when a VM stops and starts again.",
+        cannot_see_named: None,
         next_steps: &[
             "AMD Polaris/Vega/Navi 10-14: install vendor-reset and set reset_method=device_specific before each start.",
             "Shut the guest down cleanly instead of forcing it off: some cards survive a clean driver unload.",
@@ -175,3 +196,14 @@ pub const SYMPTOMS: &[Symptom] = &[
         ],
     },
 ];
+
+impl Symptom {
+    /// What the host cannot show for this symptom, once the VM is named or
+    /// not: a flow that was given `--domain` never asks for it again.
+    pub fn cannot_see_for(&self, domain_named: bool) -> &'static str {
+        match self.cannot_see_named {
+            Some(named) if domain_named => named,
+            _ => self.cannot_see,
+        }
+    }
+}

@@ -20,6 +20,14 @@ pub fn rom_path(addr: &str) -> HostPath {
 pub fn read_card_rom(root: &HostRoot, addr: &str) -> Result<Vec<u8>, String> {
     let path = rom_path(addr);
     if !root.exists(&path) {
+        if !root.is_live() {
+            // A capture (the demo, a snapshot) never holds ROMs: reading one
+            // takes root and switching the ROM BAR on. That says nothing
+            // about the card.
+            return Err(format!(
+                "this capture does not hold {path} (a snapshot never reads ROMs); on that host `sudo vfio-assistant rom {addr} --save FILE` reads it, and `vfio-assistant rom --file FILE` checks the file anywhere"
+            ));
+        }
         return Err(format!("{path} does not exist: the device has no ROM BAR"));
     }
     if !root.is_live() {

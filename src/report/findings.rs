@@ -3,12 +3,14 @@
 //! reaches libvirt (where there is one to reach), and a domain's findings
 //! from one live probe. `check`, `doctor` and the app's pages call these.
 
-use crate::checks::model::Finding;
+use super::preflight::{qemu_log, qemu_log_path};
+use crate::checks::model::{Finding, Status};
 use crate::checks::run_checks;
 use crate::checks::vm::vm_findings;
+use crate::domain::start_failure::explain;
 use crate::host::HostSnapshot;
-use crate::libvirt::Hypervisor;
-use crate::monitor::probe::probe_vm;
+use crate::libvirt::{DomainState, Hypervisor};
+use crate::monitor::probe::{VmLive, probe_vm};
 use crate::sysroot::HostRoot;
 use std::time::Duration;
 
@@ -53,5 +55,138 @@ pub fn domain_findings(
     name: &str,
 ) -> Vec<Finding> {
     let live = probe_vm(hv, root, name, Duration::from_secs(1));
-    vm_findings(snap, root, &live)
+    let mut out = vm_findings(snap, root, &live);
+    out.extend(last_start_findings(root, &live));
+    out
+}
+
+/// Why the domain's last start failed, read from its QEMU log as `domain
+/// start` reads it: one failing finding per cause with its fix, a pass when
+/// the log of its last start names no failure, nothing while it runs (it
+/// started), and "unknown" when the log cannot be read.
+pub fn last_start_findings(root: &HostRoot, live: &VmLive) -> Vec<Finding> {
+    let running = matches!(
+        live.state,
+        Ok(DomainState::Running | DomainState::Blocked | DomainState::Paused)
+    );
+    if running {
+        return Vec::new();
+    }
+    let path = qemu_log_path(&live.name).to_string();
+    let why = "libvirt's error on a failed start is often one line; QEMU says what it could not do in the domain's log, and that line names the cause.";
+    let Some(log) = qemu_log(root, &live.name) else {
+        return vec![
+            Finding::new(
+                "vm.last_start",
+                format!("Could not read the QEMU log of '{}'", live.name),
+                Status::Unknown,
+            )
+            .evidence(&path, "absent (never started) or readable by root only")
+            .why(why),
+        ];
+    };
+    let causes = explain("", &log);
+    if causes.is_empty() {
+        return vec![
+            Finding::new(
+                "vm.last_start",
+                format!(
+                    "The QEMU log of the last start of '{}' names no failure",
+                    live.name
+                ),
+                Status::Pass,
+            )
+            .evidence(&path, last_line(&log))
+            .why(why),
+        ];
+    }
+    causes
+        .into_iter()
+        .map(|c| {
+            Finding::new(
+                "vm.last_start",
+                format!("Its last start failed: {}", c.title),
+                Status::Fail,
+            )
+            .evidence(&path, c.evidence)
+            .why(c.why)
+            .fix(c.fix)
+        })
+        .collect()
+}
+
+/// The log's last non-empty line, for evidence.
+fn last_line(log: &str) -> String {
+    log.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(empty)")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod tests {
+    use super::*;
+
+    fn shut_off(name: &str) -> VmLive {
+        VmLive {
+            name: name.into(),
+            uri: "qemu:///system".into(),
+            state: Ok(DomainState::Shutoff),
+            qmp_status: None,
+            xml: None,
+            live_xml: None,
+            hyperv_offered: None,
+            rates: None,
+            rates_problem: None,
+            interrupts: None,
+        }
+    }
+
+    // The QEMU log of a failed start on this project's CI machine (AMD EPYC,
+    // nested KVM, Debian 12's libvirt 9.0 and QEMU 7.2), the command line cut.
+    const FAILED: &str = "2026-12-01 20:23:01.982+0000: starting up libvirt version: 9.0.0, package: 9.0.0-4+deb12u2 (Debian), qemu version: 7.2.19Debian 1:7.2+dfsg-7+deb12u18, kernel: 6.1.0-41-cloud-amd64, hostname: ci\nLC_ALL=C \\\n/usr/bin/qemu-system-x86_64 \\\n-name guest=vfio-assistant-test,debug-threads=on \\\n2026-12-01T20:23:02.199362Z qemu-system-x86_64: error: failed to set MSR 0x10a to 0x400000000c000069\nqemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: Assertion `ret == cpu->kvm_msr_buf->nmsrs' failed.\n2026-12-01 20:23:02.455+0000: shutting down, reason=failed\n";
+
+    fn root_with_log(name: &str, log: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("var/log/libvirt/qemu");
+        std::fs::create_dir_all(&logs).unwrap();
+        std::fs::write(logs.join(format!("{name}.log")), log).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_failed_last_start_is_a_cause_with_its_fix() {
+        let dir = root_with_log("win11", FAILED);
+        let f = last_start_findings(&HostRoot::at(dir.path()), &shut_off("win11"));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].status, Status::Fail);
+        assert!(f[0].evidence[0].value.contains("0x10a"), "{f:?}");
+        assert!(
+            f[0].fix.as_deref().unwrap().contains("arch-capabilities"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_later_good_start_clears_an_old_failure() {
+        let good = format!(
+            "{FAILED}2026-12-01 20:30:00.000+0000: starting up libvirt version: 9.0.0\n2026-12-01 20:40:00.000+0000: shutting down, reason=shutdown\n"
+        );
+        let dir = root_with_log("win11", &good);
+        let root = HostRoot::at(dir.path());
+        let f = last_start_findings(&root, &shut_off("win11"));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].status, Status::Pass, "{f:?}");
+        // No log: the start was never tried, or only root may read it.
+        let f = last_start_findings(&root, &shut_off("other"));
+        assert_eq!(f[0].status, Status::Unknown);
+        // Running: it started, nothing to explain.
+        let mut running = shut_off("win11");
+        running.state = Ok(DomainState::Running);
+        assert!(last_start_findings(&root, &running).is_empty());
+    }
 }

@@ -4,11 +4,14 @@
 //! start`, the wizard and the test guest; `lifecycle.rs`: define as an
 //! update, start with its networks, a failed start explained; `storage.rs`:
 //! new qcow2 images in libvirt's pool or at a path, with the space free;
-//! `text.rs`: the words both faces use for sizes, badges and verdicts.
+//! `text.rs`: the words both faces use for sizes, badges and verdicts;
+//! `next_step.rs`: the one thing to do now (the Overview's first card,
+//! `check`'s first line).
 
 pub mod findings;
 pub mod libvirt;
 pub mod lifecycle;
+pub mod next_step;
 pub mod preflight;
 pub mod storage;
 pub mod text;

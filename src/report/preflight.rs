@@ -133,10 +133,14 @@ impl Drop for TrialGuard<'_> {
     }
 }
 
+/// Where libvirt keeps the QEMU log of domain `name`.
+pub fn qemu_log_path(name: &str) -> HostPath {
+    HostPath::var(&format!("log/libvirt/qemu/{name}.log"))
+}
+
 /// The QEMU log of the domain's last start, when this user may read it.
 pub fn qemu_log(root: &HostRoot, name: &str) -> Option<String> {
-    let path = HostPath::var(&format!("log/libvirt/qemu/{name}.log"));
-    let text = root.read_tail(&path, LOG_TAIL_BYTES).ok()?;
+    let text = root.read_tail(&qemu_log_path(name), LOG_TAIL_BYTES).ok()?;
     Some(last_start(&text, LOG_TAIL_BYTES as usize).to_string())
 }
 

@@ -89,3 +89,69 @@ pub struct TuningChoices {
     /// Changes switched off on the page.
     pub off: Vec<String>,
 }
+
+impl State {
+    /// Drop what this host cannot have: pins to CPUs it has not online,
+    /// devices (the wizard's GPU and extras, the Tuning page's devices and
+    /// VF counts) it does not have. A state saved on one host (or the demo)
+    /// never points the pages at another host's hardware. Returns what was
+    /// dropped, in words, for the top bar.
+    pub fn fit_to_host(&mut self, snap: &crate::host::HostSnapshot) -> Vec<String> {
+        let mut dropped = Vec::new();
+        let online: std::collections::BTreeSet<u32> = snap
+            .topology
+            .cpus
+            .iter()
+            .filter(|c| c.online)
+            .map(|c| c.id)
+            .collect();
+        let b = &mut self.board;
+        let missing_cpus: std::collections::BTreeSet<u32> = b
+            .pins
+            .values()
+            .chain(b.emulator.iter())
+            .chain(b.iothread.iter())
+            .filter(|c| !online.contains(c))
+            .copied()
+            .collect();
+        if !missing_cpus.is_empty() {
+            b.pins.retain(|_, c| online.contains(c));
+            b.emulator.retain(|c| online.contains(c));
+            b.iothread.retain(|c| online.contains(c));
+            b.planner_notes.clear();
+            let list: Vec<String> = missing_cpus.iter().map(|c| c.to_string()).collect();
+            dropped.push(format!(
+                "pins to CPU {} (not online on this host)",
+                list.join(", ")
+            ));
+        }
+        let here = |a: &String| snap.device(a).is_some();
+        let w = &mut self.wizard;
+        if let Some(g) = w.gpu.take_if(|g| !here(g)) {
+            dropped.push(format!("the New VM page's GPU {g} (not on this host)"));
+        }
+        let before = w.devices.len();
+        w.devices.retain(here);
+        if w.devices.len() < before {
+            dropped.push(format!(
+                "{} of the New VM page's devices (not on this host)",
+                before - w.devices.len()
+            ));
+        }
+        let t = &mut self.tuning;
+        let before = t.gpus.len() + t.sriov.len();
+        t.gpus.retain(here);
+        t.sriov.retain(|a, _| here(a));
+        if t.gpus.len() + t.sriov.len() < before {
+            dropped.push("the Tuning page's devices that are not on this host".to_string());
+        }
+        dropped
+    }
+}
+
+/// The key the app's state is saved under: one per host, so that a demo
+/// session or a captured host never leaves its choices on this machine's
+/// pages. `identity` is what names the host (see `App::state_key`).
+pub fn state_key(identity: &str) -> String {
+    format!("vfio-assistant-state/{identity}")
+}

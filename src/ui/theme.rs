@@ -18,6 +18,8 @@ pub const P_CORE: Color32 = Color32::from_rgb(70, 130, 220);
 pub const E_CORE: Color32 = Color32::from_rgb(60, 170, 150);
 pub const ISOLATED: Color32 = Color32::from_rgb(220, 140, 40);
 pub const VCPU: Color32 = Color32::from_rgb(60, 180, 90);
+/// The emulator's and I/O threads' CPUs: their own mark, not the isolated one.
+pub const EMULATOR: Color32 = Color32::from_rgb(170, 110, 220);
 /// Device badges.
 pub const GPU: Color32 = Color32::from_rgb(80, 140, 230);
 pub const HOST_USE: Color32 = Color32::from_rgb(220, 120, 40);
@@ -64,4 +66,46 @@ pub fn mono(text: impl Into<String>) -> egui::RichText {
 /// Detail text at a readable size.
 pub fn detail(text: impl Into<String>) -> egui::RichText {
     egui::RichText::new(text).size(DETAIL_SIZE)
+}
+
+/// The smallest text the app draws, in points at 100 % scale: egui's
+/// default `Small` (9) and `Body` (12.5) are below what a settings page
+/// should ask anyone to read.
+pub const MIN_TEXT_SIZE: f32 = 12.0;
+
+/// Every text style at a readable size (Small 12, Body and Button 14,
+/// Monospace 13, Heading 20), in the dark and the light theme alike. Cheap
+/// when already done: called at the top of every frame.
+pub fn ensure_readable(ctx: &egui::Context) {
+    let small = ctx
+        .global_style()
+        .text_styles
+        .get(&egui::TextStyle::Small)
+        .map_or(0.0, |f| f.size);
+    if small >= MIN_TEXT_SIZE {
+        return;
+    }
+    ctx.all_styles_mut(|style| {
+        use egui::{FontFamily, FontId, TextStyle};
+        style.text_styles = [
+            (
+                TextStyle::Small,
+                FontId::new(MIN_TEXT_SIZE, FontFamily::Proportional),
+            ),
+            (TextStyle::Body, FontId::new(14.0, FontFamily::Proportional)),
+            (
+                TextStyle::Button,
+                FontId::new(14.0, FontFamily::Proportional),
+            ),
+            (
+                TextStyle::Monospace,
+                FontId::new(MONO_SIZE, FontFamily::Monospace),
+            ),
+            (
+                TextStyle::Heading,
+                FontId::new(20.0, FontFamily::Proportional),
+            ),
+        ]
+        .into();
+    });
 }

@@ -90,6 +90,13 @@ impl App {
         let Some(rx) = &self.scanning else { return };
         match rx.try_recv() {
             Ok(Ok((snap, findings))) => {
+                let dropped = self.state.fit_to_host(&snap);
+                if !dropped.is_empty() {
+                    self.note = Some(format!(
+                        "Saved choices that do not fit this host were left out: {}.",
+                        dropped.join("; ")
+                    ));
+                }
                 self.snapshot = Some(std::sync::Arc::new(snap));
                 self.findings = std::sync::Arc::new(findings);
                 self.error = None;

@@ -14,7 +14,7 @@ use super::Source;
 use super::pages::{
     CpuRuntime, DevicesRuntime, MonitorRuntime, TroubleshootRuntime, TuningRuntime, WizardRuntime,
 };
-use super::state::State;
+use super::state::{State, state_key};
 use super::views::monitor::MonitorView;
 use super::worker::{ScanResult, spawn_scan};
 use crate::checks::model::Finding;
@@ -35,6 +35,8 @@ enum Unpacked {
 
 pub struct App {
     pub state: State,
+    /// Where `state` is saved: one key per host (`host_identity`).
+    state_key: String,
     root: Option<HostRoot>,
     /// Keeps an unpacked host (the demo, a snapshot file) alive.
     _unpacked: Option<Unpacked>,
@@ -65,19 +67,44 @@ pub struct App {
     waker: Option<egui::Context>,
 }
 
-const STATE_KEY: &str = "vfio-assistant-state";
+/// What names the host whose choices are saved: the demo, a captured root
+/// by its path, this machine by its machine-id (its hostname where there is
+/// none). Choices made on one are never loaded on another.
+pub fn host_identity(source: &Source) -> String {
+    match source {
+        Source::Demo => "demo".into(),
+        Source::Root(path) => format!("root:{}", path.display()),
+        Source::Live => {
+            let live = HostRoot::live();
+            let read = |rel: &str| {
+                live.read_text(&crate::sysroot::HostPath::etc(rel))
+                    .ok()
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty() && t.len() <= 64)
+            };
+            format!(
+                "live:{}",
+                read("machine-id")
+                    .or_else(|| read("hostname"))
+                    .unwrap_or_else(|| "this-machine".into())
+            )
+        }
+    }
+}
 
 impl App {
     pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
+        let key = state_key(&host_identity(&source));
         let state: State = cc
             .storage
-            .and_then(|s| eframe::get_value(s, STATE_KEY))
+            .and_then(|s| eframe::get_value(s, &key))
             .unwrap_or_default();
         let ctx = cc.egui_ctx.clone();
         let mut app = Self::with_source(source, state, {
             let ctx = ctx.clone();
             move || ctx.request_repaint()
         });
+        app.state_key = key;
         app.waker = Some(ctx);
         app
     }
@@ -85,6 +112,7 @@ impl App {
     fn empty(state: State, default_uri: &str) -> Self {
         App {
             state,
+            state_key: state_key("embedded"),
             root: None,
             _unpacked: None,
             source_label: String::new(),
@@ -246,6 +274,6 @@ impl eframe::App for App {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        eframe::set_value(storage, STATE_KEY, &self.state);
+        eframe::set_value(storage, &self.state_key, &self.state);
     }
 }

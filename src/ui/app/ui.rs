@@ -9,6 +9,7 @@ use crate::ui::views;
 impl App {
     /// Draw everything into `ui`, then run what the views asked for.
     pub fn ui_content(&mut self, ui: &mut egui::Ui) {
+        super::super::theme::ensure_readable(ui.ctx());
         egui::Panel::top("top_bar").show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.heading("VFIO Assistant");

@@ -8,7 +8,7 @@ use crate::ui::app::Command;
 use crate::ui::pages::CpuRuntime;
 use crate::ui::state::State;
 use crate::ui::views::pin_board::{board_ui, on_cpu};
-use crate::ui::widgets::topology::topology_ui_with;
+use crate::ui::widgets::topology::{CpuMark, topology_ui_with};
 use egui::RichText;
 
 /// Hover lines for one CPU: the device interrupts allowed to land there.
@@ -25,7 +25,22 @@ fn cpu_notes(s: &HostSnapshot, cpu: u32) -> Vec<String> {
     )]
 }
 
+/// The whole page scrolls as one: with the board's lists and its XML open,
+/// the drawing and the Apply row move down instead of out of reach.
 pub fn cpu_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    state: &mut State,
+    rt: &CpuRuntime,
+    out: &mut Vec<Command>,
+) {
+    egui::ScrollArea::vertical()
+        .id_salt("cpu_page")
+        .auto_shrink(false)
+        .show(ui, |ui| cpu_page_ui(ui, s, state, rt, out));
+}
+
+fn cpu_page_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
     state: &mut State,
@@ -87,10 +102,21 @@ pub fn cpu_ui(
         });
     }
     ui.separator();
-    let notes = |cpu: u32| cpu_notes(s, cpu);
+    crate::ui::widgets::topology::legend_ui(ui, t);
+    let notes = |cpu: u32| {
+        let mut lines = cpu_notes(s, cpu);
+        lines.push(match marks.get(&cpu) {
+            Some(CpuMark::Vcpu(v)) => format!("The board pins vCPU {v} here."),
+            Some(CpuMark::Emulator) => "The board runs the VM's emulator threads here.".into(),
+            Some(CpuMark::Chips(c)) => format!("The board puts {c} here."),
+            None => "The board puts nothing of the VM here: the host's tasks run here.".into(),
+        });
+        lines
+    };
     let board = &mut state.board;
-    egui::ScrollArea::vertical()
-        .auto_shrink(false)
+    // Wider than the window on big hosts: the drawing alone scrolls sideways.
+    egui::ScrollArea::horizontal()
+        .id_salt("cpu_drawing")
         .show(ui, |ui| {
             topology_ui_with(ui, t, &marks, &notes, &|_| None, &mut |ui, cpu, resp| {
                 on_cpu(board, ui, cpu, resp)

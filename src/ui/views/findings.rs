@@ -73,7 +73,34 @@ pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding], out: Option<&mut Vec
         c.fail, c.warn, c.unknown, c.info, c.pass
     ));
     ui.add_space(4.0);
-    finding_list_with(ui, findings, out);
+    // What could not look (a capture without the file, not root) is said
+    // once, folded, not as a row each among the answers.
+    let (unknown, known): (Vec<Finding>, Vec<Finding>) = findings
+        .iter()
+        .cloned()
+        .partition(|f| f.status == Status::Unknown);
+    let mut out = out;
+    for (i, f) in known.iter().enumerate() {
+        finding_ui(ui, i, f, &mut out);
+    }
+    if !unknown.is_empty() {
+        let titles: Vec<&str> = unknown.iter().map(|f| f.id.as_str()).collect();
+        egui::CollapsingHeader::new(format!(
+            "{} check(s) could not look: what they read is not in this capture, or needs root",
+            unknown.len()
+        ))
+        .id_salt("unknown_findings")
+        .default_open(false)
+        .show(ui, |ui| {
+            ui.label(theme::detail(format!(
+                "Not an answer either way: {}.",
+                titles.join(", ")
+            )));
+            for (i, f) in unknown.iter().enumerate() {
+                finding_ui(ui, known.len() + i, f, &mut out);
+            }
+        });
+    }
 }
 
 /// The findings alone, one expandable row each.

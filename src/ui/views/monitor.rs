@@ -106,6 +106,8 @@ fn plot(ui: &mut egui::Ui, v: &MonitorView) {
         .height(160.0)
         .legend(Legend::default())
         .allow_scroll(false)
+        .x_axis_label("seconds")
+        .y_axis_label("per second")
         .show(ui, |p| {
             p.line(line(&v.irq_total, "interrupts/s (all CPUs)"));
             if !v.exits.is_empty() {
@@ -220,13 +222,23 @@ fn latency_ui(
                 } else {
                     " (not real-time: run as root for SCHED_FIFO)"
                 };
-                ui.label(
-                    RichText::new(format!(
-                        "CPU {}: min {} µs, avg {} µs, p50 {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
-                        s.cpu, s.min_us, s.avg_us, s.p50_us, s.p99_us, s.max_us, s.samples
-                    ))
-                    .monospace(),
-                );
+                let word = crate::monitor::latency::verdict(s.p99_us, s.max_us);
+                let color = match word {
+                    crate::monitor::latency::Verdict::Good => crate::ui::theme::GOOD,
+                    crate::monitor::latency::Verdict::Fair => crate::ui::theme::WARN,
+                    crate::monitor::latency::Verdict::Poor => crate::ui::theme::BAD,
+                };
+                ui.horizontal_wrapped(|ui| {
+                    ui.colored_label(color, RichText::new(word.word().to_uppercase()).strong())
+                        .on_hover_text(crate::monitor::latency::thresholds());
+                    ui.label(
+                        RichText::new(format!(
+                            "CPU {}: min {} µs, avg {} µs, p50 {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
+                            s.cpu, s.min_us, s.avg_us, s.p50_us, s.p99_us, s.max_us, s.samples
+                        ))
+                        .monospace(),
+                    );
+                });
                 if let Some(Ok(held)) = &v.latency_held
                     && let Some(h) = held.iter().find(|h| h.cpu == s.cpu)
                 {
@@ -236,6 +248,10 @@ fn latency_ui(
             if let Some(Err(e)) = &v.latency_held {
                 ui.weak(format!("With shallow idle states only: not measured ({e})"));
             }
+            ui.weak(format!(
+                "For a vCPU pinned there — {}.",
+                crate::monitor::latency::thresholds()
+            ));
             let mut buckets: Vec<u64> = Vec::new();
             for s in stats {
                 for (i, n) in s.histogram_log2_us.iter().enumerate() {
@@ -273,8 +289,24 @@ fn latency_ui(
             Plot::new("latency_hist")
                 .height(120.0)
                 .allow_scroll(false)
-                .x_axis_label("wake-up delay (log2 µs bucket)")
-                .y_axis_label("log10 count")
+                .x_axis_label("wake-up delay, µs (each bar: up to the value under it)")
+                .x_axis_formatter(|mark, _| {
+                    let i = mark.value;
+                    if i >= 0.0 && i.fract() == 0.0 && i < 40.0 {
+                        format!("{} µs", 1u64 << (i as u32 + 1))
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_axis_label("wake-ups (log scale)")
+                .y_axis_formatter(|mark, _| {
+                    let n = 10f64.powf(mark.value) - 1.0;
+                    if n < 0.5 {
+                        "0".into()
+                    } else {
+                        format!("{n:.0}")
+                    }
+                })
                 .show(ui, |p| p.bar_chart(BarChart::new("wake-ups", bars)));
         }
         Some(Err(e)) => {

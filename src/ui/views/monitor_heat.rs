@@ -49,7 +49,7 @@ pub fn heat_strip(ui: &mut egui::Ui, r: &Rates, vm_cpus: &BTreeSet<u32>) {
                 rect.center(),
                 egui::Align2::CENTER_CENTER,
                 cpu.to_string(),
-                egui::FontId::proportional(11.0),
+                egui::FontId::proportional(super::super::theme::MIN_TEXT_SIZE),
                 Color32::WHITE,
             );
             let text = cpu_text(r, *cpu, *v, vm_cpus.contains(cpu));

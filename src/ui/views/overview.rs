@@ -3,8 +3,10 @@
 
 use crate::checks::model::Finding;
 use crate::host::HostSnapshot;
+use crate::report::next_step::{NextAction, next_step};
 use crate::report::text::human_kib;
 use crate::ui::app::Command;
+use crate::ui::state::Page;
 use crate::ui::widgets::badges::{badge_ui, verdict_color, verdict_label};
 use egui::RichText;
 
@@ -49,6 +51,43 @@ fn card(ui: &mut egui::Ui, title: &str, add: impl FnOnce(&mut egui::Ui)) {
     ui.add_space(8.0);
 }
 
+/// The one thing to do now, with the button that does it.
+fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: &mut Vec<Command>) {
+    let step = next_step(s, findings);
+    ui.label(RichText::new(&step.sentence).strong().size(16.0));
+    ui.label(crate::ui::theme::detail(&step.why));
+    ui.add_space(4.0);
+    match &step.action {
+        NextAction::Tuning { change, device } => {
+            let label = if *change == "vfio-boot" {
+                "Bind it on the Tuning page"
+            } else {
+                "Fix on the Tuning page"
+            };
+            if ui
+                .button(label)
+                .on_hover_text("Opens the Tuning page with this change selected: you see exactly what it writes before you apply it, and can undo it.")
+                .clicked()
+            {
+                out.push(Command::OpenTuning {
+                    focus: vec![(*change).to_string()],
+                    gpus: device.iter().filter(|_| *change == "vfio-boot").cloned().collect(),
+                    use_board: false,
+                    memory_gib: None,
+                });
+            }
+        }
+        NextAction::NewVm => {
+            if ui.button("Create the VM").clicked() {
+                out.push(Command::ShowPage(Page::NewVm));
+            }
+        }
+        NextAction::ByHand => {
+            ui.weak("This is done outside the running system (the firmware setup, a slot, a cable): no button here can do it.");
+        }
+    }
+}
+
 pub fn overview_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
@@ -56,6 +95,7 @@ pub fn overview_ui(
     out: &mut Vec<Command>,
 ) {
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
+        card(ui, "Next step", |ui| next_step_ui(ui, s, findings, out));
         card(ui, "This host", |ui| summary_ui(ui, s));
         card(ui, "Checks", |ui| super::findings::findings_ui(ui, findings, Some(&mut *out)));
         card(ui, "GPUs", |ui| {
@@ -90,7 +130,7 @@ pub fn overview_ui(
             let k = &s.kernel;
             ui.label(format!("Kernel {}", k.release.as_deref().unwrap_or("(release unknown)")));
             if let Some(c) = &k.cmdline {
-                ui.label(RichText::new(format!("Command line: {}", c.raw)).monospace().small());
+                ui.label(crate::ui::theme::mono(format!("Command line: {}", c.raw)));
             }
             let pools: Vec<String> = k.hugepages.iter().map(|p| format!("{}: {} of {} free", human_kib(p.size_kib), p.free, p.total)).collect();
             ui.label(format!(

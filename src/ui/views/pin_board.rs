@@ -260,6 +260,13 @@ pub fn board_ui(
     for p in problems.iter().filter(|p| about_all(p)) {
         ui.colored_label(WARN, format!("! {}", p.reason));
     }
+    // An error (a CPU this host has not online, one that is not there) would
+    // stop the VM from starting: such a board is not applied to a domain.
+    let blocking: Vec<&str> = problems
+        .iter()
+        .filter(|p| p.severity == crate::pinning::validate::Severity::Error)
+        .map(|p| p.reason.as_str())
+        .collect();
     let p: PinPlan = b.to_plan(t, amd(s));
     egui::CollapsingHeader::new("The board as XML, kernel line, and apply to a domain")
         .id_salt("board_out")
@@ -298,17 +305,23 @@ pub fn board_ui(
                     Err(e) => ui.colored_label(ui.visuals().error_fg_color, e),
                 };
             }
-            ui.label(RichText::new(&xml).monospace().small());
-            ui.label(RichText::new(p.kernel.cmdline()).monospace().small());
+            ui.label(crate::ui::theme::mono(&xml));
+            ui.label(crate::ui::theme::mono(p.kernel.cmdline()));
             ui.horizontal(|ui| {
                 let l = ui.label("libvirt domain");
                 ui.add(egui::TextEdit::singleline(&mut state.pin_domain).desired_width(160.0))
                     .labelled_by(l.id);
-                let ok = !state.pin_domain.trim().is_empty();
-                if ui
-                    .add_enabled(ok, egui::Button::new("Apply pinning to domain"))
-                    .clicked()
-                {
+                let ok = !state.pin_domain.trim().is_empty() && blocking.is_empty();
+                let button = ui.add_enabled(ok, egui::Button::new("Apply pinning to domain"));
+                let button = if blocking.is_empty() {
+                    button
+                } else {
+                    button.on_disabled_hover_text(format!(
+                        "Not with this board: {}",
+                        blocking.join("; ")
+                    ))
+                };
+                if button.clicked() {
                     out.push(Command::ApplyPinning {
                         domain: state.pin_domain.trim().to_string(),
                         plan: Box::new(p.clone()),

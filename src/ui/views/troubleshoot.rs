@@ -83,7 +83,7 @@ pub fn troubleshoot_ui(
         ui.label("Pick the symptom closest to what you see; the relevant checks run on this host.");
         return;
     };
-    let d = diagnose(symptom, findings);
+    let d = diagnose(symptom, findings, matches!(vm, Some(Ok(_))));
     egui::ScrollArea::vertical()
         .auto_shrink(false)
         .show(ui, |ui| {

@@ -7,7 +7,38 @@ use crate::parse::cpulist::format_cpulist;
 use crate::report::text::human_kib;
 use egui::{Color32, RichText};
 
-use crate::ui::theme::{E_CORE, ISOLATED, P_CORE, VCPU};
+use crate::ui::theme::{E_CORE, EMULATOR, ISOLATED, P_CORE, VCPU};
+
+/// What the drawing's marks mean, in one row: a vCPU's pin, the emulator's
+/// CPUs, isolated CPUs, the core kinds of a hybrid CPU, and which CPUs are
+/// offline (they have no box).
+pub fn legend_ui(ui: &mut egui::Ui, t: &Topology) {
+    let swatch = |ui: &mut egui::Ui, color: Color32, text: &str| {
+        let (rect, _) = ui.allocate_exact_size(egui::vec2(12.0, 12.0), egui::Sense::hover());
+        ui.painter().rect_filled(rect, 2.0, color);
+        ui.label(text);
+        ui.add_space(8.0);
+    };
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Legend:").strong());
+        swatch(ui, VCPU, "v0 … a vCPU pinned here");
+        swatch(ui, EMULATOR, "emu: the emulator and I/O threads");
+        swatch(ui, ISOLATED, "isolated (isolcpus)");
+        if t.summary.hybrid {
+            for k in t.core_kinds.iter().rev() {
+                let c = if k.efficiency == 0 { E_CORE } else { P_CORE };
+                swatch(ui, c, &k.plural());
+            }
+        }
+        let offline: Vec<u32> = t.cpus.iter().filter(|c| !c.online).map(|c| c.id).collect();
+        if !offline.is_empty() {
+            ui.label(format!(
+                "offline, not drawn: CPU {}",
+                format_cpulist(&offline)
+            ));
+        }
+    });
+}
 
 fn boxed<R>(ui: &mut egui::Ui, fill: Color32, add: impl FnOnce(&mut egui::Ui) -> R) -> R {
     egui::Frame::new()
@@ -71,11 +102,11 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                     let isolated = cpu.is_some_and(|c| c.isolated);
                     let (label, mark_color) = match marks.get(cpu_id) {
                         Some(CpuMark::Vcpu(v)) => (format!("CPU {cpu_id} v{v}"), Some(VCPU)),
-                        Some(CpuMark::Emulator) => (format!("CPU {cpu_id} emu"), Some(ISOLATED)),
+                        Some(CpuMark::Emulator) => (format!("CPU {cpu_id} emu"), Some(EMULATOR)),
                         Some(CpuMark::Chips(c)) => (format!("CPU {cpu_id} {c}"), Some(VCPU)),
                         None => (format!("CPU {cpu_id}"), None),
                     };
-                    let text = RichText::new(label).monospace().small();
+                    let text = RichText::new(label).monospace();
                     let text = match (mark_color, isolated) {
                         (Some(c), _) => text.color(c).strong(),
                         (None, true) => text.color(ISOLATED).strong(),

@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a bench may
 
 #[allow(dead_code)] // the bench uses only the writer
-#[path = "../tests/support/listing.rs"]
+#[path = "../tests/it/support/listing.rs"]
 mod listing;
 
 use std::path::{Path, PathBuf};

@@ -43,7 +43,7 @@ fn measure(label: &str, root: &HostRoot, req: &Request) {
 }
 
 fn main() {
-    let (root, _dir) = vfio_assistant::ui::demo::unpack_demo().unwrap();
+    let (root, _dir) = vfio_assistant::demo::unpack_demo().unwrap();
     let snap = scan(&root).unwrap();
     let gpu = snap.gpus().next().map(|g| g.device.address.clone());
     let req = Request {

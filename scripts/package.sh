@@ -18,10 +18,17 @@ else
     out=target/debug
 fi
 cargo run --quiet --locked --example gen_assets -- target/assets >/dev/null
-# The package metadata names target/release: a dev build is put there too.
+# The package metadata names target/release: a dev build is put there too,
+# without its debug info (400 MB of it would take minutes to compress).
 if [ "$out" != target/release ]; then
     mkdir -p target/release
-    cp "$out/vfio-assistant" "$out/vfio-assistant-helper" target/release/
+    for b in vfio-assistant vfio-assistant-helper; do
+        if command -v strip >/dev/null 2>&1; then
+            strip --strip-debug -o "target/release/$b" "$out/$b"
+        else
+            cp "$out/$b" target/release/
+        fi
+    done
 fi
 need() {
     if ! cargo "$1" --version >/dev/null 2>&1; then

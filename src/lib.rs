@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod checks;
 pub mod cli;
+pub mod demo;
 pub mod doctor;
 pub mod domain;
 pub mod helper;

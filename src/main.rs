@@ -150,7 +150,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 /// With `--demo`, the bundled sample host (kept alive while it is used).
 fn demo_or(root: HostRoot, demo: bool) -> anyhow::Result<(HostRoot, Option<tempfile::TempDir>)> {
     if demo {
-        let (root, dir) = vfio_assistant::ui::demo::unpack_demo()?;
+        let (root, dir) = vfio_assistant::demo::unpack_demo()?;
         Ok((root, Some(dir)))
     } else {
         Ok((root, None))

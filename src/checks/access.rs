@@ -38,12 +38,12 @@ impl User {
 
 /// The group ids of this process (supplementary and effective).
 pub fn session_gids() -> Vec<u32> {
-    let mut gids = vec![0 as libc::gid_t; 256];
-    // SAFETY: getgroups writes at most `len` gids into the buffer we own.
-    let n = unsafe { libc::getgroups(gids.len() as libc::c_int, gids.as_mut_ptr()) };
-    gids.truncate(usize::try_from(n).unwrap_or(0));
-    // SAFETY: getegid has no preconditions.
-    gids.push(unsafe { libc::getegid() });
+    // As many groups as the session has (NGROUPS_MAX is 65536), not a
+    // fixed buffer: a user in more groups than it holds got none.
+    let mut gids: Vec<u32> = rustix::process::getgroups()
+        .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+        .unwrap_or_default();
+    gids.push(rustix::process::getegid().as_raw());
     gids
 }
 
@@ -207,8 +207,7 @@ pub fn connect_finding(uri: &str, user: &User, got: &Result<Reached, VirtError>)
 
 /// This process's user, with the groups its session really has.
 pub fn this_user(root: &HostRoot) -> User {
-    // SAFETY: getuid cannot fail and has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     User {
         session_gids: Some(session_gids()),
         ..user_of(root, uid)

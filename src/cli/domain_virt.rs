@@ -58,6 +58,7 @@ pub fn findings_with_domain(
         device,
         read_rom,
         libvirt: reach.then(|| connect.uri(demo)),
+        quiet: false,
     };
     let mut findings = host_findings(root, snap, &req);
     if let Some(name) = domain {

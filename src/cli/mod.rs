@@ -40,8 +40,8 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub host: HostArgs,
-    /// Open the app on the bundled sample host (real data from a Ryzen desktop), for
-    /// exploring without VFIO hardware.
+    /// Use the bundled sample host (real data from a Ryzen desktop) instead of this
+    /// machine: the app opens on it; each command's help says what it does there.
     #[arg(long, global = true)]
     pub demo: bool,
 }
@@ -58,35 +58,65 @@ pub struct HostArgs {
 pub enum Command {
     /// Print the host: devices by IOMMU group with passthrough verdicts, the CPU
     /// topology, kernel and firmware state.
+    #[command(
+        after_help = "With --demo: the report of the bundled sample host (a real Ryzen desktop with two NVIDIA cards) instead of this machine."
+    )]
     Scan(scan::ScanArgs),
     /// Check the prerequisites for GPU passthrough, each with evidence, why and the
     /// fix. Exit 1 when something fails.
+    #[command(
+        after_help = "With --demo: the checks run on the bundled sample host, and libvirt access is checked on libvirt's test driver (test:///default) instead of qemu:///system."
+    )]
     Check(check::CheckArgs),
     /// Troubleshoot a symptom (VM paused at start, stutter, Code 43, reset bug…):
     /// the relevant checks, the evidence, the fix, and what to check in the guest.
+    #[command(
+        after_help = "With --demo: the symptom is walked on the bundled sample host; --domain reads a domain of libvirt's test driver (test:///default)."
+    )]
     Doctor(doctor::DoctorArgs),
     /// Plan CPU pinning for a VM: whole cores with their SMT siblings, one L3 group
     /// and NUMA node where it fits, housekeeping cores left to the host.
+    #[command(
+        after_help = "With --demo: the plan is for the sample host's Ryzen 5 1600 (two CCX of three cores), not this machine's CPU."
+    )]
     Pin(pin::PinArgs),
     /// libvirt domains: `new` writes a tuned Windows passthrough domain, `tune`
     /// tunes an existing one keeping everything else, `list`, `validate`, `define`.
+    #[command(
+        after_help = "With --demo: `new` writes a domain for the sample host's GPU and CPU; list, validate, define, start and stop use libvirt's test driver (test:///default), which keeps nothing after the command."
+    )]
     Domain(domain::DomainArgs),
     /// Watch interrupts per CPU and per source, CPU time, and a running VM's vCPU
     /// placement and KVM exit rates, live.
+    #[command(
+        after_help = "With --demo: the sample host's counters, which never move (a capture); a VM is looked up on libvirt's test driver."
+    )]
     Monitor(monitor::MonitorArgs),
     /// Measure timer wake-up latency on CPUs, like cyclictest (the latency a vCPU
     /// pinned there would see).
+    #[command(
+        after_help = "With --demo: refused — the probe measures the CPUs it runs on, which are this machine's, not the sample host's."
+    )]
     Latency(latency::LatencyArgs),
     /// What is in a graphics card's ROM (from the card, as root, or a file): the
     /// UEFI GOP driver OVMF needs, a flash-tool header, the right card; `--save`
     /// writes a clean copy for <rom file='…'/>.
+    #[command(
+        after_help = "With --demo: the sample host holds no ROMs (a capture never reads them): say so, and check files with --file."
+    )]
     Rom(rom::RomArgs),
     /// Capture exactly the files the scan reads into OUT.tar.gz, MAC addresses,
     /// UUIDs and serial numbers masked, to attach to a bug report.
+    #[command(
+        after_help = "With --demo: writes the bundled sample host itself, as a snapshot file."
+    )]
     Snapshot(snapshot::SnapshotArgs),
     /// Host tuning as one undoable transaction: plan, apply, status, undo,
     /// list (kernel command line, vfio-pci at boot, governor, THP, KSM,
     /// hugepages, IRQ affinity, SR-IOV).
+    #[command(
+        after_help = "With --demo: plans and previews on the sample host's files; nothing on this machine is read or written, commands are listed, never run."
+    )]
     Tune(tune::TuneArgs),
 }
 

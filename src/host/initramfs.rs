@@ -247,9 +247,12 @@ fn decompressed_entries(
             while !done.load(Ordering::Acquire) {
                 if start.elapsed() > DECOMPRESS_TIMEOUT {
                     timed_out.store(true, Ordering::Release);
-                    if let Ok(pid) = i32::try_from(pid) {
-                        // SAFETY: kill(2) on our own child, not yet reaped.
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    // Our own child, not yet reaped: its pid is still its.
+                    if let Some(pid) = i32::try_from(pid)
+                        .ok()
+                        .and_then(rustix::process::Pid::from_raw)
+                    {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
                     }
                     return;
                 }

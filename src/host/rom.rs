@@ -33,8 +33,7 @@ pub fn read_card_rom(root: &HostRoot, addr: &str) -> Result<Vec<u8>, String> {
     if !root.is_live() {
         return root.read_bytes(&path, MAX_ROM).map_err(|e| e.to_string());
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(
             "run as root: the kernel gives a card's ROM only to root, after enabling it".into(),
         );

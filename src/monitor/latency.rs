@@ -134,51 +134,33 @@ pub fn stats(cpu: u32, recorder: &Recorder, realtime: bool, pinned: bool) -> Lat
 }
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    crate::monitor::sample::monotonic_ns()
 }
 
 fn sleep_until_ns(t: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    let ts = rustix::time::Timespec {
+        tv_sec: i64::try_from(t / 1_000_000_000).unwrap_or(i64::MAX),
+        tv_nsec: i64::try_from(t % 1_000_000_000).unwrap_or(0),
     };
-    // SAFETY: a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
     // EINTR just ends this sleep early: the lateness is then measured as is.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
+    let _ = rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Monotonic, &ts);
 }
 
 fn pin_to(cpu: u32) -> bool {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in bounds
-    // for cpu < CPU_SETSIZE, checked first.
-    unsafe {
-        if cpu as usize >= libc::CPU_SETSIZE as usize {
-            return false;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    let cpu = cpu as usize;
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return false;
     }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).is_ok()
 }
 
 fn go_realtime(priority: i32) -> bool {
     let param = libc::sched_param {
         sched_priority: priority,
     };
+    // rustix has no sched_setscheduler: the one call left to libc.
     // SAFETY: plain syscall on the calling thread with a valid parameter.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
@@ -301,7 +283,18 @@ mod tests {
         // 200 ms at 1 ms: two 100 ms windows.
         assert_eq!(r[0].timeline_us.len(), 2, "{:?}", r[0].timeline_us);
         assert_eq!(r[0].timeline_window_ms, 100);
-        assert_eq!(r[0].verdict, verdict(r[0].p99_us, r[0].max_us));
+        // The verdict stands where the documented thresholds put these
+        // numbers (checked against the constants, not by calling `verdict`).
+        let (p99, max) = (r[0].p99_us, r[0].max_us);
+        match r[0].verdict {
+            Verdict::Good => assert!(p99 <= GOOD_P99_US && max < POOR_MAX_US, "{:?}", r[0]),
+            Verdict::Fair => assert!(
+                p99 > GOOD_P99_US && p99 <= POOR_P99_US && max < POOR_MAX_US,
+                "{:?}",
+                r[0]
+            ),
+            Verdict::Poor => assert!(p99 > POOR_P99_US || max >= POOR_MAX_US, "{:?}", r[0]),
+        }
         assert!(r[0].timeline_us.iter().all(|(_, us)| *us <= r[0].max_us));
         assert!(probe(&[], Duration::from_millis(1), Duration::from_millis(1), 1).is_err());
         assert!(probe(&[0], Duration::from_micros(1), Duration::from_millis(1), 1).is_err());

@@ -24,6 +24,9 @@ pub struct FindingsRequest<'a> {
     /// The libvirt this host's VMs are on: its access is checked. `None`
     /// for a capture, which has no daemon.
     pub libvirt: Option<&'a str>,
+    /// Do not connect where the user is outside libvirt's groups (the app:
+    /// a connection would pop up polkit's password dialog at every scan).
+    pub quiet: bool,
 }
 
 /// The host's findings, failures first.
@@ -41,7 +44,11 @@ pub fn host_findings(root: &HostRoot, snap: &HostSnapshot, req: &FindingsRequest
         }
     }
     if let Some(uri) = req.libvirt {
-        findings.extend(super::libvirt::check_libvirt(root, uri));
+        findings.extend(if req.quiet {
+            super::libvirt::check_libvirt_quietly(root, uri)
+        } else {
+            super::libvirt::check_libvirt(root, uri)
+        });
     }
     findings.sort_by_key(|f| f.status);
     findings

@@ -295,22 +295,43 @@ pub fn helper_path() -> std::path::PathBuf {
 /// Run the helper with `request`: through pkexec on the live host, directly
 /// with `--root` on a captured or test host (it writes only inside it).
 /// Each line arrives on `tx` as it is printed; `wake` repaints.
+/// The helper program a test names instead of the installed one (with
+/// extra arguments such as `--fail-at N`): only ever run directly, on a
+/// captured or test root, never through pkexec.
+#[derive(Debug, Clone, Default)]
+pub struct HelperProgram {
+    pub path: std::path::PathBuf,
+    pub args: Vec<String>,
+}
+
 pub fn run_helper(
     root: &HostRoot,
     request: &crate::helper::HelperRequest,
+    program: Option<&HelperProgram>,
     tx: std::sync::mpsc::Sender<HelperMsg>,
     wake: impl Fn() + Send + 'static,
 ) {
     use std::io::{BufRead, Write};
-    let helper = helper_path();
-    let mut cmd = if root.is_live() {
-        let mut c = std::process::Command::new("pkexec");
-        c.arg(&helper);
-        c
-    } else {
-        let mut c = std::process::Command::new(&helper);
-        c.arg("--root").arg(root.base());
-        c
+    let helper = match program {
+        Some(p) if !root.is_live() => p.path.clone(),
+        _ => helper_path(),
+    };
+    let mut cmd = match program {
+        Some(p) if !root.is_live() => {
+            let mut c = std::process::Command::new(&p.path);
+            c.args(&p.args).arg("--root").arg(root.base());
+            c
+        }
+        _ if root.is_live() => {
+            let mut c = std::process::Command::new("pkexec");
+            c.arg(&helper);
+            c
+        }
+        _ => {
+            let mut c = std::process::Command::new(&helper);
+            c.arg("--root").arg(root.base());
+            c
+        }
     };
     let input = match serde_json::to_vec(request) {
         Ok(v) => v,

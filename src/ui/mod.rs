@@ -5,7 +5,6 @@
 //! `theme.rs` holds the colours; `wizard_state.rs` the New VM choices.
 
 pub mod app;
-pub mod demo;
 pub mod jobs;
 pub mod pages;
 pub mod runtime;

@@ -189,6 +189,9 @@ pub struct TuningRuntime {
     pub ended: Option<(Option<i32>, Option<String>)>,
     /// Changes to select when the page opens from a Fix button.
     pub focus: Vec<String>,
+    /// Tests: the helper to run on a captured root instead of the installed
+    /// one (`VFIO_ASSISTANT_HELPER` names it for a whole process).
+    pub helper: Option<super::jobs::HelperProgram>,
 }
 
 impl Default for TuningRuntime {
@@ -204,6 +207,7 @@ impl Default for TuningRuntime {
             steps: 0,
             ended: None,
             focus: Vec::new(),
+            helper: None,
         }
     }
 }

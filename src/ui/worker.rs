@@ -2,9 +2,8 @@
 //! over a channel that the app drains in `logic`.
 
 use crate::checks::model::Finding;
-use crate::checks::run_checks;
 use crate::host::{HostSnapshot, scan};
-use crate::report::libvirt::check_libvirt_quietly;
+use crate::report::findings::{FindingsRequest, host_findings};
 use crate::sysroot::HostRoot;
 use std::sync::mpsc::{Receiver, channel};
 
@@ -26,12 +25,14 @@ pub fn spawn_scan(
         .spawn(move || {
             let result = scan(&root)
                 .map(|snap| {
-                    let mut findings = run_checks(&snap, None);
-                    // Can this user reach the host's libvirt (and its network)?
-                    if let Some(uri) = &libvirt {
-                        findings.extend(check_libvirt_quietly(&root, uri));
-                        findings.sort_by_key(|f| f.status);
-                    }
+                    // The same findings as `check` (one composition, in
+                    // report::findings), without a password dialog.
+                    let req = FindingsRequest {
+                        libvirt: libvirt.as_deref(),
+                        quiet: true,
+                        ..FindingsRequest::default()
+                    };
+                    let findings = host_findings(&root, &snap, &req);
                     (snap, findings)
                 })
                 .map_err(|e| format!("{e:#}"));

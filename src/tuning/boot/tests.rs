@@ -1,5 +1,5 @@
 //! Boot path detection and the command line change per loader, on facts
-//! built from text (the real distribution trees are in tests/tuning.rs).
+//! built from text (the real distribution trees are in tests/it/tuning.rs).
 
 use super::*;
 use crate::tuning::facts::TuneFacts;

@@ -310,6 +310,7 @@ impl App {
             return;
         }
         let root = self.root_or_live();
+        let program = self.tuning.helper.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let waker = self.waker.clone();
         self.tuning.run = Some(rx);
@@ -319,7 +320,7 @@ impl App {
         let spawned = std::thread::Builder::new()
             .name("helper".into())
             .spawn(move || {
-                jobs::run_helper(&root, &req, tx, move || {
+                jobs::run_helper(&root, &req, program.as_ref(), tx, move || {
                     if let Some(c) = &waker {
                         c.request_repaint();
                     }

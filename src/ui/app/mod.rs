@@ -163,7 +163,7 @@ impl App {
             Source::Demo => {
                 app.source_label = "demo host (sample data)".into();
                 app.libvirt_uri = Some(crate::libvirt::TEST_URI.into());
-                match super::demo::unpack_demo() {
+                match crate::demo::unpack_demo() {
                     Ok((root, dir)) => {
                         app.root = Some(root);
                         app._unpacked = Some(Unpacked::Demo(dir));

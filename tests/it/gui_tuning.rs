@@ -1,0 +1,114 @@
+//! The Tuning page through the accessibility tree (egui_kittest), on a
+//! temporary root built from a real host: the plan with its diffs and
+//! values, Apply with the helper run directly (no pkexec: a captured host is
+//! tuned inside its tree) changing the files and showing each step, and
+//! Undo restoring them byte for byte.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use crate::support::tuning::{differ, runtime_host, tree};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use std::time::{Duration, Instant};
+use vfio_assistant::ui::Source;
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::jobs::HelperProgram;
+use vfio_assistant::ui::state::{Page, State, TuningChoices};
+
+/// Step until `done` has held for a few frames in a row (a finished job
+/// starts the page's re-reads, which flip it for a moment).
+fn wait_for(h: &mut Harness<'static, App>, secs: u64, done: impl Fn(&App) -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut held = 0;
+    while Instant::now() < end && held < 5 {
+        h.step();
+        held = if done(h.state()) { held + 1 } else { 0 };
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(held >= 5, "timed out");
+}
+
+#[test]
+fn plan_apply_and_undo_from_the_page() {
+    let dir = runtime_host();
+    let before = tree(dir.path());
+    let state = State {
+        page: Page::Tuning,
+        tuning: TuningChoices {
+            gpus: vec!["0000:0b:00.0".into()],
+            vcpus: 4,
+            memory_gib: 1,
+            ..TuningChoices::default()
+        },
+        ..State::default()
+    };
+    let mut app = App::with_source(Source::Root(dir.path().into()), state, || {});
+    // The helper this test built (the page runs it directly on a captured root).
+    app.tuning.helper = Some(HelperProgram {
+        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
+        args: Vec::new(),
+    });
+    let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
+    wait_for(&mut h, 30, |a| {
+        a.snapshot.is_some() && a.tuning.facts.is_some()
+    });
+    // The plan: grouped, each with why and its exact steps.
+    h.get_by_label("Now");
+    h.get_by_label("After a reboot");
+    h.get_by_label_contains("Transparent hugepages: always -> madvise");
+    h.get_by_label_contains("vfio-pci takes 0000:0b:00.0");
+    // One at a time: each one opened moves the ones below it.
+    let n = h.get_all_by_label("What changes exactly").count();
+    for i in 0..n {
+        h.get_all_by_label("What changes exactly")
+            .nth(i)
+            .unwrap()
+            .click();
+        h.run();
+    }
+    h.get_by_label_contains("/sys/kernel/mm/transparent_hugepage/enabled: always -> madvise");
+    h.get_by_label_contains(
+        "or in a terminal: sudo vfio-assistant tune apply --gpu 0000:0b:00.0 --vcpus 4",
+    );
+    // Switch the boot change off, apply the rest.
+    h.run();
+    h.get_by_label_contains("vfio-pci takes 0000:0b:00.0")
+        .click();
+    h.run();
+    assert_eq!(h.state().state.tuning.off, vec!["vfio-boot".to_string()]);
+    h.get_by_label("Apply to this captured host's files")
+        .click();
+    wait_for(&mut h, 60, |a| {
+        !a.tuning.is_running()
+            && a.tuning.ended.is_some()
+            && !a.is_busy()
+            && a.tuning.facts.is_some()
+    });
+    let lines = h.state().tuning.lines.clone();
+    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    h.get_by_label_contains("ok thp: /sys/kernel/mm/transparent_hugepage/enabled = madvise");
+    h.get_by_label_contains("Applied (");
+    let after = tree(dir.path());
+    let changed = differ(&before, &after);
+    assert!(
+        changed.iter().any(|p| p.contains("transparent_hugepage")),
+        "{changed:?}"
+    );
+    assert!(
+        !dir.path()
+            .join("etc/modprobe.d/vfio-assistant.conf")
+            .exists(),
+        "the switched-off change stayed off"
+    );
+    // The journal shows it; Undo puts everything back.
+    wait_for(&mut h, 30, |a| !a.tuning.status.is_empty());
+    h.get_by_label("Undo").click();
+    wait_for(&mut h, 60, |a| {
+        !a.tuning.is_running()
+            && a.tuning.ended.is_some()
+            && !a.is_busy()
+            && a.tuning.facts.is_some()
+    });
+    h.get_by_label_contains("Undone: every file and value is back.");
+    assert_eq!(differ(&before, &tree(dir.path())), Vec::<String>::new());
+}

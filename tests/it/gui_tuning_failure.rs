@@ -1,0 +1,82 @@
+//! The Tuning page when a step fails: the helper (run directly on a
+//! temporary root, told to fail its second step with `--fail-at`, which it
+//! takes only with `--root`) rolls back, and the page shows which step failed,
+//! what was undone, and that nothing was applied; the tree is as it was.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use crate::support::tuning::{differ, runtime_host, tree};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use std::time::{Duration, Instant};
+use vfio_assistant::ui::Source;
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::jobs::HelperProgram;
+use vfio_assistant::ui::state::{Page, State, TuningChoices};
+
+fn wait_for(h: &mut Harness<'static, App>, secs: u64, done: impl Fn(&App) -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut held = 0;
+    while Instant::now() < end && held < 5 {
+        h.step();
+        held = if done(h.state()) { held + 1 } else { 0 };
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(held >= 5, "timed out");
+}
+
+#[test]
+fn a_failing_step_shows_which_and_the_rollback() {
+    let dir = runtime_host();
+    let before = tree(dir.path());
+    let state = State {
+        page: Page::Tuning,
+        tuning: TuningChoices {
+            gpus: vec!["0000:0b:00.0".into()],
+            vcpus: 4,
+            memory_gib: 1,
+            ..TuningChoices::default()
+        },
+        ..State::default()
+    };
+    let mut app = App::with_source(Source::Root(dir.path().into()), state, || {});
+    // The real helper, told to fail its second step (it takes --fail-at only
+    // with --root, which the page adds for a captured host).
+    app.tuning.helper = Some(HelperProgram {
+        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
+        args: vec!["--fail-at".into(), "1".into()],
+    });
+    let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
+    wait_for(&mut h, 30, |a| {
+        a.snapshot.is_some() && a.tuning.facts.is_some()
+    });
+    h.get_by_label("Apply to this captured host's files")
+        .click();
+    wait_for(&mut h, 60, |a| {
+        !a.tuning.is_running()
+            && a.tuning.ended.is_some()
+            && !a.is_busy()
+            && a.tuning.facts.is_some()
+    });
+    let lines = h.state().tuning.lines.clone();
+    let failed: Vec<_> = lines.iter().filter(|l| l["event"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert!(
+        failed[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("injected failure at step 1"),
+        "{failed:?}"
+    );
+    // The step that failed, named; the one before it, undone; and the end.
+    let step = failed[0]["step"].as_str().unwrap();
+    h.get_by_label_contains(&format!("FAILED {step}: injected failure at step 1"));
+    assert!(
+        lines.iter().any(|l| l["event"] == "rolled_back"),
+        "the first step was undone: {lines:?}"
+    );
+    h.get_by_label_contains("undone: ");
+    h.get_by_label_contains("Nothing applied: ");
+    h.get_by_label_contains("Everything before it was put back.");
+    assert_eq!(differ(&before, &tree(dir.path())), Vec::<String>::new());
+}

@@ -1,0 +1,59 @@
+//! `scan --json` and `check --json` of every real-machine fixture (and the
+//! demo), kept as insta snapshots: a wrong value fails, not only a missing
+//! key. The root's path (it differs per checkout) is the one thing replaced.
+//! After a deliberate change: `INSTA_UPDATE=always cargo test --test it
+//! json_snapshots`, then read the diff of `tests/it/snapshots/` before
+//! committing it.
+
+use std::path::Path;
+use std::process::Command;
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args(args)
+        .output()
+        .unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    // Where the tree was read from, which differs per checkout and per
+    // unpacked demo: said once at the top, and nowhere else.
+    let root = v["root"].as_str().unwrap_or_default().to_string();
+    assert!(!root.is_empty(), "{args:?}: no root");
+    v["root"] = "<root>".into();
+    let text = serde_json::to_string(&v).unwrap();
+    assert!(
+        !text.contains(&root),
+        "{args:?}: the root's path {root} appears past its key"
+    );
+    v
+}
+
+#[test]
+fn every_fixture_scans_and_checks_as_recorded() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology");
+    let mut names: Vec<String> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| base.join(n).is_dir())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 16, "{names:?}");
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("snapshots");
+    settings.bind(|| {
+        for n in &names {
+            let root = base.join(n);
+            let root = root.to_str().unwrap();
+            insta::assert_json_snapshot!(
+                format!("scan-{n}"),
+                json_of(&["scan", "--json", "--root", root])
+            );
+            insta::assert_json_snapshot!(
+                format!("check-{n}"),
+                json_of(&["check", "--json", "--root", root])
+            );
+        }
+        insta::assert_json_snapshot!("scan-demo", json_of(&["scan", "--json", "--demo"]));
+    });
+}

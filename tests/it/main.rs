@@ -1,0 +1,46 @@
+//! Every integration test in one binary (one link, one copy of the shared
+//! helpers in `support/`), a module per area. `cargo test --test it NAME`
+//! runs one area, e.g. `cargo test --test it gui_tuning`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+mod support;
+
+mod bad_input;
+mod checks;
+mod checks_each_way;
+mod cli;
+mod cli_check;
+mod cli_domain;
+mod cli_hostile;
+mod cli_json;
+mod cli_pipe;
+mod demo_asset;
+mod doctor;
+mod doctor_vm;
+mod domain_new;
+mod domain_tune;
+mod domain_xml;
+mod faces_agree;
+mod gui;
+mod gui_monitor;
+mod gui_pin_board;
+mod gui_tuning;
+mod gui_tuning_failure;
+mod gui_wizard;
+mod helper;
+mod hostile_inputs;
+mod initramfs;
+mod json_snapshots;
+mod libvirt_driver;
+mod lspci_yardstick;
+mod monitor;
+mod pci_listings;
+mod pinning;
+mod pinning_hybrid;
+mod rom;
+mod topology_fixtures;
+mod topology_masks;
+mod tuning;
+mod tuning_distros;
+mod vm_lifecycle;

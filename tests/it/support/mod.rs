@@ -1,0 +1,10 @@
+#![allow(dead_code)]
+pub mod gui;
+pub mod hosts;
+pub mod json;
+pub mod listing;
+pub mod schema;
+pub mod tree;
+pub mod tuning;
+pub mod upstream;
+pub mod vm;

@@ -7,7 +7,11 @@ pub mod cmdline;
 pub mod devices;
 pub mod idle;
 pub mod initramfs;
-pub mod model;
+/// The finding model lives in `crate::finding`, below every layer that
+/// makes findings (checks, domain preflight, tuning evidence).
+pub mod model {
+    pub use crate::finding::{Evidence, Finding, Status};
+}
 pub mod platform;
 pub mod rom;
 pub mod runtime;

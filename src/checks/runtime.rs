@@ -6,8 +6,8 @@ use super::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::parse::interrupts::{VfioIrq, VfioIrqMode};
-use crate::report::text::human_kib;
 use crate::sysroot::HostPath;
+use crate::units::human_kib;
 use std::collections::BTreeSet;
 
 pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {

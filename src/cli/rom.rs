@@ -1,5 +1,5 @@
 //! `vfio-assistant rom [ADDRESS] [--file FILE] [--save OUT [--force]] [--json]`: what is
-//! in a graphics card's ROM — read from the card (root; see host/rom.rs) or
+//! in a graphics card's ROM — read from the card (root; see romread.rs) or
 //! from a file (a dump, a download) — whether it carries the UEFI GOP driver
 //! OVMF needs, whether a flash-tool header sits in front of it, whether it is
 //! for this card. `--save` writes the ROM proper (header cut off) for
@@ -8,9 +8,9 @@
 use crate::checks::model::Status;
 use crate::checks::rom::{Card, rom_finding};
 use crate::host::pci::full_address;
-use crate::host::rom::{read_card_rom, rom_path};
 use crate::host::scan;
 use crate::parse::option_rom::parse_option_rom;
+use crate::report::rom::card_rom;
 use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
@@ -49,17 +49,23 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
         }
         None => None,
     };
-    let (source, bytes) = match (&args.file, &card) {
-        (Some(f), _) => (f.display().to_string(), read_file(f)),
-        (None, Some((addr, _))) => (rom_path(addr).to_string(), read_card_rom(root, addr)),
+    let (f, bytes) = match (&args.file, &card) {
+        (Some(file), _) => {
+            let bytes = read_file(file);
+            let f = rom_finding(
+                card.as_ref().map(|(a, _)| a.as_str()),
+                card.as_ref().map(|(_, c)| *c),
+                &file.display().to_string(),
+                &bytes,
+            );
+            (f, bytes)
+        }
+        (None, Some((addr, c))) => {
+            let r = card_rom(root, addr, Some(*c));
+            (r.finding, r.bytes)
+        }
         (None, None) => anyhow::bail!("name a card or a file"),
     };
-    let f = rom_finding(
-        card.as_ref().map(|(a, _)| a.as_str()),
-        card.as_ref().map(|(_, c)| *c),
-        &source,
-        &bytes,
-    );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
     } else {

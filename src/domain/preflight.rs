@@ -17,7 +17,7 @@ use super::start_failure::{Adaptation, StartCause};
 use super::tune::Edit;
 use super::validate::{SchemaResult, caps_problems};
 use super::xml::{Document, Element};
-use crate::checks::model::{Finding, Status};
+use crate::finding::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use serde::Serialize;

@@ -14,7 +14,6 @@ pub mod iommu;
 pub mod kernel;
 pub mod pci;
 pub mod pci_names;
-pub mod rom;
 pub mod system;
 pub mod topology;
 pub mod usage;

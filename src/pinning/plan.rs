@@ -183,7 +183,7 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
     {
         let n = cores_for(&g.cores, req.vcpus, per_core).unwrap_or(g.cores.len());
         let size = if g.l3_kib > 0 {
-            format!(" share one {} L3", crate::report::text::human_kib(g.l3_kib))
+            format!(" share one {} L3", crate::units::human_kib(g.l3_kib))
         } else {
             " share one cache group".to_string()
         };

@@ -35,12 +35,8 @@ pub fn host_findings(root: &HostRoot, snap: &HostSnapshot, req: &FindingsRequest
     if req.read_rom {
         for e in crate::checks::devices::targets(snap, req.device) {
             let addr = e.device.address.as_str();
-            findings.push(crate::checks::rom::rom_finding(
-                Some(addr),
-                Some(crate::checks::rom::Card::of(&e.device)),
-                &crate::host::rom::rom_path(addr).to_string(),
-                &crate::host::rom::read_card_rom(root, addr),
-            ));
+            let card = crate::checks::rom::Card::of(&e.device);
+            findings.push(super::rom::card_rom(root, addr, Some(card)).finding);
         }
     }
     if let Some(uri) = req.libvirt {

@@ -13,5 +13,6 @@ pub mod libvirt;
 pub mod lifecycle;
 pub mod next_step;
 pub mod preflight;
+pub mod rom;
 pub mod storage;
 pub mod text;

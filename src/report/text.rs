@@ -6,21 +6,7 @@ use crate::host::PciEntry;
 use crate::host::iommu::VerdictKind;
 use crate::host::topology::TopologySummary;
 
-/// KiB as a short human size.
-pub fn human_kib(kib: u64) -> String {
-    if kib >= 1024 * 1024 {
-        format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
-    } else if kib >= 1024 {
-        let mib = kib as f64 / 1024.0;
-        if mib.fract() == 0.0 {
-            format!("{mib:.0} MiB")
-        } else {
-            format!("{mib:.1} MiB")
-        }
-    } else {
-        format!("{kib} KiB")
-    }
-}
+pub use crate::units::human_kib;
 
 /// Short badges for a device: GPU, boot VGA, SR-IOV, host use, reset.
 pub fn badges(e: &PciEntry) -> Vec<String> {

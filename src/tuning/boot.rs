@@ -17,7 +17,7 @@
 use super::facts::TuneFacts;
 use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};
 use super::tokens::{merge, missing, split};
-use crate::checks::model::Evidence;
+use crate::finding::Evidence;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Loader {

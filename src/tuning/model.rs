@@ -5,7 +5,7 @@
 //! undone. The same types go into the journal, out as `tune … --json`
 //! (docs/tune-json.md), and through the privileged helper.
 
-use crate::checks::model::Evidence;
+use crate::finding::Evidence;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, ValueChange, Verify};
-use crate::checks::model::Evidence;
+use crate::finding::Evidence;
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 

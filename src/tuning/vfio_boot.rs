@@ -11,7 +11,7 @@
 use super::boot::Generator;
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
-use crate::checks::model::Evidence;
+use crate::finding::Evidence;
 use crate::host::HostSnapshot;
 
 pub const MODPROBE_FILE: &str = "/etc/modprobe.d/vfio-assistant.conf";

@@ -168,9 +168,7 @@ pub fn latency(cpus: &[u32], seconds: u64, compare_idle: bool) -> LatencyPair {
 
 /// Read a card's ROM (root: enabled in sysfs for the read) and judge it.
 pub fn read_rom(root: &HostRoot, addr: &str, card: crate::checks::rom::Card) -> Finding {
-    let path = crate::host::rom::rom_path(addr).to_string();
-    let bytes = crate::host::rom::read_card_rom(root, addr);
-    crate::checks::rom::rom_finding(Some(addr), Some(card), &path, &bytes)
+    crate::report::rom::card_rom(root, addr, Some(card)).finding
 }
 
 /// Read the domain, tune only its pinning and CPU topology, define it again.

@@ -1,4 +1,5 @@
 //! A PCI device's expansion ROM from sysfs (`/sys/bus/pci/devices/ADDR/rom`).
+//! Not in `host/`, which only reads: switching the ROM BAR on is a write.
 //! The kernel gives the bytes only after "1" is written to that file (which
 //! maps the ROM BAR) and expects "0" after reading; both need root. This is
 //! the one place the app writes to sysfs, and only on the live host when

@@ -1,5 +1,7 @@
 //! A finding: what was checked, what we saw (evidence: the file and the value),
-//! the verdict, why it matters in plain words, and the fix.
+//! the verdict, why it matters in plain words, and the fix. A leaf module:
+//! the checks, the domain preflight and the tuning engine all speak it, and
+//! it imports none of them.
 
 use serde::{Deserialize, Serialize};
 

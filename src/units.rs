@@ -1,0 +1,18 @@
+//! Sizes in words (a leaf: the checks, the pin planner and both faces use
+//! it, and it uses nothing of ours).
+
+/// KiB as a short human size.
+pub fn human_kib(kib: u64) -> String {
+    if kib >= 1024 * 1024 {
+        format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
+    } else if kib >= 1024 {
+        let mib = kib as f64 / 1024.0;
+        if mib.fract() == 0.0 {
+            format!("{mib:.0} MiB")
+        } else {
+            format!("{mib:.1} MiB")
+        }
+    } else {
+        format!("{kib} KiB")
+    }
+}

@@ -8,6 +8,7 @@
 //! `next_step.rs`: the one thing to do now (the Overview's first card,
 //! `check`'s first line).
 
+pub mod device;
 pub mod findings;
 pub mod libvirt;
 pub mod lifecycle;

@@ -71,7 +71,19 @@ fn overview_explains_the_demo_host_and_links_to_its_gpu() {
     h.run();
     assert_eq!(h.state().state.page, Page::Devices);
     h.get_by_label_contains("Group 30");
-    h.get_by_label_contains("can be passed through together with 0b:00.1");
+    // The verdict, and the device shown from the Overview opens with its
+    // details (where the verdict's reason is said again) and its actions.
+    assert!(
+        h.get_all_by_label_contains("can be passed through together with 0b:00.1")
+            .count()
+            >= 1
+    );
+    h.get_by_label("Shares its group with");
+    h.get_by_label("Bind to vfio-pci…");
+    h.get_by_label("Pass through in a new VM").click();
+    h.run();
+    assert_eq!(h.state().state.page, Page::NewVm);
+    assert_eq!(h.state().state.wizard.gpu.as_deref(), Some("0000:0b:00.0"));
 }
 
 #[test]

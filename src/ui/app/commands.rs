@@ -27,6 +27,9 @@ pub enum Command {
     ShowPage(Page),
     /// Show this device on the Devices page.
     ShowDevice(String),
+    /// The New VM page with this device to pass through (a GPU as the
+    /// VM's GPU, anything else among its extra devices).
+    NewVmWith(String),
     /// (Re)start the monitor's sampler.
     StartMonitor,
     /// Devices: read a card's ROM.
@@ -127,6 +130,21 @@ impl App {
                     self.stop_monitor();
                 }
                 self.state.page = p;
+                None
+            }
+            Command::NewVmWith(a) => {
+                let gpu = self
+                    .snapshot
+                    .as_ref()
+                    .and_then(|s| s.device(&a))
+                    .is_some_and(|e| e.device.is_gpu());
+                let w = &mut self.state.wizard;
+                if gpu {
+                    w.gpu = Some(a);
+                } else if !w.devices.contains(&a) {
+                    w.devices.push(a);
+                }
+                self.state.page = Page::NewVm;
                 None
             }
             Command::ShowDevice(a) => {

@@ -4,9 +4,11 @@
 
 use crate::checks::model::Finding;
 use crate::host::{HostSnapshot, PciEntry};
+use crate::report::device::device_details;
 use crate::report::text::badges;
 use crate::ui::app::Command;
 use crate::ui::state::State;
+use crate::ui::theme;
 use crate::ui::views::findings::finding_list_ui;
 use crate::ui::widgets::badges::{badge_color, badge_ui, verdict_color, verdict_label};
 use egui::RichText;
@@ -68,6 +70,7 @@ fn rom_ui(ui: &mut egui::Ui, e: &PciEntry, rom: &RomView<'_>, out: &mut Vec<Comm
 /// Draw one device; its verdict only when `explain` (one per passthrough set).
 fn device_ui(
     ui: &mut egui::Ui,
+    s: &HostSnapshot,
     e: &PciEntry,
     focused: bool,
     explain: bool,
@@ -127,6 +130,72 @@ fn device_ui(
         if d.is_gpu() {
             rom_ui(ui, e, rom, out);
         }
+        if !bridge {
+            details_ui(ui, s, e, focused, out);
+        }
+    });
+}
+
+/// The device's details (IDs, driver, group, link, BARs, reset,
+/// capabilities, host use, SR-IOV) and what can be done with it.
+fn details_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    e: &PciEntry,
+    focused: bool,
+    out: &mut Vec<Command>,
+) {
+    let d = &e.device;
+    let mut header = egui::CollapsingHeader::new("Details")
+        .id_salt(("details", &d.address))
+        .default_open(false);
+    if focused {
+        header = header.open(Some(true));
+    }
+    header.show(ui, |ui| {
+        egui::Grid::new(("detail_grid", &d.address))
+            .num_columns(2)
+            .spacing([12.0, 4.0])
+            .striped(true)
+            .show(ui, |ui| {
+                for r in device_details(s, e) {
+                    ui.label(RichText::new(r.label).strong());
+                    ui.add(egui::Label::new(theme::detail(r.value)).wrap());
+                    ui.end_row();
+                }
+            });
+        ui.horizontal_wrapped(|ui| {
+            let on_vfio = d.driver.as_deref() == Some("vfio-pci");
+            if !on_vfio
+                && e.passthrough.verdict != crate::host::iommu::VerdictKind::NoIommu
+                && ui
+                    .button("Bind to vfio-pci…")
+                    .on_hover_text("Opens the Tuning page with vfio-pci at boot (and now) for this device's whole passthrough set: you see every file it writes before anything changes, and can undo it.")
+                    .clicked()
+            {
+                out.push(Command::OpenTuning {
+                    focus: vec!["vfio-boot".into()],
+                    gpus: vec![d.address.clone()],
+                    use_board: false,
+                    memory_gib: None,
+                });
+            }
+            if on_vfio
+                && ui
+                    .button("Give it back to the host…")
+                    .on_hover_text("Opens the Tuning page: its journal undoes the change that bound it (or run `vfio-assistant tune undo`).")
+                    .clicked()
+            {
+                out.push(Command::ShowPage(crate::ui::state::Page::Tuning));
+            }
+            if ui
+                .button("Pass through in a new VM")
+                .on_hover_text("Opens the New VM page with this device (and its passthrough set) chosen.")
+                .clicked()
+            {
+                out.push(Command::NewVmWith(d.address.clone()));
+            }
+        });
     });
 }
 
@@ -174,6 +243,7 @@ pub fn devices_ui(
                 for e in s.pci_devices.iter().filter(|e| visible(e)) {
                     device_ui(
                         ui,
+                        s,
                         e,
                         focus.as_deref() == Some(e.device.address.as_str()),
                         true,
@@ -248,7 +318,7 @@ pub fn devices_ui(
                                 explained.push(set);
                             }
                             let focused = focus.as_deref() == Some(e.device.address.as_str());
-                            device_ui(ui, e, focused, explain, rom, out);
+                            device_ui(ui, s, e, focused, explain, rom, out);
                             ui.add_space(4.0);
                         }
                     });

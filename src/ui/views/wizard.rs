@@ -27,6 +27,17 @@ pub fn wizard_ui(
     rt: &WizardRuntime,
     out: &mut Vec<Command>,
 ) {
+    // The VM's name on every step, editable where it is shown.
+    ui.horizontal(|ui| {
+        let l = ui.label(RichText::new("New VM:").strong());
+        ui.add(egui::TextEdit::singleline(&mut w.name).desired_width(200.0))
+            .labelled_by(l.id);
+        ui.weak(if w.windows11 {
+            "Windows 11"
+        } else {
+            "Windows 10"
+        });
+    });
     ui.horizontal(|ui| {
         for s in Step::ALL {
             if ui.selectable_label(w.step == s, s.title()).clicked() {
@@ -89,6 +100,12 @@ pub fn wizard_ui(
 fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.heading("Which GPU goes to the VM?");
     ui.label("Its whole passthrough set goes with it: the other functions of the card (HDMI audio, USB-C) and anything sharing its IOMMU group.");
+    if snap.gpus().next().is_some() && !snap.iommu.active {
+        ui.colored_label(
+            WARN,
+            "The IOMMU is not active on this host, so no GPU can be handed to a VM yet: turn on VT-d / AMD-Vi (\"IOMMU\", \"SVM Mode\" on AMD boards) in the firmware and, where the kernel needs it, intel_iommu=on on its command line (the Overview's next step says which). The VM can be set up now; its GPU is added once the IOMMU is on.",
+        );
+    }
     if snap.gpus().next().is_none() {
         ui.colored_label(
             WARN,

@@ -103,7 +103,18 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                     let (label, mark_color) = match marks.get(cpu_id) {
                         Some(CpuMark::Vcpu(v)) => (format!("CPU {cpu_id} v{v}"), Some(VCPU)),
                         Some(CpuMark::Emulator) => (format!("CPU {cpu_id} emu"), Some(EMULATOR)),
-                        Some(CpuMark::Chips(c)) => (format!("CPU {cpu_id} {c}"), Some(VCPU)),
+                        // A vCPU's mark where one sits here, else the emulator's.
+                        Some(CpuMark::Chips(c)) => {
+                            let vcpu = c.split_whitespace().any(|t| {
+                                t.strip_prefix('v').is_some_and(|n| {
+                                    n.chars().all(|ch| ch.is_ascii_digit()) && !n.is_empty()
+                                })
+                            });
+                            (
+                                format!("CPU {cpu_id} {c}"),
+                                Some(if vcpu { VCPU } else { EMULATOR }),
+                            )
+                        }
                         None => (format!("CPU {cpu_id}"), None),
                     };
                     let text = RichText::new(label).monospace();

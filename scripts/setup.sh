@@ -24,6 +24,9 @@ if [ "$what" = test ]; then
     # action, man-db and bash-completion for what the .deb installs, Xvfb and
     # ImageMagick for a screenshot of the installed app, rpm to read the .rpm.
     pkgs="$pkgs polkitd pkexec man-db bash-completion xvfb imagemagick rpm"
+    # The app's pages rendered to PNG by egui_kittest through wgpu on Mesa's
+    # software Vulkan (lavapipe), compared with tests/snapshots/.
+    pkgs="$pkgs mesa-vulkan-drivers"
 fi
 missing_packages() {
     missing=""

@@ -78,6 +78,20 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding], domain_named: bool) -> 
         .iter()
         .filter(|f| f.status == Status::Info && f.fix.is_some())
         .count();
+    // Host checks that said nothing: they did not apply (no device in use,
+    // no split-lock detection) or had nothing to read (a thin capture).
+    let host_checks = symptom
+        .checks
+        .iter()
+        .filter(|c| !c.starts_with("vm."))
+        .count();
+    let silent = symptom
+        .checks
+        .iter()
+        .filter(|c| !c.starts_with("vm."))
+        .filter(|c| !relevant.iter().any(|f| f.id == **c))
+        .count();
+    let looked = passed + suggestions;
     let (outcome, summary) = if !problems.is_empty() {
         let titles: Vec<&str> = problems.iter().map(|f| f.title.as_str()).collect();
         (
@@ -101,12 +115,14 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding], domain_named: bool) -> 
                 cannot_see
             ),
         )
-    } else if unknown > passed + suggestions {
+    } else if unknown + silent > looked {
+        // Most of what could explain it was not seen: two passes among
+        // eight checks that read nothing are no "no clear cause".
         (
             Outcome::CannotTell,
             format!(
-                "Too little could be checked to tell: {unknown} of this symptom's checks could not read what they need, and only {} could (run as root, or capture the whole host). {}",
-                passed + suggestions,
+                "Too little could be checked to tell: {} of this symptom's checks could not read what they need or had nothing to read here, and only {looked} could (run as root, or capture the whole host). {}",
+                unknown + silent,
                 cannot_see
             ),
         )
@@ -123,18 +139,9 @@ pub fn diagnose(symptom: &Symptom, findings: &[Finding], domain_named: bool) -> 
         if unknown > 0 {
             parts.push(format!("{unknown} could not be read"));
         }
-        // Host checks that said nothing: they did not apply (no device in
-        // use, no split-lock detection) or had nothing to read (a thin
-        // capture). Said, so that two passes do not read as "all checked".
-        let host_checks = symptom.checks.iter().filter(|c| !c.starts_with("vm."));
-        let silent = host_checks
-            .clone()
-            .filter(|c| !relevant.iter().any(|f| f.id == **c))
-            .count();
         if silent > 0 {
             parts.push(format!(
-                "{silent} of its {} host checks did not apply or had nothing to read here",
-                host_checks.count()
+                "{silent} of its {host_checks} host checks did not apply or had nothing to read here"
             ));
         }
         (
@@ -187,31 +194,46 @@ mod tests {
             diagnose(s, &[warn, pass.clone()], false).outcome,
             Outcome::CauseFound
         );
-        assert_eq!(
-            diagnose(s, &[pass, unknown.clone()], false).outcome,
-            Outcome::NothingFound
-        );
-        // Checked but only worth considering: not "cannot tell".
+        // Every host check looked, one only suggests: no clear cause, and
+        // the suggestion is said.
+        let host: Vec<&str> = s
+            .checks
+            .iter()
+            .copied()
+            .filter(|c| !c.starts_with("vm."))
+            .collect();
         let info = Finding::new("mem.hugepages", "No hugepages reserved", Status::Info)
             .fix("Reserve some.");
-        let d = diagnose(s, &[info], false);
-        assert_eq!(d.outcome, Outcome::NothingFound);
+        let mut all: Vec<Finding> = host
+            .iter()
+            .filter(|c| **c != "mem.hugepages")
+            .map(|c| Finding::new(c, "fine", Status::Pass))
+            .collect();
+        all.push(info.clone());
+        let d = diagnose(s, &all, false);
+        assert_eq!(d.outcome, Outcome::NothingFound, "{}", d.summary);
         assert!(
-            d.summary
-                .starts_with("No clear cause on the host side (1 suggestion(s) below"),
-            "{}",
-            d.summary
-        );
-        // One finding for a symptom with many host checks: the rest said
-        // nothing, and the summary says so (one suggestion is not "all checked").
-        let host = s.checks.iter().filter(|c| !c.starts_with("vm.")).count();
-        assert!(
-            d.summary.contains(&format!(
-                "{} of its {host} host checks did not apply or had nothing to read here",
-                host - 1
+            d.summary.starts_with(&format!(
+                "No clear cause on the host side ({} check(s) passed, 1 suggestion(s) below",
+                host.len() - 1
             )),
             "{}",
             d.summary
+        );
+        // One look among checks that read nothing: not green.
+        let d = diagnose(s, &[info], false);
+        assert_eq!(d.outcome, Outcome::CannotTell, "{}", d.summary);
+        assert!(
+            d.summary.contains(&format!(
+                "{} of this symptom's checks could not read what they need or had nothing to read here, and only 1 could",
+                host.len() - 1
+            )),
+            "{}",
+            d.summary
+        );
+        assert_eq!(
+            diagnose(s, &[pass, unknown.clone()], false).outcome,
+            Outcome::CannotTell
         );
         // Information alone (a VM that is shut off) checked nothing.
         let state = Finding::new("vm.state", "'win11' is shut off", Status::Info);
@@ -227,8 +249,9 @@ mod tests {
         let d = diagnose(s, &unknowns, false);
         assert_eq!(d.outcome, Outcome::CannotTell, "{}", d.summary);
         assert!(
+            d.summary.contains("could not read what they need"),
+            "{}",
             d.summary
-                .contains("3 of this symptom's checks could not read")
         );
     }
 

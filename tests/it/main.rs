@@ -25,6 +25,7 @@ mod faces_agree;
 mod gui;
 mod gui_monitor;
 mod gui_pin_board;
+mod gui_snapshots;
 mod gui_tuning;
 mod gui_tuning_failure;
 mod gui_wizard;

@@ -1,0 +1,122 @@
+//! Every page of the app as a picture, compared with the one kept in
+//! `tests/snapshots/` (egui_kittest renders through wgpu on Mesa's software
+//! Vulkan, lavapipe: no display, no GPU). A layout that moves, text that
+//! shrinks or a page that stops drawing fails here; a changed page is
+//! renewed with `UPDATE_SNAPSHOTS=1 cargo test --test it gui_snapshots`
+//! and looked at before it is committed.
+
+use egui_kittest::kittest::Queryable;
+use egui_kittest::{Harness, SnapshotOptions, SnapshotResults};
+use std::time::{Duration, Instant};
+use vfio_assistant::pinning::board::Board;
+use vfio_assistant::pinning::{PinRequest, plan};
+use vfio_assistant::ui::Source;
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::state::{Page, State};
+
+/// Antialiased edges may land a shade apart on another CPU's lavapipe; a
+/// moved widget or a line of text changes thousands of pixels.
+fn options() -> SnapshotOptions {
+    SnapshotOptions::new()
+        .output_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots"))
+        .threshold(0.6)
+        .max_failed_pixels(400)
+}
+
+/// The demo app on `page`, its scan and every page job landed.
+fn demo(state: State) -> Harness<'static, App> {
+    let app = App::with_source(Source::Demo, state, || {});
+    let mut h = Harness::builder()
+        .with_size([1280.0, 800.0])
+        .wgpu()
+        .build_ui_state(
+            |ui, app: &mut App| {
+                app.poll();
+                app.ui_content(ui);
+            },
+            app,
+        );
+    settle(&mut h);
+    h
+}
+
+/// Step until the scan is in and nothing runs, for a few frames in a row.
+fn settle(h: &mut Harness<'static, App>) {
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut quiet = 0;
+    while Instant::now() < end && quiet < 5 {
+        h.step();
+        let a = h.state();
+        quiet = if a.snapshot.is_some() && !a.is_scanning() && !a.is_busy() {
+            quiet + 1
+        } else {
+            0
+        };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(quiet >= 5, "the demo did not settle: {:?}", h.state().error);
+    h.run();
+}
+
+fn on(page: Page) -> State {
+    State {
+        page,
+        ..State::default()
+    }
+}
+
+#[test]
+fn every_page_of_the_demo_looks_as_kept() {
+    let o = options();
+    // One set of results for every harness: all pictures are compared (and
+    // renewed) before the test says which differ.
+    let mut results = SnapshotResults::new();
+    let mut h = demo(on(Page::Overview));
+    h.snapshot_options("overview", &o);
+
+    // Devices, the GTX 1080 Ti shown from the Overview: its details open.
+    h.get_by_label_contains("0000:0b:00.0  NVIDIA GP102")
+        .click();
+    settle(&mut h);
+    h.snapshot_options("devices-details", &o);
+    results.extend_harness(&mut h);
+
+    // The CPU page with the planner's board for 6 vCPUs, and its legend.
+    let mut cpu = on(Page::Cpu);
+    {
+        let snap =
+            vfio_assistant::host::scan(&vfio_assistant::demo::unpack_demo().unwrap().0).unwrap();
+        let req = PinRequest {
+            vcpus: 6,
+            amd: true,
+            ..PinRequest::default()
+        };
+        cpu.board = Board::from_plan(&plan(&snap.topology, &req).unwrap());
+    }
+    let mut h = demo(cpu);
+    h.snapshot_options("cpu-board", &o);
+    results.extend_harness(&mut h);
+
+    let mut h = demo(on(Page::NewVm));
+    h.snapshot_options("new-vm", &o);
+    results.extend_harness(&mut h);
+
+    let mut t = on(Page::Troubleshoot);
+    t.symptom = Some("stutter".into());
+    let mut h = demo(t);
+    h.snapshot_options("troubleshoot-stutter", &o);
+    results.extend_harness(&mut h);
+
+    let mut h = demo(on(Page::Monitor));
+    h.snapshot_options("monitor", &o);
+    results.extend_harness(&mut h);
+
+    let mut tuning = on(Page::Tuning);
+    tuning.tuning.gpus = vec!["0000:0b:00.0".into()];
+    tuning.tuning.vcpus = 6;
+    tuning.tuning.memory_gib = 8;
+    let mut h = demo(tuning);
+    h.snapshot_options("tuning-plan", &o);
+    results.extend_harness(&mut h);
+    results.unwrap();
+}

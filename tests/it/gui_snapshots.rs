@@ -120,3 +120,65 @@ fn every_page_of_the_demo_looks_as_kept() {
     results.extend_harness(&mut h);
     results.unwrap();
 }
+
+/// The Tuning page on a captured host (a real X570 host's tree in a
+/// temporary root) before Apply and after it, with the helper run directly
+/// on that root. After Apply the page names the transaction and its time,
+/// which differ every run: that picture allows their few thousand pixels.
+#[test]
+fn the_tuning_page_before_and_after_apply_looks_as_kept() {
+    let dir = crate::support::tuning::runtime_host();
+    let state = State {
+        page: Page::Tuning,
+        tuning: vfio_assistant::ui::state::TuningChoices {
+            gpus: vec!["0000:0b:00.0".into()],
+            vcpus: 4,
+            memory_gib: 1,
+            ..Default::default()
+        },
+        ..State::default()
+    };
+    let mut app = App::with_source(Source::Root(dir.path().into()), state, || {});
+    app.set_source_label("captured host (X570, temporary root)");
+    app.tuning.helper = Some(vfio_assistant::ui::jobs::HelperProgram {
+        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
+        args: Vec::new(),
+    });
+    let mut h = Harness::builder()
+        .with_size([1280.0, 1100.0])
+        .wgpu()
+        .build_ui_state(
+            |ui, app: &mut App| {
+                app.poll();
+                app.ui_content(ui);
+            },
+            app,
+        );
+    let settled = |h: &mut Harness<'static, App>| {
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut quiet = 0;
+        while Instant::now() < end && quiet < 5 {
+            h.step();
+            let a = h.state();
+            quiet = if a.snapshot.is_some()
+                && a.tuning.facts.is_some()
+                && !a.tuning.is_running()
+                && !a.is_busy()
+            {
+                quiet + 1
+            } else {
+                0
+            };
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(quiet >= 5, "the Tuning page did not settle");
+        h.run();
+    };
+    settled(&mut h);
+    h.snapshot_options("tuning-before-apply", &options());
+    h.get_by_label("Apply to this captured host's files")
+        .click();
+    settled(&mut h);
+    h.get_by_label_contains("Applied (");
+    h.snapshot_options("tuning-after-apply", &options().max_failed_pixels(6000));
+}

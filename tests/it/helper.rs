@@ -175,3 +175,35 @@ fn a_good_request_streams_its_steps_and_is_undone() {
         "undo gives the tree back"
     );
 }
+
+/// The helper runs as root: it links no display, GUI or libvirt library, and
+/// none of the app's window code is in it.
+#[test]
+fn the_helper_carries_no_gui_and_no_libvirt() {
+    let bin = env!("CARGO_BIN_EXE_vfio-assistant-helper");
+    let ldd = std::process::Command::new("ldd").arg(bin).output().unwrap();
+    let libs = String::from_utf8_lossy(&ldd.stdout);
+    assert!(libs.contains("libc.so"), "ldd said: {libs}");
+    for lib in [
+        "libvirt",
+        "libX11",
+        "libGL",
+        "libEGL",
+        "libwayland",
+        "libxkbcommon",
+    ] {
+        assert!(!libs.contains(lib), "the helper links {lib}: {libs}");
+    }
+    let nm = std::process::Command::new("nm")
+        .args(["-C", bin])
+        .output()
+        .unwrap();
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    assert!(
+        symbols.contains("vfio_assistant::helper"),
+        "nm read no symbols"
+    );
+    for krate in ["egui::", "eframe::", "virt::"] {
+        assert!(!symbols.contains(krate), "the helper holds {krate} code");
+    }
+}

@@ -198,6 +198,12 @@ impl App {
         }
     }
 
+    /// What the top bar calls the host (embedding, and pictures of a page
+    /// on a temporary root, whose path differs every run).
+    pub fn set_source_label(&mut self, label: impl Into<String>) {
+        self.source_label = label.into();
+    }
+
     pub fn is_scanning(&self) -> bool {
         self.scanning.is_some()
     }

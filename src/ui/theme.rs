@@ -53,6 +53,12 @@ pub fn outcome_color(o: Outcome) -> Color32 {
     }
 }
 
+/// Muted text for this theme (the weak text colour set in
+/// `ensure_readable`: at least 4.5:1 on the panel, dark or light).
+pub fn muted(ui: &egui::Ui) -> Color32 {
+    ui.visuals().weak_text_color()
+}
+
 /// Body text in details (evidence, why, fix): readable, not `small()`.
 pub const DETAIL_SIZE: f32 = 13.0;
 /// Monospace for XML, kernel lines and evidence.
@@ -87,6 +93,13 @@ pub fn ensure_readable(ctx: &egui::Context) {
     }
     ctx.all_styles_mut(|style| {
         use egui::{FontFamily, FontId, TextStyle};
+        // Weak text at 4.5:1 or better on the panel: egui's default grey is
+        // about 2.9:1 on the light theme's near-white.
+        style.visuals.weak_text_color = Some(if style.visuals.dark_mode {
+            Color32::from_gray(160)
+        } else {
+            Color32::from_gray(95)
+        });
         style.text_styles = [
             (
                 TextStyle::Small,

@@ -318,10 +318,10 @@ fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
                         ),
                         theme::BAD,
                     ),
-                    _ => (l.to_string(), theme::MUTED),
+                    _ => (l.to_string(), theme::muted(ui)),
                 }
             }
-            _ => (l.to_string(), theme::MUTED),
+            _ => (l.to_string(), theme::muted(ui)),
         };
         ui.colored_label(color, theme::detail(text));
     }
@@ -342,8 +342,8 @@ fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
                 Standing::WaitingForReboot => ("waiting for a reboot", theme::WARN),
                 Standing::TookEffect => ("took effect", theme::GOOD),
                 Standing::DidNotTake => ("did not take", theme::BAD),
-                Standing::RolledBack => ("rolled back", theme::MUTED),
-                Standing::Undone => ("undone", theme::MUTED),
+                Standing::RolledBack => ("rolled back", theme::muted(ui)),
+                Standing::Undone => ("undone", theme::muted(ui)),
                 Standing::Interrupted => ("interrupted", theme::BAD),
             };
             crate::ui::widgets::badges::badge_ui(ui, word, color);

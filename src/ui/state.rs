@@ -155,3 +155,38 @@ impl State {
 pub fn state_key(identity: &str) -> String {
     format!("vfio-assistant-state/{identity}")
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod tests {
+    use super::*;
+
+    /// Choices saved on another host (or the demo) meet a real host's scan:
+    /// what it lacks is dropped and said, what it has stays.
+    #[test]
+    fn saved_choices_are_fitted_to_the_scanned_host() {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/topology/ghw-amd-ryzen5-1600"
+        );
+        let snap = crate::host::scan(&crate::sysroot::HostRoot::at(p)).unwrap();
+        let mut s = State::default();
+        s.board.vcpus = 2;
+        s.board.pins.insert(0, 3);
+        s.board.pins.insert(1, 99);
+        s.board.emulator.insert(200);
+        // Not on this host (its cards are elsewhere).
+        s.wizard.gpu = Some("0000:99:00.0".into());
+        s.tuning.gpus = vec!["0000:99:00.0".into()];
+        let dropped = s.fit_to_host(&snap);
+        assert_eq!(s.board.pins.get(&0), Some(&3), "CPU 3 is online here");
+        assert!(!s.board.pins.contains_key(&1));
+        assert!(s.board.emulator.is_empty());
+        assert_eq!(s.wizard.gpu, None);
+        assert!(s.tuning.gpus.is_empty());
+        assert_eq!(dropped.len(), 3, "{dropped:?}");
+        assert!(dropped[0].contains("CPU 99, 200"), "{dropped:?}");
+        // Nothing to drop the second time.
+        assert!(s.fit_to_host(&snap).is_empty());
+    }
+}

@@ -237,12 +237,6 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
     out
 }
 
-/// Why the last start of `name` failed, from its QEMU log alone (the
-/// doctor's "won't start" flow, after the fact).
-pub fn last_failure(root: &HostRoot, name: &str) -> Option<Vec<StartCause>> {
-    qemu_log(root, name).map(|log| explain("", &log))
-}
-
 /// Preflight, then define or update, for callers that need no diff step
 /// (the test guest, scripts with `--yes`).
 pub fn define_adapted(

@@ -310,26 +310,19 @@ pub fn run_helper(
     wake: impl Fn() + Send + 'static,
 ) {
     use std::io::{BufRead, Write};
-    let helper = match program {
-        Some(p) if !root.is_live() => p.path.clone(),
-        _ => helper_path(),
+    // A test's program runs only on a captured root, never through pkexec.
+    let (helper, args) = match program {
+        Some(p) if !root.is_live() => (p.path.clone(), p.args.clone()),
+        _ => (helper_path(), Vec::new()),
     };
-    let mut cmd = match program {
-        Some(p) if !root.is_live() => {
-            let mut c = std::process::Command::new(&p.path);
-            c.args(&p.args).arg("--root").arg(root.base());
-            c
-        }
-        _ if root.is_live() => {
-            let mut c = std::process::Command::new("pkexec");
-            c.arg(&helper);
-            c
-        }
-        _ => {
-            let mut c = std::process::Command::new(&helper);
-            c.arg("--root").arg(root.base());
-            c
-        }
+    let mut cmd = if root.is_live() {
+        let mut c = std::process::Command::new("pkexec");
+        c.arg(&helper);
+        c
+    } else {
+        let mut c = std::process::Command::new(&helper);
+        c.args(&args).arg("--root").arg(root.base());
+        c
     };
     let input = match serde_json::to_vec(request) {
         Ok(v) => v,

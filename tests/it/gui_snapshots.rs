@@ -5,9 +5,9 @@
 //! renewed with `UPDATE_SNAPSHOTS=1 cargo test --test it gui_snapshots`
 //! and looked at before it is committed.
 
+use crate::support::gui::{wait_for, wgpu_harness};
 use egui_kittest::kittest::Queryable;
 use egui_kittest::{Harness, SnapshotOptions, SnapshotResults};
-use std::time::{Duration, Instant};
 use vfio_assistant::pinning::board::Board;
 use vfio_assistant::pinning::{PinRequest, plan};
 use vfio_assistant::ui::Source;
@@ -23,39 +23,19 @@ fn options() -> SnapshotOptions {
         .max_failed_pixels(400)
 }
 
-/// The demo app on `page`, its scan and every page job landed.
+/// The demo app with `state`, its scan and every page job landed.
 fn demo(state: State) -> Harness<'static, App> {
     let app = App::with_source(Source::Demo, state, || {});
-    let mut h = Harness::builder()
-        .with_size([1280.0, 800.0])
-        .wgpu()
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll();
-                app.ui_content(ui);
-            },
-            app,
-        );
+    let mut h = wgpu_harness(app, [1280.0, 800.0]);
     settle(&mut h);
     h
 }
 
 /// Step until the scan is in and nothing runs, for a few frames in a row.
 fn settle(h: &mut Harness<'static, App>) {
-    let end = Instant::now() + Duration::from_secs(60);
-    let mut quiet = 0;
-    while Instant::now() < end && quiet < 5 {
-        h.step();
-        let a = h.state();
-        quiet = if a.snapshot.is_some() && !a.is_scanning() && !a.is_busy() {
-            quiet + 1
-        } else {
-            0
-        };
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(quiet >= 5, "the demo did not settle: {:?}", h.state().error);
-    h.run();
+    wait_for(h, 60, |a| {
+        a.snapshot.is_some() && !a.is_scanning() && !a.is_busy()
+    });
 }
 
 fn on(page: Page) -> State {
@@ -128,51 +108,16 @@ fn every_page_of_the_demo_looks_as_kept() {
 #[test]
 fn the_tuning_page_before_and_after_apply_looks_as_kept() {
     let dir = crate::support::tuning::runtime_host();
-    let state = State {
-        page: Page::Tuning,
-        tuning: vfio_assistant::ui::state::TuningChoices {
-            gpus: vec!["0000:0b:00.0".into()],
-            vcpus: 4,
-            memory_gib: 1,
-            ..Default::default()
-        },
-        ..State::default()
-    };
-    let mut app = App::with_source(Source::Root(dir.path().into()), state, || {});
+    let mut app = crate::support::tuning::tuning_app(dir.path(), &[]);
     app.set_source_label("captured host (X570, temporary root)");
-    app.tuning.helper = Some(vfio_assistant::ui::jobs::HelperProgram {
-        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
-        args: Vec::new(),
-    });
-    let mut h = Harness::builder()
-        .with_size([1280.0, 1100.0])
-        .wgpu()
-        .build_ui_state(
-            |ui, app: &mut App| {
-                app.poll();
-                app.ui_content(ui);
-            },
-            app,
-        );
+    let mut h = wgpu_harness(app, [1280.0, 1100.0]);
     let settled = |h: &mut Harness<'static, App>| {
-        let end = Instant::now() + Duration::from_secs(60);
-        let mut quiet = 0;
-        while Instant::now() < end && quiet < 5 {
-            h.step();
-            let a = h.state();
-            quiet = if a.snapshot.is_some()
+        wait_for(h, 60, |a| {
+            a.snapshot.is_some()
                 && a.tuning.facts.is_some()
                 && !a.tuning.is_running()
                 && !a.is_busy()
-            {
-                quiet + 1
-            } else {
-                0
-            };
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(quiet >= 5, "the Tuning page did not settle");
-        h.run();
+        });
     };
     settled(&mut h);
     h.snapshot_options("tuning-before-apply", &options());

@@ -6,48 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
-use crate::support::tuning::{differ, runtime_host, tree};
-use egui_kittest::Harness;
+use crate::support::gui::wait_for;
+use crate::support::tuning::{differ, runtime_host, tree, tuning_app};
 use egui_kittest::kittest::Queryable;
-use std::time::{Duration, Instant};
-use vfio_assistant::ui::Source;
-use vfio_assistant::ui::app::App;
-use vfio_assistant::ui::jobs::HelperProgram;
-use vfio_assistant::ui::state::{Page, State, TuningChoices};
-
-/// Step until `done` has held for a few frames in a row (a finished job
-/// starts the page's re-reads, which flip it for a moment).
-fn wait_for(h: &mut Harness<'static, App>, secs: u64, done: impl Fn(&App) -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    let mut held = 0;
-    while Instant::now() < end && held < 5 {
-        h.step();
-        held = if done(h.state()) { held + 1 } else { 0 };
-        std::thread::sleep(Duration::from_millis(30));
-    }
-    assert!(held >= 5, "timed out");
-}
 
 #[test]
 fn plan_apply_and_undo_from_the_page() {
     let dir = runtime_host();
     let before = tree(dir.path());
-    let state = State {
-        page: Page::Tuning,
-        tuning: TuningChoices {
-            gpus: vec!["0000:0b:00.0".into()],
-            vcpus: 4,
-            memory_gib: 1,
-            ..TuningChoices::default()
-        },
-        ..State::default()
-    };
-    let mut app = App::with_source(Source::Root(dir.path().into()), state, || {});
-    // The helper this test built (the page runs it directly on a captured root).
-    app.tuning.helper = Some(HelperProgram {
-        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
-        args: Vec::new(),
-    });
+    let app = tuning_app(dir.path(), &[]);
     let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
     wait_for(&mut h, 30, |a| {
         a.snapshot.is_some() && a.tuning.facts.is_some()

@@ -17,21 +17,7 @@ pub fn put(root: &Path, rel: &str, content: &str) {
     fs::write(p, content).unwrap();
 }
 
-pub fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        let ft = e.file_type().unwrap();
-        if ft.is_symlink() {
-            symlink(fs::read_link(e.path()).unwrap(), &t).unwrap();
-        } else if ft.is_dir() {
-            copy_tree(&e.path(), &t);
-        } else {
-            fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
+pub use super::tree::copy_tree;
 
 /// A real listing + the real Ryzen 5 1600 topology and cpuinfo.
 pub fn base_host(listing: &str) -> tempfile::TempDir {

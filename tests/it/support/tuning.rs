@@ -146,3 +146,30 @@ pub fn kernel_gives_hugepages(root: &Path) {
     let nr = std::fs::read_to_string(d.join("nr_hugepages")).unwrap();
     std::fs::write(d.join("free_hugepages"), nr).unwrap();
 }
+
+/// The app on the Tuning page of `root` (a temporary host), planning for
+/// the X570's GTX 1080 Ti, 4 vCPUs and 1 GiB, with the helper this test
+/// build made, run with `helper_args` (e.g. `--fail-at 1`).
+pub fn tuning_app(root: &Path, helper_args: &[&str]) -> vfio_assistant::ui::app::App {
+    use vfio_assistant::ui::state::{Page, State, TuningChoices};
+    let state = State {
+        page: Page::Tuning,
+        tuning: TuningChoices {
+            gpus: vec!["0000:0b:00.0".into()],
+            vcpus: 4,
+            memory_gib: 1,
+            ..TuningChoices::default()
+        },
+        ..State::default()
+    };
+    let mut app = vfio_assistant::ui::app::App::with_source(
+        vfio_assistant::ui::Source::Root(root.into()),
+        state,
+        || {},
+    );
+    app.tuning.helper = Some(vfio_assistant::ui::jobs::HelperProgram {
+        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
+        args: helper_args.iter().map(|a| a.to_string()).collect(),
+    });
+    app
+}

@@ -126,6 +126,14 @@ pub fn check_request(r: &HelperRequest) -> Result<(), Refusal> {
             if request.sriov.values().any(|n| *n > 4096) {
                 return bad("more than 4096 virtual functions".into());
             }
+            // The name goes into a hook script: a closed character set.
+            if let Some(vm) = &request.vm
+                && !crate::tuning::hook::valid_vm_name(vm)
+            {
+                return bad(format!(
+                    "{vm:?} is not a VM name (letters, digits and ._+- only)"
+                ));
+            }
             Ok(())
         }
     }

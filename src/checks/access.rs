@@ -113,7 +113,7 @@ pub fn network_finding(
             format!("The NAT network 'default' is not running{}", if n.autostart { " (it starts with libvirtd)" } else { " and does not start at boot" }),
             Status::Warn,
         )
-        .fix(if n.autostart { "sudo virsh net-start default (`vfio-assistant domain start` also starts it with the VM)" } else { "sudo virsh net-start default && sudo virsh net-autostart default (`vfio-assistant domain start` starts it with the VM)" }),
+        .fix(if n.autostart { "sudo virsh net-start default. A VM started from this tool starts it too." } else { "sudo virsh net-start default && sudo virsh net-autostart default. A VM started from this tool starts it too." }),
     };
     let state: Vec<String> = list
         .iter()

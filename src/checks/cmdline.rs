@@ -27,11 +27,14 @@ pub fn not_read(s: &HostSnapshot) -> String {
     }
 }
 
+/// The command that captures a host again.
+pub const SNAPSHOT: &str = "vfio-assistant snapshot host.tar.gz";
+
 /// The fix for a finding that could not tell: the line is always readable
 /// on a running host, so it is a capture that lacks it.
 pub fn read_it() -> String {
     format!(
-        "Capture the host again with `vfio-assistant snapshot` (it includes {}), or run on the host itself.",
+        "Capture the host again (its snapshot includes {}), or run on the host itself.",
         path()
     )
 }

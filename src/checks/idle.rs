@@ -4,7 +4,7 @@
 //! The CPUs judged are the isolated ones when there are any (set aside for
 //! the VM), otherwise every CPU with idle states.
 
-use super::model::{Finding, Status};
+use super::model::{Action, Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::cpuidle::{IdleState, SHALLOW_IDLE_US};
 use crate::parse::cpulist::format_cpulist;
@@ -18,7 +18,7 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
         return;
     };
     let dir = HostPath::sys(&format!("devices/system/cpu/cpu{cpu}/cpuidle"));
-    let why = "An idle CPU sleeps in the deepest state it is allowed, and waking from it takes that state's exit latency. A vCPU that idles between frames or audio buffers pays it on every wake-up: it shows as DPC latency and audio crackle in the guest. Deep states save power and heat, so this is a trade, not a fault. The latencies are what the idle driver declares; `vfio-assistant latency --cpus LIST --compare-idle` measures what they really cost here.";
+    let why = "An idle CPU sleeps in the deepest state it is allowed, and waking from it takes that state's exit latency. A vCPU that idles between frames or audio buffers pays it on every wake-up: it shows as DPC latency and audio crackle in the guest. Deep states save power and heat, so this is a trade, not a fault. The latencies are what the idle driver declares; the latency probe, run with shallow states only and as configured, measures what they really cost here.";
     if idle.states.is_empty() {
         out.push(
             Finding::new(
@@ -104,7 +104,8 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
                 "Deep CPU idle states are in use: {name} takes up to {us} µs to wake ({which})"
             );
             let disable = HostPath::sys("devices/system/cpu/cpuN/cpuidle/stateK/disable");
-            f = f.fix(format!("Measure before changing anything: `vfio-assistant latency --cpus LIST --compare-idle` on the CPUs the VM will use measures them as configured and with shallow idle states only. If the p99 drops a lot: keep those CPUs in shallow states while the VM runs (`tuned-adm profile latency-performance`, or write 1 to {disable} for the states slower than {SHALLOW_IDLE_US} µs on the VM's CPUs from a libvirt hook, and 0 when it stops), or for good add intel_idle.max_cstate=1 (Intel) or processor.max_cstate=1 (AMD, acpi_idle) to the kernel command line. The cost: more power and heat while idle."));
+            f = f.fix(format!("Measure before changing anything: the latency probe on the CPUs the VM will use, as configured and with shallow idle states only. If the p99 drops a lot: keep those CPUs in shallow states while the VM runs (`tuned-adm profile latency-performance`, or write 1 to {disable} for the states slower than {SHALLOW_IDLE_US} µs on the VM's CPUs from a libvirt hook, and 0 when it stops), or for good add intel_idle.max_cstate=1 (Intel) or processor.max_cstate=1 (AMD, acpi_idle) to the kernel command line. The cost: more power and heat while idle."))
+            .action(Action::MeasureLatency, "sudo vfio-assistant latency --cpus LIST --compare-idle");
         }
         Some(&(us, name)) => {
             f.title = format!(

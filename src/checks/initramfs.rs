@@ -104,7 +104,8 @@ pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
                 if on_cmdline.is_none() {
                     f.status = Status::Unknown;
                     f.title = "vfio-pci is built into this kernel; whether the command line gives it ids is unknown".into();
-                    f = f.fix(super::cmdline::read_it());
+                    f = f.fix(super::cmdline::read_it())
+                .terminal(super::cmdline::SNAPSHOT);
                 } else if on_cmdline == Some(true) {
                     f.status = Status::Pass;
                     f.title = "vfio-pci is built into the kernel and takes its ids from the command line".into();

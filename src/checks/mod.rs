@@ -10,7 +10,7 @@ pub mod initramfs;
 /// The finding model lives in `crate::finding`, below every layer that
 /// makes findings (checks, domain preflight, tuning evidence).
 pub mod model {
-    pub use crate::finding::{Evidence, Finding, Status};
+    pub use crate::finding::{Action, Evidence, Finding, Status};
 }
 pub mod platform;
 pub mod rom;

@@ -240,7 +240,8 @@ fn iommu_checks(s: &HostSnapshot, vendor: &Vendor, out: &mut Vec<Finding>) {
             )
             .evidence(&cmdline, super::cmdline::seen(s))
             .why(why)
-            .fix(super::cmdline::read_it()),
+            .fix(super::cmdline::read_it())
+            .terminal(super::cmdline::SNAPSHOT),
         });
         // Interrupt remapping.
         let log = &s.system.kernel_log;

@@ -4,7 +4,7 @@
 //! driver); a dump with a header in front of it, or one for another card,
 //! leaves the screen black or the card dead (Code 43).
 
-use super::model::{Finding, Status};
+use super::model::{Action, Finding, Status};
 use crate::parse::option_rom::{CodeType, OptionRom, parse_option_rom};
 use crate::sysroot::HostPath;
 
@@ -81,7 +81,8 @@ pub fn rom_finding(
             title: format!("{} (the boot GPU: this may be the shadow copy of its VGA BIOS, not its flash)", f.title),
             ..f
         }
-        .fix(format!("This card showed the firmware's screen, and the kernel then often gives the legacy shadow copy instead of the card's ROM. Make another GPU (or the iGPU) primary in the firmware and read it again, or check the maker's file with `vfio-assistant rom --file FILE`. {fix}"));
+        .fix(format!("This card showed the firmware's screen, and the kernel then often gives the legacy shadow copy instead of the card's ROM. Make another GPU (or the iGPU) primary in the firmware and read it again, or check the maker's file for this model. {fix}"))
+        .terminal("vfio-assistant rom --file FILE");
     }
     f
 }
@@ -107,6 +108,7 @@ fn judge(
         f = f.device(d);
     }
     let who = device.unwrap_or("the card");
+    let addr = device.unwrap_or("ADDRESS");
     // Titles name a file by its path, a card's own ROM as such.
     let name = if device.is_some() && is_sysfs_rom(source) {
         "The card's ROM"
@@ -123,24 +125,31 @@ fn judge(
             }
             .evidence(source.to_string(), reason.clone())
             .fix(if reason.contains("does not exist") {
-                "This device exposes no ROM (integrated and virtual GPUs often do not): check a ROM file instead with `vfio-assistant rom --file FILE`."
+                "This device exposes no ROM (integrated and virtual GPUs often do not): check a ROM file instead, such as the card maker's for this model."
             } else {
                 "Run as root. Some cards give their ROM only while no driver uses them (bind to vfio-pci first); else dump it in Windows with GPU-Z, or take the card maker's file for the exact model."
+            })
+            .terminal(if reason.contains("does not exist") {
+                "vfio-assistant rom --file FILE".to_string()
+            } else {
+                format!("sudo vfio-assistant rom {addr}")
             });
         }
     };
-    let rom = match parse_option_rom(bytes) {
-        Ok(r) => r,
-        Err(e) => {
-            return Finding {
+    let rom =
+        match parse_option_rom(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                return Finding {
                 title: format!("{name} is not a usable PCI option ROM"),
                 status: Status::Fail,
                 ..f
             }
             .evidence(source.to_string(), format!("{} bytes: {e}", bytes.len()))
-            .fix("Dump the ROM again (as root, with the card idle), or use the card maker's file; `vfio-assistant rom ADDRESS --save FILE` reads and checks it.");
-        }
-    };
+            .fix("Read the ROM again (as root, with the card idle), or use the card maker's file.")
+            .action(Action::ReadRom, format!("sudo vfio-assistant rom {addr} --save FILE"));
+            }
+        };
     let mut f = describe(f, source, &rom);
     let first = rom.images.first();
     if rom.leading_bytes > 0 {
@@ -150,7 +159,8 @@ fn judge(
             status: Status::Fail,
             ..f
         }
-        .fix(format!("QEMU hands the file to the guest as is, so the card sees garbage. Cut the header off: `tail -c +{} '{source}' > fixed.rom` (or `vfio-assistant rom --file '{source}' --save fixed.rom`) and point <rom file='…'/> at fixed.rom.", n + 1));
+        .fix(format!("QEMU hands the file to the guest as is, so the card sees garbage. Cut the header off (`tail -c +{} '{source}' > fixed.rom`) and point <rom file='…'/> at fixed.rom.", n + 1))
+        .terminal(format!("vfio-assistant rom --file '{source}' --save fixed.rom"));
     }
     if let Some(problem) = &rom.chain_problem {
         f = f.evidence(
@@ -200,7 +210,8 @@ fn judge(
             ", made for device {:04x} (the card is {d:04x}: a sibling model? check it is the same board)",
             i.device_id
         ));
-        return f.fix("Prefer the ROM dumped from this very card (`vfio-assistant rom ADDRESS --save FILE` as root). A file for another device id of the same family can work, but often leaves the screen dark or gives Code 43.");
+        let read = format!("sudo vfio-assistant rom {addr} --save FILE");
+        return f.action(Action::ReadRom, read).fix("Prefer the ROM read from this very card (as root). A file for another device id of the same family can work, but often leaves the screen dark or gives Code 43.");
     }
     f
 }

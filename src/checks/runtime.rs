@@ -184,7 +184,8 @@ fn isolation(s: &HostSnapshot, out: &mut Vec<Finding>) {
             Finding::new("cpu.isolation", "Cannot tell whether CPUs are isolated: the kernel command line was not read", Status::Unknown)
                 .evidence(&cmdline, super::cmdline::seen(s))
                 .why("isolcpus, nohz_full and rcu_nocbs are kernel command line parameters: without the line there is nothing to check them on.")
-                .fix(super::cmdline::read_it()),
+                .fix(super::cmdline::read_it())
+                .terminal(super::cmdline::SNAPSHOT),
         );
         return;
     }

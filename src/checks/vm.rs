@@ -5,7 +5,7 @@
 //! — while it runs — one second of live data: interrupts landing on its CPUs,
 //! INTx on its passed-through devices, and KVM exit rates by kind.
 
-use super::model::{Finding, Status};
+use super::model::{Action, Finding, Status};
 use crate::domain::inspect::{
     code43_workarounds, hyperv_on, hyperv_passthrough, pci_hostdevs, pinning_of,
 };
@@ -47,8 +47,13 @@ fn state_finding(v: &VmLive) -> Finding {
 /// The pinning of the definition (what the next start gets), judged; when
 /// the running VM was started with another one, said so: the change takes
 /// effect at the next start.
-fn pinning_finding(snap: &HostSnapshot, doc: &Document, live: Option<&Document>) -> Finding {
-    let f = defined_pinning_finding(snap, doc);
+fn pinning_finding(
+    snap: &HostSnapshot,
+    name: &str,
+    doc: &Document,
+    live: Option<&Document>,
+) -> Finding {
+    let f = defined_pinning_finding(snap, name, doc);
     match live {
         Some(l) if pinning_of(l).vcpus != pinning_of(doc).vcpus => {
             let now = pinning_of(l);
@@ -83,14 +88,18 @@ fn pinning_finding(snap: &HostSnapshot, doc: &Document, live: Option<&Document>)
     }
 }
 
-fn defined_pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
+fn defined_pinning_finding(snap: &HostSnapshot, name: &str, doc: &Document) -> Finding {
     let p = pinning_of(doc);
     let why = "A vCPU that wanders between host threads loses its cache and competes with the host; SMT pairs, L3 and NUMA kept together keep the guest's view true.";
     if p.vcpus.is_empty() {
         return Finding::new("vm.pinning", "The vCPUs are not pinned", Status::Warn)
             .evidence("domain <cputune>", "no vcpupin")
             .why(why)
-            .fix("`vfio-assistant domain tune FILE --vcpus N` adds a pinning plan for this host.");
+            .fix("Plan a pinning for this host and write it into the domain.")
+            .action(
+                Action::PinDomain,
+                format!("vfio-assistant domain tune --domain {name} --vcpus N --diff"),
+            );
     }
     let problems = validate(&snap.topology, &p);
     let status = if problems.iter().any(|x| x.severity == Severity::Error) {
@@ -116,9 +125,14 @@ fn defined_pinning_finding(snap: &HostSnapshot, doc: &Document) -> Finding {
     f.fix_if(
         !problems.is_empty(),
         format!(
-            "{} `vfio-assistant pin --vcpus N` proposes one that avoids this.",
+            "{} A plan for this host's topology avoids this.",
             reasons.join(" ")
         ),
+    )
+    .action_if(
+        !problems.is_empty(),
+        Action::PinDomain,
+        format!("vfio-assistant domain tune --domain {name} --vcpus N --diff"),
     )
 }
 
@@ -166,7 +180,12 @@ fn irq_finding(v: &VmLive) -> Finding {
             ),
         );
     }
-    f.fix_if(!hits.is_empty(), "Keep device interrupts on the housekeeping CPUs: boot with irqaffinity=<housekeeping CPUs> (see `vfio-assistant pin`), or write them to /proc/irq/N/smp_affinity_list; stop irqbalance from moving them back (IRQBALANCE_BANNED_CPULIST).")
+    f.fix_if(!hits.is_empty(), "Keep device interrupts on the housekeeping CPUs: now through /proc/irq/N/smp_affinity_list, for good with irqaffinity=<housekeeping CPUs> at boot; and stop irqbalance from moving them back (IRQBALANCE_BANNED_CPULIST).")
+        .action_if(
+            !hits.is_empty(),
+            Action::Tune { change: "irq-affinity".into() },
+            "sudo vfio-assistant tune apply --only irq-affinity,irqbalance --cpus LIST",
+        )
 }
 
 fn intx_finding(v: &VmLive, doc: &Document) -> Finding {
@@ -252,7 +271,8 @@ fn exits_finding(v: &VmLive) -> Finding {
             format!("{:.0}/s — {}", k.per_s, k.meaning),
         );
     }
-    f.fix_if(heavy, "Install the virtio-win drivers in the guest and switch disk and network to virtio; turn on the Hyper-V enlightenments (`vfio-assistant domain tune`).")
+    f.fix_if(heavy, "Install the virtio-win drivers in the guest and switch disk and network to virtio; turn on the Hyper-V enlightenments.")
+        .action_if(heavy, Action::TuneDomain, format!("vfio-assistant domain tune --domain {} --diff", v.name))
 }
 
 const CORE_HV: &[&str] = &[
@@ -267,7 +287,7 @@ const CORE_HV: &[&str] = &[
 /// The core enlightenments the domain has. One this host's KVM does not
 /// offer is said as such — "not offered by this host" — and is not a cause
 /// with a fix: `domain tune` cannot add what KVM lacks.
-fn hyperv_finding(doc: &Document, offered: Option<&[String]>) -> Finding {
+fn hyperv_finding(name: &str, doc: &Document, offered: Option<&[String]>) -> Finding {
     let why = "Windows uses the Hyper-V enlightenments to talk to the hypervisor directly instead of through emulated timers and interrupt controllers: fewer exits, steadier frame times.";
     if hyperv_passthrough(doc) {
         return Finding::new(
@@ -332,9 +352,14 @@ fn hyperv_finding(doc: &Document, offered: Option<&[String]>) -> Finding {
     f.fix_if(
         !can_add.is_empty(),
         format!(
-            "`vfio-assistant domain tune --domain NAME` adds {} (this host's KVM offers them).",
+            "Turn on {} (this host's KVM offers them).",
             can_add.join(", ")
         ),
+    )
+    .action_if(
+        !can_add.is_empty(),
+        Action::TuneDomain,
+        format!("vfio-assistant domain tune --domain {name} --diff"),
     )
 }
 
@@ -361,7 +386,7 @@ fn code43_finding(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Findi
     }
     if slots.values().any(|s| s.len() > 1) {
         status = Status::Warn;
-        problems.push("the functions of one card sit at different guest slots: give them one slot, function 0 with multifunction='on' (`vfio-assistant domain new` does)".to_string());
+        problems.push("the functions of one card sit at different guest slots: give them one slot, function 0 with multifunction='on' (as a VM written by New VM has them)".to_string());
     }
     for h in &hds {
         if let Some(rom) = &h.rom_file {
@@ -435,8 +460,8 @@ fn rom_file_findings(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Ve
 pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Finding> {
     let mut out = vec![state_finding(v)];
     if let Some(doc) = &v.xml {
-        out.push(pinning_finding(snap, doc, v.live_xml.as_ref()));
-        out.push(hyperv_finding(doc, v.hyperv_offered.as_deref()));
+        out.push(pinning_finding(snap, &v.name, doc, v.live_xml.as_ref()));
+        out.push(hyperv_finding(&v.name, doc, v.hyperv_offered.as_deref()));
         out.push(code43_finding(snap, root, doc));
         out.extend(rom_file_findings(snap, root, doc));
         out.push(intx_finding(v, doc));

@@ -125,7 +125,7 @@ pub fn render(root: &str, findings: &[Finding], c: &Counts, verbose: bool) -> St
         if !f.why.is_empty() {
             let _ = writeln!(o, "       why:  {}", f.why);
         }
-        if let Some(fix) = &f.fix {
+        if let Some(fix) = f.fix_text() {
             let _ = writeln!(o, "       fix:  {fix}");
         }
     }

@@ -56,7 +56,7 @@ pub fn render(d: &Diagnosis) -> String {
         for e in &f.evidence {
             let _ = writeln!(o, "       seen: {} = {}", e.source, e.value);
         }
-        if let Some(fix) = &f.fix {
+        if let Some(fix) = f.fix_text() {
             let _ = writeln!(o, "       fix:  {fix}");
         }
     }

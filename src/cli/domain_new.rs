@@ -193,7 +193,7 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
     }
     for f in pre.findings.iter().filter(|f| f.status != Status::Pass) {
         errln!("preflight {}: {}", f.status.word(), f.title);
-        if let Some(fix) = &f.fix {
+        if let Some(fix) = f.fix_text() {
             errln!("  fix: {fix}");
         }
     }

@@ -140,7 +140,7 @@ pub fn print_preflight(pre: &Preflight, label: &str) -> Result<(), StdoutError> 
             for ev in &f.evidence {
                 outln!("        {}: {}", ev.source, ev.value)?;
             }
-            if let Some(fix) = &f.fix {
+            if let Some(fix) = f.fix_text() {
                 outln!("        fix: {fix}")?;
             }
         }

@@ -74,7 +74,7 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
             println!("  seen: {} = {}", e.source, e.value);
         }
         println!("  why:  {}", f.why);
-        if let Some(fix) = &f.fix {
+        if let Some(fix) = f.fix_text() {
             println!("  fix:  {fix}");
         }
     }

@@ -64,6 +64,10 @@ pub struct RequestArgs {
     /// SR-IOV virtual functions: ADDR=N. Repeatable.
     #[arg(long = "sriov", value_name = "ADDR=N", value_parser = parse_sriov)]
     pub sriov: Vec<(String, u32)>,
+    /// Dynamic isolation: a libvirt hook keeps the host's own tasks off the
+    /// VM's CPUs only while the VM NAME runs (instead of isolcpus at boot).
+    #[arg(long, value_name = "NAME")]
+    pub isolate_vm: Option<String>,
     #[arg(long)]
     pub json: bool,
     /// Where the journal is (default /var/lib/vfio-assistant/journal, inside
@@ -154,7 +158,8 @@ fn request(a: &RequestArgs, only: &[String]) -> Request {
         hugepages_1g: a.hugepages_1g,
         sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
-        isolation_hook: false,
+        isolation_hook: a.isolate_vm.is_some(),
+        vm: a.isolate_vm.clone(),
     }
 }
 

@@ -70,12 +70,12 @@ pub const SYMPTOMS: &[Symptom] = &[
             "Much of it lives in the guest: its drivers, its power plan and its DPC latency (LatencyMon in the guest names the driver that holds the CPU).",
         ),
         next_steps: &[
-            "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host (`vfio-assistant pin --vcpus N` or the CPU page plans it; `doctor stutter --domain NAME` checks the pinning a domain has).",
+            "Pin every vCPU to its own host thread, keep SMT pairs together, stay inside one L3 group and NUMA node, and keep CPU 0 for the host. The CPU page plans it and writes it into the domain (in a terminal: `vfio-assistant pin --vcpus N`); naming the VM here checks the pinning it has.",
             "In Windows: put the GPU and its HDMI audio in MSI mode (MSI utility v3 or the MSISupported registry value).",
             "In Windows: turn off Virtual Machine Platform, Hyper-V and Core Isolation / Memory Integrity; they add a nested hypervisor.",
             "Run LatencyMon in the guest: the driver with the highest DPC time names the culprit.",
-            "Watch it happen: `vfio-assistant monitor --domain NAME` (or the Monitor page) while it stutters shows interrupts landing on the VM's CPUs, vCPUs running off their pins, clocks and governors, and KVM exits by kind.",
-            "Measure the host's share: `sudo vfio-assistant latency --cpus LIST --compare-idle` on the CPUs you pin to, before the VM starts (root makes the probe real-time, as a vCPU is); a p99 of hundreds of µs there reaches the guest too.",
+            "Watch it happen: the Monitor page, following the VM while it stutters, shows interrupts landing on the VM's CPUs, vCPUs running off their pins, clocks and governors, and KVM exits by kind (in a terminal: `vfio-assistant monitor --domain NAME`).",
+            "Measure the host's share: the Monitor page's latency probe on the CPUs you pin to, before the VM starts, also with shallow idle states only (in a terminal: `sudo vfio-assistant latency --cpus LIST --compare-idle`; root makes the probe real-time, as a vCPU is). A p99 of hundreds of µs there reaches the guest too.",
         ],
     },
     Symptom {
@@ -90,7 +90,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "cpu.split_lock",
         ],
         device_scoped: false,
-        cannot_see: "Exit rates need a running VM: name it with --domain NAME (and --connect URI), or watch them live with `vfio-assistant monitor --domain NAME`.",
+        cannot_see: "Exit rates need a running VM: name it (the VM field in the app, --domain NAME in a terminal), or watch them live on the Monitor page.",
         cannot_see_named: Some(
             "What makes the guest exit (its timers, its power plan, a driver that polls) shows only inside the guest; exit rates are read only while the VM runs.",
         ),
@@ -125,7 +125,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "libvirt.hooks",
         ],
         device_scoped: false,
-        cannot_see: "The domain's state and QEMU's own run state need its name: --domain NAME.",
+        cannot_see: "The domain's state and QEMU's own run state need its name (the VM field in the app, --domain NAME in a terminal).",
         cannot_see_named: Some(
             "Whether the guest ignores a shutdown request (no ACPI handler, a Windows update in progress) shows only inside the guest.",
         ),
@@ -149,13 +149,13 @@ pub const SYMPTOMS: &[Symptom] = &[
             "device.viable",
         ],
         device_scoped: true,
-        cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM, the card's functions at one slot): name the domain with --domain NAME to have it read.",
+        cannot_see: "The VM definition matters most here (vendor_id, kvm hidden, ROM, the card's functions at one slot): name the VM (the VM field in the app, --domain NAME in a terminal) to have it read.",
         cannot_see_named: Some(
             "What the guest's driver saw shows only in the guest: Device Manager's error code and the driver's version.",
         ),
         next_steps: &[
             "NVIDIA drivers before 465 refuse to run in a VM: set <hyperv><vendor_id state='on' value='randomid'/></hyperv> and <kvm><hidden state='on'/></kvm> — before installing the driver.",
-            "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads. `vfio-assistant rom ADDRESS --save FILE` (as root) reads the card's own ROM, says whether it has GOP and saves it for <rom file='...'/>; `rom --file FILE` checks a downloaded one (a header in front is cut off with --save).",
+            "Give the card a UEFI (GOP) ROM: OVMF needs it to show anything before Windows loads. 'Check its ROM' on the card's Devices details reads the card's own ROM and says whether it has GOP; in a terminal, `sudo vfio-assistant rom ADDRESS --save FILE` also saves it for <rom file='...'/>, and `vfio-assistant rom --file FILE` checks a downloaded one (a header in front is cut off with --save).",
             "Turn on \"Above 4G decoding\" in the firmware; with Resizable BAR on, try turning it off.",
             "A laptop dGPU without outputs needs a VBIOS file and often a fake battery (SSDT) in the guest.",
         ],

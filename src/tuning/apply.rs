@@ -483,6 +483,7 @@ fn verify_name(v: &Verify) -> String {
             format!("/proc/cmdline holds {} after the reboot", tokens.join(" "))
         }
         Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
+        Verify::Executable { path } => format!("{path} is executable"),
     }
 }
 
@@ -652,6 +653,21 @@ fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
                     "after the reboot".into()
                 },
                 false,
+            )
+        }
+        Verify::Executable { path } => {
+            let ok = HostPath::from_absolute(path).is_some_and(|p| root.is_executable(&p));
+            (
+                ok,
+                format!(
+                    "{path}: {}",
+                    if ok {
+                        "executable"
+                    } else {
+                        "missing or not executable"
+                    }
+                ),
+                true,
             )
         }
         Verify::DriverIs { device, driver } => {

@@ -32,6 +32,7 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
     "/etc/sysctl.d/90-vfio-assistant.conf",
     "/etc/tmpfiles.d/vfio-assistant.conf",
+    super::hook::HOOK,
 ];
 
 /// Folders whose entries the planner looks at.
@@ -55,6 +56,8 @@ pub const MARKERS: &[&str] = &[
     "/run/ostree-booted",
     "/sys/firmware/efi",
     "/run/systemd/system",
+    // The modular libvirt daemons run (virtqemud, not libvirtd).
+    "/run/libvirt/virtqemud-sock",
     // Which initramfs generator is installed (Debian/Ubuntu): config folders
     // outlive the package that made them, the package list does not.
     "/var/lib/dpkg/info/initramfs-tools.list",

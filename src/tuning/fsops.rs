@@ -47,7 +47,17 @@ const FILES: &[&str] = &[
     "/boot/efi/loader/entries/vfio-assistant.conf",
     "/efi/loader/entries/vfio-assistant.conf",
     "/etc/kernelstub/configuration",
+    "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate",
 ];
+
+/// The mode a file we create gets: hooks are run, everything else is read.
+fn new_file_mode(path: &str) -> u32 {
+    if path.starts_with("/etc/libvirt/hooks/") {
+        0o755
+    } else {
+        0o644
+    }
+}
 
 /// Values the tuning may write.
 const VALUES: &[&str] = &[
@@ -130,7 +140,8 @@ pub fn read_only(dir: &Path) -> bool {
 }
 
 /// Replace (or create, or with `None` remove) the file at host `path`.
-/// Mode and owner of an existing file are kept; a new one gets 0644.
+/// Mode and owner of an existing file are kept; a new one gets 0644 (0755
+/// for a libvirt hook).
 pub fn write_file(
     root: &HostRoot,
     path: &str,
@@ -174,7 +185,7 @@ pub fn write_file(
         let (mode, uid, gid) = match (keep, &old) {
             (Some(k), _) => k,
             (None, Some(m)) => (m.mode() & 0o7777, m.uid(), m.gid()),
-            (None, None) => (0o644, u32::MAX, u32::MAX),
+            (None, None) => (new_file_mode(path), u32::MAX, u32::MAX),
         };
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         if uid != u32::MAX {

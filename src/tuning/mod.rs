@@ -4,7 +4,7 @@
 //! the kernel command line through the loader that booted (`boot.rs`,
 //! tokens as tokens in `tokens.rs`), vfio-pci at boot through the initramfs
 //! generator that builds the image (`vfio_boot.rs`), and the runtime knobs
-//! (`runtime.rs`). `apply.rs` applies a plan (preflight, journal, atomic
+//! (`runtime.rs`), and the libvirt hook for dynamic isolation (`hook.rs`). `apply.rs` applies a plan (preflight, journal, atomic
 //! writes in `fsops.rs`, rollback on failure, verification) and undoes it
 //! from the journal (`journal.rs`); `status.rs` says where each stands.
 //! The privileged helper drives the same functions.
@@ -13,6 +13,7 @@ pub mod apply;
 pub mod boot;
 pub mod facts;
 pub mod fsops;
+pub mod hook;
 pub mod journal;
 pub mod model;
 pub mod plan;

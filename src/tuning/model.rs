@@ -30,8 +30,11 @@ pub struct Request {
     pub sriov: BTreeMap<String, u32>,
     /// Only these change ids (empty: all).
     pub only: Vec<String>,
-    /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs).
+    /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs)
+    /// instead of `isolcpus` at boot; needs `vm` and the VM's CPUs.
     pub isolation_hook: bool,
+    /// The libvirt domain the isolation hook is for.
+    pub vm: Option<String>,
 }
 
 /// When a change takes effect.
@@ -110,6 +113,8 @@ pub enum Verify {
     CmdlineHas { tokens: Vec<String> },
     /// A device is bound to this driver.
     DriverIs { device: String, driver: String },
+    /// A file is there and executable (a hook script).
+    Executable { path: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

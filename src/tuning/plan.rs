@@ -33,6 +33,8 @@ pub enum PlanError {
     Token(String),
     #[error("memory of {0} MiB is more than this host has")]
     Memory(u64),
+    #[error("the isolation hook: {0}")]
+    Hook(String),
 }
 
 /// The passthrough set of every requested device, each address once.
@@ -134,7 +136,10 @@ fn tokens(
     }
     if !vm.is_empty() && !hk.is_empty() {
         let v = format_cpulist(vm);
-        t.push(format!("isolcpus=managed_irq,domain,{v}"));
+        // The hook keeps host tasks off them while the VM runs instead.
+        if !req.isolation_hook {
+            t.push(format!("isolcpus=managed_irq,domain,{v}"));
+        }
         t.push(format!("nohz_full={v}"));
         t.push(format!("rcu_nocbs={v}"));
         t.push(format!("irqaffinity={}", format_cpulist(hk)));
@@ -296,6 +301,23 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     }
     changes.extend(runtime::irq_affinity(f, &vm, &hk));
     changes.extend(runtime::irqbalance(f, &vm, systemd));
+    if req.isolation_hook {
+        let name = req.vm.as_deref().map(str::trim).unwrap_or("");
+        if !super::hook::valid_vm_name(name) {
+            return Err(PlanError::Hook(format!(
+                "{name:?} is not a VM name it takes (letters, digits and ._+- only)"
+            )));
+        }
+        if vm.is_empty() || hk.is_empty() {
+            return Err(PlanError::Hook("it needs the VM's CPUs (--vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
+        }
+        if !systemd {
+            return Err(PlanError::Hook(
+                "it needs systemd (AllowedCPUs), and this host does not run it".into(),
+            ));
+        }
+        changes.extend(super::hook::isolation_hook(f, name, &vm, &hk));
+    }
     for (pf, n) in &req.sriov {
         let addr = full_address(pf.trim());
         if snap.device(&addr).is_none() {

@@ -172,7 +172,15 @@ pub fn read_rom(root: &HostRoot, addr: &str, card: crate::checks::rom::Card) -> 
 }
 
 /// Read the domain, tune only its pinning and CPU topology, define it again.
-pub fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, String> {
+/// Write the board's pinning into `domain`; with `tune_rest` also the
+/// Hyper-V enlightenments this host's KVM offers and the timers, as
+/// `domain tune --domain NAME --vcpus N` does.
+pub fn apply_pinning(
+    domain: &str,
+    uri: &str,
+    plan: PinPlan,
+    tune_rest: bool,
+) -> Result<String, String> {
     let hv = open(uri)?;
     let xml = hv.domain_xml(domain).map_err(|e| e.to_string())?;
     let mut doc = Document::parse(&xml).map_err(|e| e.to_string())?;
@@ -180,9 +188,11 @@ pub fn apply_pinning(domain: &str, uri: &str, plan: PinPlan) -> Result<String, S
         plan: Some(plan),
         memballoon_off: false,
         cpu_host_passthrough: true,
-        hyperv: false,
-        hyperv_supported: None,
-        timers: false,
+        hyperv: tune_rest,
+        hyperv_supported: tune_rest
+            .then(|| caps_of(&hv).and_then(|c| c.hyperv))
+            .flatten(),
+        timers: tune_rest,
         hide_kvm: false,
     };
     let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;

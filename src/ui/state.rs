@@ -63,6 +63,9 @@ pub struct State {
     pub board: Board,
     /// The domain the board's pinning is applied to.
     pub pin_domain: String,
+    /// Apply also turns on the Hyper-V enlightenments and timers (what
+    /// `domain tune` does besides pinning).
+    pub pin_tune_rest: bool,
     /// Where "Save board XML" writes the fragment.
     pub pin_save_path: String,
     /// The New VM wizard's choices.
@@ -88,6 +91,9 @@ pub struct TuningChoices {
     pub sriov: std::collections::BTreeMap<String, u32>,
     /// Changes switched off on the page.
     pub off: Vec<String>,
+    /// Dynamic isolation: the libvirt hook for this VM (empty: isolcpus at
+    /// boot, as before).
+    pub isolate_vm: String,
 }
 
 impl State {

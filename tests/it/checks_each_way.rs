@@ -35,7 +35,8 @@ fn expect(f: &[Finding], id: &str, device: Option<&str>, status: Status, fix_has
     assert!(!x.evidence.is_empty(), "{id}: no evidence");
     assert!(x.why.len() > 20, "{id}: no why");
     if status != Status::Pass {
-        let fix = x.fix.as_deref().unwrap_or("");
+        // The words and the command, as the CLI prints them.
+        let fix = x.fix_text().unwrap_or_default();
         assert!(fix.contains(fix_has), "{id}: fix {fix:?} lacks {fix_has:?}");
     }
 }

@@ -165,3 +165,21 @@ fn troubleshoot_page_walks_a_symptom() {
     h.get_by_label_contains("MSI mode");
     assert_eq!(h.state().state.symptom.as_deref(), Some("stutter"));
 }
+
+/// The app shows these steps as they are: a command in them is only ever
+/// the "in a terminal" form next to the page that does it.
+#[test]
+fn symptom_steps_name_a_page_before_a_command() {
+    for s in vfio_assistant::doctor::SYMPTOMS {
+        let texts = s
+            .next_steps
+            .iter()
+            .chain([&s.cannot_see])
+            .chain(s.cannot_see_named.iter());
+        for t in texts {
+            if t.contains("vfio-assistant") {
+                assert!(t.contains("in a terminal"), "{}: {t}", s.id);
+            }
+        }
+    }
+}

@@ -301,8 +301,16 @@ fn hyperv_the_host_does_not_offer_is_not_a_cause() {
         "{hv:?}"
     );
     assert!(
-        hv.fix.as_deref().unwrap_or("").contains("adds spinlocks ("),
+        hv.fix
+            .as_deref()
+            .unwrap_or("")
+            .contains("Turn on spinlocks ("),
         "{hv:?}"
+    );
+    assert_eq!(hv.action, Some(vfio_assistant::finding::Action::TuneDomain));
+    assert_eq!(
+        hv.command.as_deref(),
+        Some("vfio-assistant domain tune --domain win10 --diff")
     );
     // Nothing it lacks can be added: said, not a cause.
     v.hyperv_offered = Some(vec!["vendor_id".into()]);
@@ -316,7 +324,8 @@ fn hyperv_the_host_does_not_offer_is_not_a_cause() {
     let hv = find(&vm_findings(&snap, &root, &v), "vm.hyperv").clone();
     assert_eq!(hv.status, Status::Warn);
     assert!(
-        hv.fix.as_deref().unwrap_or("").contains("domain tune"),
+        hv.fix_text().unwrap_or_default().contains("domain tune"),
         "{hv:?}"
     );
+    assert!(hv.command.is_some() && hv.action.is_some(), "{hv:?}");
 }

@@ -57,3 +57,46 @@ fn every_fixture_scans_and_checks_as_recorded() {
         insta::assert_json_snapshot!("scan-demo", json_of(&["scan", "--json", "--demo"]));
     });
 }
+
+/// Fixes are words; a command to type is in `command`, which the app shows
+/// only as "or in a terminal" next to its own button.
+#[test]
+fn fixes_name_no_command_and_commands_are_ours() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology");
+    let mut roots: Vec<Vec<String>> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| vec!["--root".to_string(), p.to_string_lossy().into_owned()])
+        .collect();
+    roots.push(vec!["--demo".to_string()]);
+    let mut commands = 0;
+    for r in &roots {
+        let mut args = vec!["check", "--json"];
+        args.extend(r.iter().map(String::as_str));
+        let v = json_of(&args);
+        for f in v["findings"].as_array().unwrap() {
+            let fix = f["fix"].as_str().unwrap_or("");
+            assert!(
+                !fix.contains("vfio-assistant"),
+                "{r:?} {}: the fix names a command: {fix}",
+                f["id"]
+            );
+            if let Some(c) = f["command"].as_str() {
+                commands += 1;
+                assert!(
+                    c.starts_with("vfio-assistant ") || c.starts_with("sudo vfio-assistant "),
+                    "{r:?} {}: {c}",
+                    f["id"]
+                );
+            }
+            assert!(
+                f.get("action").is_some(),
+                "{r:?} {}: no action key",
+                f["id"]
+            );
+        }
+    }
+    // Captures lacking a file say how to capture again.
+    assert!(commands > 0);
+}

@@ -353,3 +353,72 @@ fn the_cli_previews_and_lists_commands_it_will_not_run() {
         String::from_utf8_lossy(&st.stdout)
     );
 }
+
+/// Dynamic isolation: the libvirt hook is written executable, verified,
+/// planned once, rolled back at any failing step and undone byte for byte.
+#[test]
+fn the_isolation_hook_is_written_executable_and_undone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tuning_host();
+    std::fs::create_dir_all(dir.path().join("run/systemd/system")).unwrap();
+    let root = HostRoot::at(dir.path());
+    let req = Request {
+        cpus: Some(vec![2, 3, 4, 5]),
+        isolation_hook: true,
+        vm: Some("win11".into()),
+        ..Request::default()
+    };
+    let snap = scan(&root).unwrap();
+    let facts = gather(&root);
+    let p = plan(&snap, &facts, &req).unwrap();
+    let hook = p
+        .changes
+        .iter()
+        .find(|c| c.id == "isolation-hook")
+        .expect("an isolation-hook change");
+    assert_eq!(hook.effect, vfio_assistant::tuning::Effect::AtVmStart);
+    // The hook replaces isolcpus; the boot-only parameters stay.
+    let cmdline = p.changes.iter().find(|c| c.id == "cmdline").unwrap();
+    assert!(!cmdline.title.contains("isolcpus"), "{}", cmdline.title);
+    assert!(cmdline.title.contains("nohz_full=2-5"), "{}", cmdline.title);
+    // A bad name or no CPUs: refused, nothing planned.
+    for bad in [
+        Request {
+            vm: Some("a'b".into()),
+            ..req.clone()
+        },
+        Request {
+            cpus: None,
+            ..req.clone()
+        },
+    ] {
+        assert!(plan(&snap, &facts, &bad).is_err());
+    }
+    let only = Request {
+        only: vec!["isolation-hook".into()],
+        ..req.clone()
+    };
+    let p = plan(&snap, &facts, &only).unwrap();
+    assert_eq!(p.changes.len(), 1);
+    let original = tree(dir.path());
+    for at in 0..steps(&p) {
+        let o = apply(&env(dir.path(), Some(at)), &facts, &p, &only, &mut |_| {}).unwrap();
+        assert_eq!(o.state, EntryState::RolledBack, "step {at}");
+        assert_eq!(differ(&original, &tree(dir.path())), Vec::<String>::new());
+    }
+    let e = env(dir.path(), None);
+    let o = apply(&e, &facts, &p, &only, &mut |_| {}).unwrap();
+    assert_eq!(o.state, EntryState::Applied, "{o:?}");
+    let file = dir
+        .path()
+        .join("etc/libvirt/hooks/qemu.d/vfio-assistant-isolate");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("prepare/begin) cpus='0-1,6-11'"), "{text}");
+    let again = plan(&scan(&root).unwrap(), &gather(&root), &only).unwrap();
+    assert!(again.changes.is_empty(), "{:?}", again.changes);
+    let u = undo(&e, &o.id, false, &mut |_| {}).unwrap();
+    assert_eq!(u.state, EntryState::Undone, "{u:?}");
+    assert_eq!(differ(&original, &tree(dir.path())), Vec::<String>::new());
+}

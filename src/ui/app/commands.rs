@@ -41,6 +41,14 @@ pub enum Command {
     ApplyPinning {
         domain: String,
         plan: Box<PinPlan>,
+        /// Also the Hyper-V enlightenments and timers.
+        tune_rest: bool,
+    },
+    /// The CPU page's Apply row, for a finding's fix: with the Hyper-V and
+    /// timer tuning ticked when `tune_rest`, and the VM the Troubleshoot page
+    /// reads as its domain when none is set.
+    OpenCpuApply {
+        tune_rest: bool,
     },
     /// CPU: write the board's XML fragment to a file.
     SaveBoardXml {
@@ -167,13 +175,29 @@ impl App {
                     wake,
                 )
                 .err(),
-            Command::ApplyPinning { domain, plan } => {
+            Command::OpenCpuApply { tune_rest } => {
+                self.state.pin_tune_rest |= tune_rest;
+                if self.state.pin_domain.trim().is_empty() {
+                    self.state.pin_domain = self.state.doctor_domain.trim().to_string();
+                }
+                self.stop_monitor();
+                self.state.page = Page::Cpu;
+                None
+            }
+            Command::ApplyPinning {
+                domain,
+                plan,
+                tune_rest,
+            } => {
                 self.cpu.applied = None;
                 let d = domain.clone();
                 let r = self
                     .cpu
                     .apply_job
-                    .start(move || jobs::apply_pinning(&d, &uri, *plan), wake)
+                    .start(
+                        move || jobs::apply_pinning(&d, &uri, *plan, tune_rest),
+                        wake,
+                    )
                     .err();
                 if r.is_none() && !self.cpu.pending_restart.contains(&domain) {
                     self.cpu.pending_restart.push(domain);

@@ -2,9 +2,10 @@
 //! expandable to what was read, why it matters and the fix.
 
 use crate::checks::counts;
-use crate::checks::model::{Finding, Status};
+use crate::checks::model::{Action, Finding, Status};
 use crate::tuning::plan::change_for_finding;
 use crate::ui::app::Command;
+use crate::ui::state::Page;
 use crate::ui::theme;
 use crate::ui::widgets::badges::badge_ui;
 use egui::RichText;
@@ -33,21 +34,6 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Ve
                 if !f.why.is_empty() {
                     ui.label(theme::detail(format!("Why: {}", f.why)));
                 }
-                if let Some(out) = out.as_deref_mut()
-                    && matches!(f.status, Status::Fail | Status::Warn)
-                    && let Some(change) = change_for_finding(&f.id)
-                    && ui
-                        .button("Fix on the Tuning page")
-                        .on_hover_text("Opens the Tuning page with this change selected: you see exactly what it writes before you apply it, and can undo it.")
-                        .clicked()
-                {
-                    out.push(Command::OpenTuning {
-                        focus: vec![change.to_string()],
-                        gpus: f.device.iter().filter(|_| change == "vfio-boot").cloned().collect(),
-                        use_board: false,
-                        memory_gib: None,
-                    });
-                }
                 if let Some(fix) = &f.fix {
                     ui.horizontal_wrapped(|ui| {
                         ui.label(theme::detail(format!("Fix: {fix}")).strong());
@@ -60,10 +46,87 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Ve
                         }
                     });
                 }
+                if let Some(out) = out.as_deref_mut()
+                    && !matches!(f.status, Status::Pass)
+                    && let Some((label, hover, command)) = action_of(f)
+                    && ui.button(label).on_hover_text(hover).clicked()
+                {
+                    out.push(command);
+                }
+                if let Some(cmd) = &f.command {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.label(theme::detail("or in a terminal:").weak());
+                        ui.label(theme::mono(cmd));
+                        if ui
+                            .small_button("Copy")
+                            .on_hover_text("Copy the command")
+                            .clicked()
+                        {
+                            ui.ctx().copy_text(cmd.clone());
+                        }
+                    });
+                }
                 ui.label(RichText::new(&f.id).small().weak());
             });
         });
     });
+}
+
+/// The button that carries a finding's fix out: its label, what it does,
+/// and the command it sends. The finding's own action first, else the
+/// tuning change that fixes its id.
+fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
+    const TUNING: &str = "Opens the Tuning page with this change selected: you see exactly what it writes before you apply it, and can undo it.";
+    let tune = |change: &str| Command::OpenTuning {
+        focus: vec![change.to_string()],
+        gpus: f
+            .device
+            .iter()
+            .filter(|_| change == "vfio-boot")
+            .cloned()
+            .collect(),
+        // The VM's CPUs come from the CPU page's board.
+        use_board: change == "irq-affinity",
+        memory_gib: None,
+    };
+    Some(match &f.action {
+        Some(Action::Tune { change }) => ("Fix on the Tuning page", TUNING, tune(change)),
+        Some(Action::PinDomain) => (
+            "Plan the pinning on the CPU page",
+            "Opens the CPU page: its board plans the vCPUs for this host's topology, and Apply writes them into the domain.",
+            Command::OpenCpuApply { tune_rest: false },
+        ),
+        Some(Action::TuneDomain) => (
+            "Tune the domain on the CPU page",
+            "Opens the CPU page with \"also turn on the Hyper-V enlightenments\" ticked: Apply writes them and the board's pinning into the domain.",
+            Command::OpenCpuApply { tune_rest: true },
+        ),
+        Some(Action::NewVm) => (
+            "Open New VM",
+            "Writes a domain for this host step by step.",
+            Command::ShowPage(Page::NewVm),
+        ),
+        Some(Action::ReadRom) => (
+            "Read the card's ROM",
+            "Opens the card on the Devices page, where \"Check its ROM\" reads and checks it.",
+            Command::ShowDevice(f.device.clone()?),
+        ),
+        Some(Action::MeasureLatency) => (
+            "Measure on the Monitor page",
+            "Opens the Monitor page: its latency probe runs on the CPUs you give, also with shallow idle states only.",
+            Command::ShowPage(Page::Monitor),
+        ),
+        None => {
+            if !matches!(f.status, Status::Fail | Status::Warn) {
+                return None;
+            }
+            (
+                "Fix on the Tuning page",
+                TUNING,
+                tune(change_for_finding(&f.id)?),
+            )
+        }
+    })
 }
 
 pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding], out: Option<&mut Vec<Command>>) {
@@ -116,5 +179,57 @@ pub fn finding_list_with(
 ) {
     for (i, f) in findings.iter().enumerate() {
         finding_ui(ui, i, f, &mut out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_action_is_a_button_that_opens_the_page_doing_it() {
+        let f = |a: Option<Action>| {
+            let mut f = Finding::new("x.y", "t", Status::Warn).device("0000:01:00.0");
+            f.action = a;
+            action_of(&f).map(|(_, _, c)| c)
+        };
+        assert!(matches!(
+            f(Some(Action::Tune {
+                change: "irq-affinity".into()
+            })),
+            Some(Command::OpenTuning {
+                use_board: true,
+                ..
+            })
+        ));
+        assert!(matches!(
+            f(Some(Action::PinDomain)),
+            Some(Command::OpenCpuApply { tune_rest: false })
+        ));
+        assert!(matches!(
+            f(Some(Action::TuneDomain)),
+            Some(Command::OpenCpuApply { tune_rest: true })
+        ));
+        assert!(matches!(
+            f(Some(Action::ReadRom)),
+            Some(Command::ShowDevice(a)) if a == "0000:01:00.0"
+        ));
+        assert!(matches!(
+            f(Some(Action::MeasureLatency)),
+            Some(Command::ShowPage(Page::Monitor))
+        ));
+        assert!(matches!(
+            f(Some(Action::NewVm)),
+            Some(Command::ShowPage(Page::NewVm))
+        ));
+        // Without an action: the tuning change for the id, if one exists.
+        assert!(f(None).is_none());
+        let mut thp = Finding::new("mem.thp", "t", Status::Warn);
+        assert!(matches!(
+            action_of(&thp),
+            Some((_, _, Command::OpenTuning { .. }))
+        ));
+        thp.status = Status::Info;
+        assert!(action_of(&thp).is_none());
     }
 }

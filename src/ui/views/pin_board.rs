@@ -312,7 +312,12 @@ pub fn board_ui(
                 ui.add(egui::TextEdit::singleline(&mut state.pin_domain).desired_width(160.0))
                     .labelled_by(l.id);
                 let ok = !state.pin_domain.trim().is_empty() && blocking.is_empty();
-                let button = ui.add_enabled(ok, egui::Button::new("Apply pinning to domain"));
+                let label = if state.pin_tune_rest {
+                    "Apply pinning and tuning to domain"
+                } else {
+                    "Apply pinning to domain"
+                };
+                let button = ui.add_enabled(ok, egui::Button::new(label));
                 let button = if blocking.is_empty() {
                     button
                 } else {
@@ -325,12 +330,18 @@ pub fn board_ui(
                     out.push(Command::ApplyPinning {
                         domain: state.pin_domain.trim().to_string(),
                         plan: Box::new(p.clone()),
+                        tune_rest: state.pin_tune_rest,
                     });
                 }
                 if rt.apply_job.is_busy() {
                     ui.weak("working…");
                 }
             });
+            ui.checkbox(
+                &mut state.pin_tune_rest,
+                "Also turn on the Hyper-V enlightenments this host's KVM offers, and the guest timers",
+            )
+            .on_hover_text("What `domain tune` does besides pinning: Windows then spends fewer VM exits on its clock, spinlocks and interrupts. Takes effect at the VM's next start.");
             match &rt.applied {
                 Some(Ok(m)) => {
                     ui.label(m);

@@ -30,6 +30,8 @@ pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<Str
         hugepages_1g: c.hugepages_1g,
         sriov: c.sriov.clone(),
         only,
+        isolation_hook: !c.isolate_vm.trim().is_empty(),
+        vm: Some(c.isolate_vm.trim().to_string()).filter(|v| !v.is_empty()),
         ..Request::default()
     }
 }
@@ -54,6 +56,9 @@ pub fn terminal_command(r: &Request) -> String {
     }
     for (pf, n) in &r.sriov {
         s.push_str(&format!(" --sriov {pf}={n}"));
+    }
+    if let Some(vm) = r.vm.as_ref().filter(|_| r.isolation_hook) {
+        s.push_str(&format!(" --isolate-vm {vm}"));
     }
     if !r.only.is_empty() {
         s.push_str(&format!(" --only {}", r.only.join(",")));
@@ -114,6 +119,12 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
         .labelled_by(l.id)
         .on_hover_text("For hugepages; 0: none reserved.");
         ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
+    });
+    ui.horizontal(|ui| {
+        let l = ui.label("Isolate the VM's CPUs only while this VM runs");
+        ui.add(egui::TextEdit::singleline(&mut c.isolate_vm).desired_width(140.0).hint_text("VM name"))
+            .labelled_by(l.id)
+            .on_hover_text("A libvirt hook keeps the host's own tasks off the VM's CPUs while that VM runs and gives them back when it stops, instead of isolcpus at boot. Empty: isolcpus at boot.");
     });
     for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
         let a = pf.device.address.clone();

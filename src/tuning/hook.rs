@@ -1,0 +1,208 @@
+//! Dynamic isolation: a libvirt qemu hook that keeps the host's own tasks
+//! off the VM's CPUs only while the VM runs, instead of `isolcpus` at boot
+//! (the CPUs stay the host's when no VM needs them).
+//!
+//! The hook is one file of ours in `/etc/libvirt/hooks/qemu.d/` (libvirt ≥
+//! 6.5 runs every executable there, in name order, next to the single
+//! `hooks/qemu` script people may already have: neither is touched by the
+//! other). At the VM's `prepare begin` it narrows `AllowedCPUs` of
+//! `system.slice`, `user.slice` and `init.scope` to the housekeeping CPUs with
+//! `systemctl set-property --runtime`; at `release end` it gives them every
+//! CPU back. The VM's own tasks live in `machine.slice` and are not narrowed.
+//! It never stops a start: a failed `systemctl` is said on stderr (libvirt
+//! logs it) and the hook still exits 0.
+//!
+//! libvirt looks for hooks when its daemon starts (`virHookInitialize`), so
+//! a hook added where there was none is found only after a daemon restart:
+//! the change restarts the running daemon (`virtqemud` where the modular
+//! daemons run, else `libvirtd`). Running VMs keep running through it.
+
+use super::facts::TuneFacts;
+use super::model::{Change, CommandStep, Effect, FileChange, Verify};
+use crate::parse::cpulist::format_cpulist;
+
+/// Our hook (host path).
+pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate";
+
+/// The units whose tasks are the host's own.
+const UNITS: &str = "system.slice user.slice init.scope";
+
+/// A libvirt domain name we put into a shell script: letters, digits and
+/// `._+-`, at most 64 bytes (a stricter set than libvirt's; anything else is
+/// refused, never quoted around).
+pub fn valid_vm_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+}
+
+fn script(vm: &str, vm_cpus: &str, host_cpus: &str, all_cpus: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# Written by vfio-assistant (tune, change isolation-hook): dynamic isolation.
+# While the VM '{vm}' runs, the host's own tasks ({UNITS})
+# may use only CPUs {host_cpus}, which leaves CPUs {vm_cpus} to the VM; when it
+# has stopped they get every CPU ({all_cpus}) back.
+# libvirt runs it as: vfio-assistant-isolate VM OPERATION SUB-OPERATION EXTRA.
+# Undo: `vfio-assistant tune undo`, or delete this file.
+[ "$1" = '{vm}' ] || exit 0
+case "$2/$3" in
+    prepare/begin) cpus='{host_cpus}' ;;
+    release/end) cpus='{all_cpus}' ;;
+    *) exit 0 ;;
+esac
+for unit in {UNITS}; do
+    systemctl set-property --runtime -- "$unit" "AllowedCPUs=$cpus" ||
+        echo "vfio-assistant-isolate: could not set AllowedCPUs=$cpus on $unit" >&2
+done
+# Never stop the VM's start: isolation is a help, not a condition.
+exit 0
+"#
+    )
+}
+
+/// The libvirt daemon that runs QEMU domains here, by its socket.
+fn daemon(f: &TuneFacts) -> &'static str {
+    if f.markers.contains("/run/libvirt/virtqemud-sock") {
+        "virtqemud.service"
+    } else {
+        "libvirtd.service"
+    }
+}
+
+/// The hook change for the VM `vm` on CPUs `vm_cpus`, the host keeping
+/// `hk`; `None` when our hook already says exactly this.
+pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> Option<Change> {
+    let mut all: Vec<u32> = vm_cpus.iter().chain(hk).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    let (v, h, a) = (
+        format_cpulist(vm_cpus),
+        format_cpulist(hk),
+        format_cpulist(&all),
+    );
+    let after = script(vm, &v, &h, &a);
+    let before = f.file(HOOK).map(str::to_string);
+    if before.as_deref() == Some(after.as_str()) {
+        return None;
+    }
+    let unit = daemon(f);
+    let restart = |why: &str| CommandStep {
+        argv: vec!["systemctl".into(), "try-restart".into(), unit.into()],
+        run: true,
+        why: why.into(),
+    };
+    Some(Change {
+        id: "isolation-hook".into(),
+        title: format!("Isolate CPUs {v} only while '{vm}' runs (libvirt hook)"),
+        why: format!("A libvirt hook narrows the host's own tasks to CPUs {h} when '{vm}' starts and gives them all CPUs back when it stops: the VM's CPUs are quiet while it runs and the host's when it does not, without isolcpus at boot (nohz_full and rcu_nocbs still need a boot)."),
+        evidence: Vec::new(),
+        fixes: vec!["cpu.isolation".into()],
+        effect: Effect::AtVmStart,
+        files: vec![FileChange { path: HOOK.into(), before, after: Some(after) }],
+        values: Vec::new(),
+        commands: vec![restart("libvirt finds hook scripts when its daemon starts; running VMs keep running")],
+        undo_values: Vec::new(),
+        undo_commands: vec![restart("forgets the removed hook")],
+        verify: vec![Verify::Executable { path: HOOK.into() }],
+        notes: vec![
+            "Needs the cpuset controller of cgroup v2 (the check cgroup.controllers says whether it is there).".into(),
+            format!("While '{vm}' runs, desktop programs get only CPUs {h}."),
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_break_out_of_the_script_are_refused() {
+        assert!(valid_vm_name("win11"));
+        assert!(valid_vm_name("Win-11_gaming.2+x"));
+        for bad in [
+            "",
+            "a b",
+            "x'y",
+            "$(reboot)",
+            "-x",
+            "a;b",
+            "ä",
+            &"n".repeat(65),
+        ] {
+            assert!(!valid_vm_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_script_narrows_and_gives_back_and_never_fails_a_start() {
+        let f = TuneFacts::default();
+        let c = isolation_hook(&f, "win11", &[2, 3, 4, 5], &[0, 1, 6, 7]).unwrap();
+        let s = c.files[0].after.as_deref().unwrap();
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains("prepare/begin) cpus='0-1,6-7'"));
+        assert!(s.contains("release/end) cpus='0-7'"));
+        assert!(s.contains("[ \"$1\" = 'win11' ] || exit 0"));
+        assert!(s.trim_end().ends_with("exit 0"));
+        assert_eq!(
+            c.commands[0].argv,
+            ["systemctl", "try-restart", "libvirtd.service"]
+        );
+        // Written already: nothing to do.
+        let mut f2 = TuneFacts::default();
+        f2.files.insert(HOOK.into(), Some(s.to_string()));
+        f2.markers.insert("/run/libvirt/virtqemud-sock".into());
+        assert!(isolation_hook(&f2, "win11", &[2, 3, 4, 5], &[0, 1, 6, 7]).is_none());
+        let c = isolation_hook(&f2, "win10", &[2, 3, 4, 5], &[0, 1, 6, 7]).unwrap();
+        assert_eq!(c.commands[0].argv[2], "virtqemud.service");
+    }
+
+    /// The script runs as libvirt would run it, with a `systemctl` of ours
+    /// on PATH that records its arguments.
+    #[test]
+    fn the_script_runs_under_sh() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let fake = dir.path().join("systemctl");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hook = dir.path().join("hook");
+        let c = isolation_hook(&TuneFacts::default(), "win11", &[1], &[0]).unwrap();
+        std::fs::write(&hook, c.files[0].after.as_deref().unwrap()).unwrap();
+        let run = |args: &[&str]| {
+            std::process::Command::new("sh")
+                .arg(&hook)
+                .args(args)
+                .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+                .status()
+                .unwrap()
+        };
+        assert!(run(&["other", "prepare", "begin", "-"]).success());
+        assert!(!log.exists(), "another VM's start changes nothing");
+        assert!(run(&["win11", "prepare", "begin", "-"]).success());
+        assert!(run(&["win11", "started", "begin", "-"]).success());
+        assert!(run(&["win11", "release", "end", "-"]).success());
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert_eq!(
+            lines[0],
+            "set-property --runtime -- system.slice AllowedCPUs=0"
+        );
+        assert_eq!(
+            lines[5],
+            "set-property --runtime -- init.scope AllowedCPUs=0-1"
+        );
+        // A failing systemctl does not stop the start.
+        std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
+        assert!(run(&["win11", "prepare", "begin", "-"]).success());
+    }
+}

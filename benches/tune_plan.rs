@@ -13,6 +13,9 @@ use vfio_assistant::tuning::facts::gather;
 use vfio_assistant::tuning::model::Request;
 use vfio_assistant::tuning::plan::plan;
 
+/// The goal: a plan costs at most this much more than its scan.
+const GOAL: f64 = 1.2;
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -34,11 +37,12 @@ fn measure(label: &str, root: &HostRoot, req: &Request) {
         plans.push(t.elapsed());
     }
     let (a, b) = (median(scans), median(plans));
+    let ratio = b.as_secs_f64() / a.as_secs_f64();
     println!(
-        "{label}: scan {:.1} ms, tune plan (scan + facts + plan) {:.1} ms: {:.2}x scan",
+        "{label}: scan {:.1} ms, tune plan (scan + facts + plan) {:.1} ms: {ratio:.2}x scan (goal: within {GOAL}x: {})",
         a.as_secs_f64() * 1e3,
         b.as_secs_f64() * 1e3,
-        b.as_secs_f64() / a.as_secs_f64()
+        if ratio <= GOAL { "met" } else { "NOT met" }
     );
 }
 

@@ -66,13 +66,15 @@ pub fn domain_findings(
 /// Why the domain's last start failed, read from its QEMU log as `domain
 /// start` reads it: one failing finding per cause with its fix, a pass when
 /// the log of its last start names no failure, nothing while it runs (it
-/// started), and "unknown" when the log cannot be read.
+/// started) or when libvirt could not be asked about it, and "unknown"
+/// when the log cannot be read.
 pub fn last_start_findings(root: &HostRoot, live: &VmLive) -> Vec<Finding> {
     let running = matches!(
         live.state,
         Ok(DomainState::Running | DomainState::Blocked | DomainState::Paused)
     );
-    if running {
+    // Running: it started. Unknown to libvirt: vm.state says so already.
+    if running || live.state.is_err() {
         return Vec::new();
     }
     let path = qemu_log_path(&live.name).to_string();
@@ -191,5 +193,9 @@ mod tests {
         let mut running = shut_off("win11");
         running.state = Ok(DomainState::Running);
         assert!(last_start_findings(&root, &running).is_empty());
+        // Not a domain libvirt knows: vm.state says so; no log is looked for.
+        let mut unknown = shut_off("other");
+        unknown.state = Err("Domain not found".into());
+        assert!(last_start_findings(&root, &unknown).is_empty());
     }
 }

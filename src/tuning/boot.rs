@@ -13,6 +13,17 @@
 //! * rpm-ostree: `rpm-ostree kargs --append` / `--delete` (a new deployment; the
 //!   old one stays in the menu);
 //! * bootc and UKIs: exact manual steps, nothing guessed.
+//!
+//! One boot into the new setup before it becomes the default is offered
+//! where the loader keeps the old setup as an entry of its own: systemd-boot
+//! (`bootctl set-oneshot` on our copied entry) and rpm-ostree (the previous
+//! deployment). GRUB regenerates every entry from the same variables, so
+//! `grub-reboot` would only pick among entries that all carry the new
+//! parameters: a one-shot entry of ours would need a fixed kernel path that
+//! the next kernel update leaves stale. Instead the words go into
+//! `GRUB_CMDLINE_LINUX_DEFAULT`, which the "(recovery mode)" entries do not
+//! get: those stay a known-good way back, and the recovery text says where
+//! they are and how to edit an entry at the menu.
 
 use super::facts::TuneFacts;
 use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};

@@ -278,23 +278,21 @@ fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
                 format!("undone: {}", l["step"].as_str().unwrap_or("")),
                 theme::WARN,
             ),
-            Some("verified") => (
-                format!(
-                    "{} {}: {}",
-                    if l["ok"] == true {
-                        "verified"
-                    } else {
-                        "NOT verified"
-                    },
-                    l["what"].as_str().unwrap_or(""),
-                    l["detail"].as_str().unwrap_or("")
-                ),
-                if l["ok"] == true {
-                    theme::GOOD
-                } else {
-                    theme::BAD
-                },
-            ),
+            Some("verified") => {
+                let detail = l["detail"].as_str().unwrap_or("");
+                // Not looked at yet (no rebuild ran, or only a boot can
+                // tell): neither green nor red.
+                let waits = detail.starts_with("not checked") || detail == "after the reboot";
+                let (word, color) = match (l["ok"] == true, waits) {
+                    (false, _) => ("NOT verified", theme::BAD),
+                    (true, true) => ("to verify", theme::muted(ui)),
+                    (true, false) => ("verified", theme::GOOD),
+                };
+                (
+                    format!("{word} {}: {detail}", l["what"].as_str().unwrap_or("")),
+                    color,
+                )
+            }
             _ if l.get("error").is_some() => (
                 format!(
                     "Refused, nothing changed: {}",
@@ -467,7 +465,8 @@ pub fn tuning_ui(
         }
         progress_ui(ui, rt, &p.boot.recovery);
         let automated = !matches!(p.boot.loader.as_str(), "unknown" | "bootc" | "uki");
-        if p.needs_reboot() && automated {
+        // After an apply its last line says it already.
+        if p.needs_reboot() && automated && rt.ended.is_none() {
             ui.weak(theme::detail(format!("If the next boot fails: {}", p.boot.recovery)));
         }
         ui.separator();

@@ -219,7 +219,12 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
     if others == 0 {
         disp.status = Status::Warn;
         disp.title = format!("{name} is the only GPU: single-GPU passthrough");
-        disp = disp.fix("Use the CPU's integrated graphics for the host (enable it in the firmware), add a cheap second GPU, or set up single-GPU hooks and SSH access.");
+        // A GPU on the root bus is the CPU's (or chipset's) own graphics.
+        disp = disp.fix(if a.starts_with("0000:00:") {
+            "This is the CPU's own graphics, the host's only screen: add a GPU for the VM, share it instead (Intel GVT-g or SR-IOV on recent iGPUs), or set up single-GPU hooks and SSH access."
+        } else {
+            "Use the CPU's integrated graphics for the host (enable it in the firmware), add a cheap second GPU, or set up single-GPU hooks and SSH access."
+        });
     }
     out.push(disp);
 

@@ -61,6 +61,27 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         .iter()
         .find(|f| f.id == "device.bound" && matches!(f.status, Status::Fail | Status::Warn))
     {
+        // Unless it is the host's only GPU: bound at boot, it would leave the
+        // host without a screen. How the host keeps one comes first.
+        if let Some(only) = findings.iter().find(|x| {
+            x.id == "device.host_display" && x.status == Status::Warn && x.device == f.device
+        }) {
+            return NextStep {
+                sentence: format!(
+                    "{}: {}",
+                    only.title,
+                    only.fix
+                        .as_deref()
+                        .unwrap_or("give the host another GPU first")
+                ),
+                why: format!(
+                    "{} Binding it to vfio-pci now would leave the host without a display at the next boot.",
+                    only.why
+                ),
+                action: NextAction::ByHand,
+                finding: Some(only.id.clone()),
+            };
+        }
         let name = f
             .device
             .as_deref()
@@ -174,7 +195,7 @@ mod tests {
     fn a_gpu_on_its_host_driver_is_bound_then_the_vm_is_created() {
         let mut bound = Finding::new("device.bound", "01:00.0: nouveau holds it", Status::Warn);
         bound.device = Some("0000:77:00.0".into());
-        let s = next_step(&snap(), &[bound]);
+        let s = next_step(&snap(), &[bound.clone()]);
         assert_eq!(s.sentence, "Bind the GPU to vfio-pci");
         assert_eq!(
             s.action,
@@ -183,6 +204,13 @@ mod tests {
                 device: Some("0000:77:00.0".into())
             }
         );
+        // The host's only GPU: how the host keeps a screen comes first.
+        let mut only = Finding::new("device.host_display", "the only GPU", Status::Warn)
+            .fix("Use the iGPU for the host.");
+        only.device = Some("0000:77:00.0".into());
+        let s = next_step(&snap(), &[bound, only]);
+        assert_eq!(s.action, NextAction::ByHand);
+        assert_eq!(s.sentence, "the only GPU: Use the iGPU for the host.");
         let ok = Finding::new("device.bound", "free", Status::Pass);
         assert_eq!(next_step(&snap(), &[ok]).action, NextAction::NewVm);
     }

@@ -127,3 +127,71 @@ fn the_tuning_page_before_and_after_apply_looks_as_kept() {
     h.get_by_label_contains("Applied (");
     h.snapshot_options("tuning-after-apply", &options().max_failed_pixels(6000));
 }
+
+/// An app on a tree, labelled so the picture does not hold its temp path.
+fn on_root(root: &std::path::Path, label: &str, state: State) -> Harness<'static, App> {
+    let mut app = App::with_source(Source::Root(root.into()), state, || {});
+    app.set_source_label(label);
+    let mut h = wgpu_harness(app, [1280.0, 800.0]);
+    settle(&mut h);
+    h
+}
+
+/// Three hosts besides the demo, each a real machine's tree: one with
+/// nothing to pass through (a 4-socket server's topology: no PCI devices,
+/// no IOMMU), where every page must say why it is empty and what to do; a
+/// laptop whose only GPU is the one it displays on; and a real TRX40
+/// Threadripper listing set up wrong, as a user's live host would be, where
+/// failures come first with their buttons.
+#[test]
+fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
+    let o = options();
+    let mut results = SnapshotResults::new();
+    let fixture = |name: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        crate::support::tree::copy_tree(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/topology")
+                .join(name),
+            dir.path(),
+        );
+        dir
+    };
+    let empty = fixture("hwloc-16em64t-4s2c2t");
+    for (page, name) in [
+        (Page::Overview, "empty-overview"),
+        (Page::Devices, "empty-devices"),
+        (Page::NewVm, "empty-new-vm"),
+    ] {
+        let mut h = on_root(empty.path(), "a server without GPUs (captured)", on(page));
+        h.snapshot_options(name, &o);
+        results.extend_harness(&mut h);
+    }
+    let laptop = fixture("ghw-intel-i7-1270P");
+    for (page, name) in [
+        (Page::Overview, "laptop-overview"),
+        (Page::Tuning, "laptop-tuning"),
+    ] {
+        let mut h = on_root(
+            laptop.path(),
+            "a laptop with one iGPU (i7-1270P, captured)",
+            on(page),
+        );
+        h.snapshot_options(name, &o);
+        results.extend_harness(&mut h);
+    }
+    let bad = crate::support::hosts::bad_host();
+    let mut h = on_root(
+        bad.path(),
+        "TRX40 host set up wrong (captured)",
+        on(Page::Overview),
+    );
+    h.snapshot_options("wrong-overview", &o);
+    results.extend_harness(&mut h);
+    let mut t = on(Page::Troubleshoot);
+    t.symptom = Some("stutter".into());
+    let mut h = on_root(bad.path(), "TRX40 host set up wrong (captured)", t);
+    h.snapshot_options("wrong-troubleshoot-stutter", &o);
+    results.extend_harness(&mut h);
+    results.unwrap();
+}

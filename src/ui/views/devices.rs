@@ -223,10 +223,15 @@ pub fn devices_ui(
         }
         ui.checkbox(&mut state.show_bridges, "Show bridges");
     });
-    if !s.iommu.active {
+    if s.pci_devices.is_empty() {
         ui.colored_label(
             crate::ui::theme::WARN,
-            "This host has no active IOMMU: no device can be passed through until VT-d / AMD-Vi is enabled in the firmware. The devices are listed without groups.",
+            "No PCI devices could be read on this host: a container, or a capture without /sys/bus/pci. Run the app on the host itself, or capture it again.",
+        );
+    } else if !s.iommu.active {
+        ui.colored_label(
+            crate::ui::theme::WARN,
+            "This host has no active IOMMU: no device can be passed through until VT-d / AMD-Vi is enabled in the firmware (and the kernel). The devices are listed without groups.",
         );
     }
     ui.separator();

@@ -9,13 +9,12 @@ use crate::ui::state::Page;
 use crate::ui::theme;
 use crate::ui::widgets::badges::badge_ui;
 use egui::RichText;
+use egui::collapsing_header::{CollapsingState, paint_default_icon};
 
 pub use crate::ui::theme::status_color;
 
 fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Vec<Command>>) {
-    let header = egui::CollapsingHeader::new(RichText::new(&f.title))
-        .id_salt(("finding", i, &f.id, &f.device))
-        .default_open(f.status == Status::Fail);
+    let id = ui.make_persistent_id(("finding", i, &f.id, &f.device));
     ui.horizontal_top(|ui| {
         // A fixed-width column keeps the titles aligned.
         ui.allocate_ui_with_layout(
@@ -27,7 +26,22 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Ve
             },
         );
         ui.vertical(|ui| {
-            header.show(ui, |ui| {
+            // A title that wraps (a long device name and group must not
+            // widen the page); it and the arrow open the details.
+            let mut state =
+                CollapsingState::load_with_default_open(ui.ctx(), id, f.status == Status::Fail);
+            let header = ui.horizontal(|ui| {
+                state.show_toggle_button(ui, paint_default_icon);
+                let title = ui.add(
+                    egui::Label::new(RichText::new(&f.title))
+                        .wrap()
+                        .sense(egui::Sense::click()),
+                );
+                if title.clicked() {
+                    state.toggle(ui);
+                }
+            });
+            state.show_body_indented(&header.response, ui, |ui| {
                 for e in &f.evidence {
                     ui.label(theme::mono(format!("{} = {}", e.source, e.value)));
                 }

@@ -442,7 +442,12 @@ pub fn tuning_ui(
         }
         let chosen: Vec<String> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(id)).collect();
         if p.changes.is_empty() {
-            ui.colored_label(theme::GOOD, "Nothing to change: this host already has everything asked for.");
+            let t = &state.tuning;
+            if t.gpus.is_empty() && t.vcpus == 0 && !t.use_board && t.memory_gib == 0 && t.sriov.is_empty() {
+                ui.label("Nothing to change for the host as a whole. Choose the VM's GPU, vCPUs and memory above to see what this host needs for it.");
+            } else {
+                ui.colored_label(theme::GOOD, "Nothing to change: this host already has everything asked for.");
+            }
         } else {
             ui.horizontal(|ui| {
                 let label = if live { "Apply (asks for your password)" } else { "Apply to this captured host's files" };

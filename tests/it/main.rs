@@ -23,6 +23,7 @@ mod domain_tune;
 mod domain_xml;
 mod faces_agree;
 mod gui;
+mod gui_keyboard;
 mod gui_monitor;
 mod gui_pin_board;
 mod gui_snapshots;

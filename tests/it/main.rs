@@ -24,6 +24,7 @@ mod domain_xml;
 mod faces_agree;
 mod gui;
 mod gui_keyboard;
+mod gui_layout;
 mod gui_monitor;
 mod gui_pin_board;
 mod gui_snapshots;

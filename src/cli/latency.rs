@@ -72,7 +72,7 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<i32> {
     // The device is opened first: a missing permission shows before anything
     // is measured.
     let hold = if args.compare_idle {
-        Some(IdleHold::open(&HostRoot::live()).map_err(anyhow::Error::msg)?)
+        Some(IdleHold::open(&HostRoot::live())?)
     } else {
         None
     };

@@ -13,6 +13,19 @@ use crate::sysroot::{HostPath, HostRoot};
 use std::io::Write;
 use std::time::Duration;
 
+/// Why the CPUs could not be held in shallow idle states.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdleHoldError {
+    #[error("{path}: run as root to keep the CPUs in shallow idle states")]
+    NotRoot { path: String },
+    #[error("{path} does not exist (a kernel without PM QoS)")]
+    NoPmQos { path: String },
+    #[error("{path}: {message}")]
+    Open { path: String, message: String },
+    #[error("writing {path}: {message}")]
+    Write { path: String, message: String },
+}
+
 /// The open PM QoS device. Opening registers no limit yet; `hold` sets one.
 #[derive(Debug)]
 pub struct IdleHold {
@@ -23,30 +36,35 @@ pub struct IdleHold {
 impl IdleHold {
     /// Open the device (root), so that a missing permission shows before
     /// anything is measured.
-    pub fn open(root: &HostRoot) -> Result<IdleHold, String> {
+    pub fn open(root: &HostRoot) -> Result<IdleHold, IdleHoldError> {
         let path = HostPath::dev("cpu_dma_latency");
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(root.resolve(&path))
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => {
-                    format!("{path}: run as root to keep the CPUs in shallow idle states")
+            .map_err(|e| {
+                let path = path.to_string();
+                match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => IdleHoldError::NotRoot { path },
+                    std::io::ErrorKind::NotFound => IdleHoldError::NoPmQos { path },
+                    _ => IdleHoldError::Open {
+                        path,
+                        message: e.to_string(),
+                    },
                 }
-                std::io::ErrorKind::NotFound => {
-                    format!("{path} does not exist (a kernel without PM QoS)")
-                }
-                _ => format!("{path}: {e}"),
             })?;
         Ok(IdleHold { file, path })
     }
 
     /// Limit every CPU to idle states that wake within `SHALLOW_IDLE_US`,
     /// until this is dropped.
-    pub fn hold_shallow(&mut self) -> Result<(), String> {
+    pub fn hold_shallow(&mut self) -> Result<(), IdleHoldError> {
         let limit = i32::try_from(SHALLOW_IDLE_US).unwrap_or(i32::MAX);
         self.file
             .write_all(&limit.to_ne_bytes())
-            .map_err(|e| format!("writing {}: {e}", self.path))
+            .map_err(|e| IdleHoldError::Write {
+                path: self.path.to_string(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -65,7 +83,7 @@ pub fn probe_compared(
 ) -> Result<Compared, ProbeError> {
     let configured = probe(cpus, interval, duration, priority)?;
     let held = hold.map(|mut h| {
-        h.hold_shallow()?;
+        h.hold_shallow().map_err(|e| e.to_string())?;
         let r = probe(cpus, interval, duration, priority).map_err(|e| e.to_string());
         drop(h);
         r
@@ -82,7 +100,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::at(dir.path());
         let err = IdleHold::open(&root).unwrap_err();
-        assert!(err.contains("does not exist"), "{err}");
+        assert!(err.to_string().contains("does not exist"), "{err}");
         // A temporary root's stand-in for the device node.
         std::fs::create_dir_all(dir.path().join("dev")).unwrap();
         let dev = dir.path().join("dev/cpu_dma_latency");

@@ -74,7 +74,7 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
                 let b = sample(root, Some(&a));
                 (Some(rates(&a, &b, Some(&vm))), None)
             }
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         }
     } else {
         (None, Some("the VM is not running".into()))

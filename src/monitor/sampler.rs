@@ -96,7 +96,7 @@ impl Monitor {
                 self.vm = Some(vm);
                 self.vm_problem = None;
             }
-            Err(e) => self.vm_problem = Some(e),
+            Err(e) => self.vm_problem = Some(e.to_string()),
         }
     }
 

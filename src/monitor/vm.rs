@@ -11,9 +11,32 @@ use crate::domain::xml::Document;
 use crate::libvirt::Hypervisor;
 use crate::parse::domstats::kvm_counters_of;
 use crate::parse::qmp::{parse_cpus_fast, parse_vcpu_stats};
-use crate::sysroot::{HostPath, HostRoot};
+use crate::sysroot::{HostPath, HostRoot, ReadError};
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// Why a running VM's threads or KVM counters could not be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmError {
+    /// libvirt or QMP said no (the domain is unknown, the connection broke).
+    #[error("{0}")]
+    Libvirt(String),
+    #[error("'{name}' is {state}, not running")]
+    NotRunning { name: String, state: String },
+    #[error("QEMU's pid: {0}")]
+    Pid(ReadError),
+    #[error("QEMU's pid file {path} holds no number: {value:?}")]
+    PidNotNumber { path: String, value: String },
+    /// A QMP reply that does not say what it should.
+    #[error("QMP: {0}")]
+    Qmp(String),
+    #[error("{0} (mount debugfs on /sys/kernel/debug, as root)")]
+    NoDebugfs(ReadError),
+    #[error("no directory for QEMU's pid {pid} in {dir}")]
+    NoDebugfsVm { pid: u32, dir: String },
+    #[error("{0}")]
+    Read(ReadError),
+}
 
 /// vCPU → host CPUs from `<cputune><vcpupin vcpu= cpuset=>`.
 pub fn pins_of(domain_xml: &str) -> BTreeMap<u32, Vec<u32>> {
@@ -27,22 +50,29 @@ pub fn pins_of(domain_xml: &str) -> BTreeMap<u32, Vec<u32>> {
         .collect()
 }
 
-pub fn find_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> Result<VmThreads, String> {
-    let state = hv.state(name).map_err(|e| e.to_string())?;
+pub fn find_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> Result<VmThreads, VmError> {
+    let state = hv
+        .state(name)
+        .map_err(|e| VmError::Libvirt(e.to_string()))?;
     if !state.is_active() {
-        return Err(format!("'{name}' is {}, not running", state.label()));
+        return Err(VmError::NotRunning {
+            name: name.to_string(),
+            state: state.label().to_string(),
+        });
     }
     let pid_file = HostPath::run(&format!("libvirt/qemu/{name}.pid"));
-    let pid = root
-        .read_text(&pid_file)
-        .map_err(|e| format!("QEMU's pid: {e}"))?
+    let text = root.read_text(&pid_file).map_err(VmError::Pid)?;
+    let pid = text
         .trim()
         .parse::<u32>()
-        .map_err(|_| format!("QEMU's pid file {} holds no number", pid_file))?;
+        .map_err(|_| VmError::PidNotNumber {
+            path: pid_file.to_string(),
+            value: text.trim().chars().take(40).collect(),
+        })?;
     let reply = hv
         .qmp(name, r#"{"execute":"query-cpus-fast"}"#)
-        .map_err(|e| e.to_string())?;
-    let cpus = parse_cpus_fast(&reply).map_err(|e| e.to_string())?;
+        .map_err(|e| VmError::Libvirt(e.to_string()))?;
+    let cpus = parse_cpus_fast(&reply).map_err(|e| VmError::Qmp(e.to_string()))?;
     let pins = hv.domain_xml(name).map(|x| pins_of(&x)).unwrap_or_default();
     Ok(VmThreads {
         name: name.to_string(),
@@ -117,7 +147,7 @@ pub fn kvm_counters(
             KvmSource::Libvirt => hv
                 .vcpu_stats(&vm.name)
                 .map(|p| kvm_counters_of(&p))
-                .map_err(|e| e.to_string()),
+                .map_err(|e| VmError::Libvirt(e.to_string())),
             KvmSource::Qmp => qmp_counters(hv, vm),
             KvmSource::Debugfs => debugfs_counters(root, vm.pid),
         };
@@ -130,15 +160,15 @@ pub fn kvm_counters(
     Err(why.join("; "))
 }
 
-fn qmp_counters(hv: &dyn Hypervisor, vm: &VmThreads) -> Result<KvmCounters, String> {
+fn qmp_counters(hv: &dyn Hypervisor, vm: &VmThreads) -> Result<KvmCounters, VmError> {
     let reply = hv
         .qmp(
             &vm.name,
             r#"{"execute":"query-stats","arguments":{"target":"vcpu"}}"#,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| VmError::Libvirt(e.to_string()))?;
     let by_path: BTreeMap<&str, u32> = vm.qom_paths.iter().map(|(i, p)| (p.as_str(), *i)).collect();
-    let stats = parse_vcpu_stats(&reply).map_err(|e| e.to_string())?;
+    let stats = parse_vcpu_stats(&reply).map_err(|e| VmError::Qmp(e.to_string()))?;
     let mut out = Vec::new();
     for (path, counters) in stats {
         let Some(&vcpu) = by_path.get(path.as_str()) else {
@@ -151,16 +181,17 @@ fn qmp_counters(hv: &dyn Hypervisor, vm: &VmThreads) -> Result<KvmCounters, Stri
 
 /// `/sys/kernel/debug/kvm/<pid>-<vm fd>/<counter>`: each file is the sum over
 /// the VM's vCPUs (the `vcpuN/` directories hold no counters).
-pub fn debugfs_counters(root: &HostRoot, pid: u32) -> Result<KvmCounters, String> {
+pub fn debugfs_counters(root: &HostRoot, pid: u32) -> Result<KvmCounters, VmError> {
     let base = HostPath::sys("kernel/debug/kvm");
-    let names = root
-        .list_dir(&base)
-        .map_err(|e| format!("{e} (mount debugfs on /sys/kernel/debug, as root)"))?;
-    let pid = pid.to_string();
+    let names = root.list_dir(&base).map_err(VmError::NoDebugfs)?;
+    let want = pid.to_string();
     let dir = names
         .iter()
-        .find(|n| n.split_once('-').is_some_and(|(p, _)| p == pid))
-        .ok_or_else(|| format!("no directory for QEMU's pid {pid} in {base}"))?;
+        .find(|n| n.split_once('-').is_some_and(|(p, _)| p == want))
+        .ok_or_else(|| VmError::NoDebugfsVm {
+            pid,
+            dir: base.to_string(),
+        })?;
     let mut out = Vec::new();
     for name in DEBUGFS_COUNTERS {
         let path = base.join(format!("{dir}/{name}"));
@@ -172,7 +203,7 @@ pub fn debugfs_counters(root: &HostRoot, pid: u32) -> Result<KvmCounters, String
             }
             Err(e) if e.is_not_found() => continue,
             // Permission (not root, or kernel lockdown): the rest fail alike.
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(VmError::Read(e)),
         }
     }
     Ok(out)

@@ -39,10 +39,6 @@ fn hex_field(h: &[u8], i: usize, at: u64) -> Result<usize, ParseError> {
     })
 }
 
-fn align4(n: usize) -> usize {
-    n.saturating_add(3) & !3
-}
-
 /// The entries of the newc archives at the start of `bytes` (stopping at the
 /// first byte that is neither zero padding nor another archive), and the
 /// offset where that non-cpio rest begins (`bytes.len()` when there is none).
@@ -51,49 +47,12 @@ pub fn read_newc(
     bytes: &[u8],
     keep: impl Fn(&str) -> bool,
 ) -> Result<(Vec<CpioEntry>, usize), ParseError> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    loop {
-        // Zero padding between archives (to 4 bytes, often to 512).
-        while bytes.get(at) == Some(&0) {
-            at += 1;
-        }
-        let Some(h) = bytes.get(at..at + HEADER) else {
-            return Ok((out, at.min(bytes.len())));
-        };
-        if &h[..6] != b"070701" && &h[..6] != b"070702" {
-            return Ok((out, at));
-        }
-        let mode = u32::try_from(hex_field(h, 1, at as u64)?).unwrap_or(0);
-        let size = hex_field(h, 6, at as u64)?;
-        let name_len = hex_field(h, 11, at as u64)?;
-        let name_at = at + HEADER;
-        let name_bytes = bytes.get(name_at..name_at + name_len).ok_or_else(|| {
-            ParseError::new(format!("cpio name at byte {name_at} runs past the end"))
-        })?;
-        let name = String::from_utf8_lossy(name_bytes.strip_suffix(&[0]).unwrap_or(name_bytes))
-            .into_owned();
-        let data_at = align4(name_at + name_len);
-        let data_end = data_at
-            .checked_add(size)
-            .filter(|e| *e <= bytes.len())
-            .ok_or_else(|| ParseError::new(format!("cpio entry {name:?} runs past the end")))?;
-        at = align4(data_end);
-        if name == "TRAILER!!!" {
-            continue;
-        }
-        let name = name
-            .trim_start_matches("./")
-            .trim_start_matches('/')
-            .to_string();
-        let data = keep(&name).then(|| bytes[data_at..data_end].to_vec());
-        out.push(CpioEntry {
-            name,
-            mode,
-            size,
-            data,
-        });
-    }
+    // One reader, one set of limits: the stream reader over the slice.
+    let (entries, rest) = read_stream(bytes, keep, true)?;
+    let rest = rest.map_or(bytes.len(), |r| {
+        usize::try_from(r).map_or(bytes.len(), |r| r.min(bytes.len()))
+    });
+    Ok((entries, rest))
 }
 
 /// What a stream of archives may hold before it counts as hostile: the

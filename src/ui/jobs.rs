@@ -157,7 +157,7 @@ pub fn latency(cpus: &[u32], seconds: u64, compare_idle: bool) -> LatencyPair {
     // Opened first: without root the second run is refused at once.
     let (hold, refused) = match compare_idle.then(|| IdleHold::open(&HostRoot::live())) {
         Some(Ok(h)) => (Some(h), None),
-        Some(Err(e)) => (None, Some(Err(e))),
+        Some(Err(e)) => (None, Some(Err(e.to_string()))),
         None => (None, None),
     };
     match probe_compared(cpus, interval, duration, 80, hold) {

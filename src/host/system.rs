@@ -74,31 +74,29 @@ pub struct IomemRange {
     pub name: String,
 }
 
-/// Pure: framebuffer ranges from `/proc/iomem` (zeros when not root).
+/// Pure: framebuffer ranges from `/proc/iomem` (zeros when not root), read
+/// with procfs-core's reader; a file it cannot read gives none (the ranges
+/// are evidence for a finding, not the finding).
 pub fn parse_iomem_framebuffers(text: &str) -> Vec<IomemRange> {
-    text.lines()
-        .filter_map(|l| {
-            let (range, name) = l.split_once(" : ")?;
-            let name = name.trim();
-            let fb = [
-                "efifb",
-                "simpledrm",
-                "BOOTFB",
-                "vesafb",
-                "simplefb",
-                "simple-framebuffer",
-            ]
-            .iter()
-            .any(|k| name.contains(k));
-            if !fb {
-                return None;
-            }
-            let (a, b) = range.trim().split_once('-')?;
-            Some(IomemRange {
-                start: u64::from_str_radix(a, 16).ok()?,
-                end: u64::from_str_radix(b, 16).ok()?,
-                name: name.to_string(),
-            })
+    use procfs_core::FromBufRead;
+    const FRAMEBUFFERS: [&str; 6] = [
+        "efifb",
+        "simpledrm",
+        "BOOTFB",
+        "vesafb",
+        "simplefb",
+        "simple-framebuffer",
+    ];
+    let Ok(map) = procfs_core::Iomem::from_buf_read(text.as_bytes()) else {
+        return Vec::new();
+    };
+    map.0
+        .into_iter()
+        .filter(|(_, m)| FRAMEBUFFERS.iter().any(|k| m.name.contains(k)))
+        .map(|(_, m)| IomemRange {
+            start: m.address.0,
+            end: m.address.1,
+            name: m.name.trim().to_string(),
         })
         .collect()
 }

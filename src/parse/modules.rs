@@ -10,37 +10,22 @@ pub struct LoadedModule {
     pub used_by: Vec<String>,
 }
 
-/// Parse `/proc/modules`: `name size refcount users state address` per line.
+/// Parse `/proc/modules` (`name size refcount users state address` per
+/// line) with procfs-core's reader; sorted by name. A line it cannot read
+/// fails the whole file, with procfs-core's reason.
 pub fn parse_modules(text: &str) -> Result<Vec<LoadedModule>, ParseError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut fields = line.split_whitespace();
-        let name = fields
-            .next()
-            .ok_or_else(|| ParseError::new(format!("line {}: empty", i + 1)))?;
-        let size_bytes = fields
-            .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| ParseError::new(format!("line {}: no module size: {line:?}", i + 1)))?;
-        let _refcount = fields.next();
-        let used_by = fields
-            .next()
-            .map(|u| {
-                u.split(',')
-                    .filter(|s| !s.is_empty() && *s != "-")
-                    .map(str::to_string)
-                    .collect()
+    use procfs_core::FromBufRead;
+    let m = procfs_core::KernelModules::from_buf_read(text.as_bytes())
+        .map_err(|e| ParseError::new(format!("/proc/modules: {e}")))?;
+    let mut out: Vec<LoadedModule> =
+        m.0.into_values()
+            .map(|k| LoadedModule {
+                name: k.name,
+                size_bytes: u64::from(k.size),
+                used_by: k.used_by,
             })
-            .unwrap_or_default();
-        out.push(LoadedModule {
-            name: name.to_string(),
-            size_bytes,
-            used_by,
-        });
-    }
+            .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
@@ -53,9 +38,11 @@ mod tests {
         let text = "vfio_pci 16384 0 - Live 0x0000000000000000\nvfio_pci_core 94208 1 vfio_pci, Live 0x0000000000000000\nkvm_amd 200704 0 - Live 0x0000000000000000\n";
         let m = parse_modules(text).unwrap();
         assert_eq!(m.len(), 3);
-        assert_eq!(m[1].name, "vfio_pci_core");
-        assert_eq!(m[1].used_by, vec!["vfio_pci"]);
-        assert!(m[0].used_by.is_empty());
+        let names: Vec<&str> = m.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["kvm_amd", "vfio_pci", "vfio_pci_core"]);
+        assert_eq!(m[2].used_by, vec!["vfio_pci"]);
+        assert_eq!(m[2].size_bytes, 94208);
+        assert!(m[1].used_by.is_empty());
         assert!(parse_modules("garbage\n").is_err());
     }
 }

@@ -1,6 +1,11 @@
 //! `/proc/stat` per-CPU time lines (`cpuN user nice system idle iowait irq
 //! softirq steal guest guest_nice`, in USER_HZ ticks). Older kernels have fewer
 //! columns: missing ones are zero. The aggregate `cpu` line is skipped.
+//!
+//! Not procfs-core's `KernelStats`: its per-CPU times carry no CPU number
+//! (a host with an offline CPU would put CPU 3's times on CPU 2), and it
+//! fails the whole file without `ctxt`, `btime` and `processes`, which the
+//! monitor does not need.
 
 use serde::Serialize;
 

@@ -1,5 +1,11 @@
 //! A thread's `/proc/<pid>/task/<tid>/{stat,schedstat,status}`: where it last
 //! ran, how long it ran and waited for a CPU, and how often it was switched out.
+//!
+//! Not procfs-core's `Stat`/`Status`: its `Stat` slices at `(`−1 and `)`+2
+//! and panics on a malformed line (a captured tree is untrusted input), and
+//! `Status` needs fifteen fields the monitor never reads. `/proc/mounts`
+//! stays hand-read too (`host::usage`): procfs-core does not decode `\040`,
+//! so a mount point with a space would be misnamed.
 
 use serde::Serialize;
 

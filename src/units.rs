@@ -3,7 +3,9 @@
 
 /// KiB as a short human size.
 pub fn human_kib(kib: u64) -> String {
-    if kib >= 1024 * 1024 {
+    if kib >= 1024 * 1024 && kib.is_multiple_of(1024 * 1024) {
+        format!("{} GiB", kib / (1024 * 1024))
+    } else if kib >= 1024 * 1024 {
         format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
     } else if kib >= 1024 {
         let mib = kib as f64 / 1024.0;
@@ -14,5 +16,19 @@ pub fn human_kib(kib: u64) -> String {
         }
     } else {
         format!("{kib} KiB")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_sizes_have_no_decimals() {
+        assert_eq!(human_kib(16 * 1024 * 1024), "16 GiB");
+        assert_eq!(human_kib(1536 * 1024), "1.5 GiB");
+        assert_eq!(human_kib(2048), "2 MiB");
+        assert_eq!(human_kib(1536), "1.5 MiB");
+        assert_eq!(human_kib(4), "4 KiB");
     }
 }

@@ -27,6 +27,7 @@ use super::xml::{Document, Element};
 use crate::finding::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
+use crate::units::human_kib;
 use serde::Serialize;
 use std::path::Path;
 
@@ -122,16 +123,6 @@ fn hugepage_kib(doc: &Document) -> Option<u64> {
         "MiB" | "M" => size.checked_mul(1024),
         "GiB" | "G" => size.checked_mul(1024 * 1024),
         _ => Some(size),
-    }
-}
-
-fn human_kib(kib: u64) -> String {
-    if kib >= 1024 * 1024 && kib.is_multiple_of(1024 * 1024) {
-        format!("{} GiB", kib / (1024 * 1024))
-    } else if kib >= 1024 * 1024 {
-        format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0))
-    } else {
-        format!("{} MiB", kib / 1024)
     }
 }
 

@@ -153,7 +153,7 @@ pub fn prepare(
         Some(h) => {
             if h != Hugepages::None && reserved_hugepages(snap, c.memory_mib) != Some(h) {
                 notes.push(format!(
-                    "Not enough free {} hugepages are reserved for {} MiB now: the VM will not start until they are (see `vfio-assistant check`).",
+                    "Not enough free {} hugepages are reserved for {} MiB now: the VM will not start until they are (the Tuning page reserves them).",
                     if h == Hugepages::OneGiB { "1 GiB" } else { "2 MiB" },
                     c.memory_mib
                 ));

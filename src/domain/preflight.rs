@@ -24,7 +24,7 @@ use super::start_failure::{Adaptation, StartCause};
 use super::tune::Edit;
 use super::validate::{SchemaResult, caps_problems};
 use super::xml::{Document, Element};
-use crate::finding::{Finding, Status};
+use crate::finding::{Action, Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::units::human_kib;
@@ -148,14 +148,23 @@ fn check_memory(doc: &Document, snap: &HostSnapshot, out: &mut Vec<Finding>) {
             free.to_string(),
         )
         .why("The domain backs its memory with hugepages, which the kernel keeps apart from normal memory: with too few free, QEMU stops at start ('Insufficient free host memory pages').");
-        out.push(f.fix_if(
-            free < need,
-            format!(
-                "Reserve {need} pages of {} before the start (`vfio-assistant tune plan --memory {}` shows how, and `tune apply` does it), or remove <hugepages> from <memoryBacking>.",
-                human_kib(size),
-                human_kib(want).replace(' ', "")
+        let mib = want / 1024;
+        out.push(
+            f.fix_if(
+                free < need,
+                format!(
+                    "Reserve {need} pages of {} before the start (the Tuning page does it, with the VM's memory given), or remove <hugepages> from <memoryBacking>.",
+                    human_kib(size)
+                ),
+            )
+            .action_if(
+                free < need,
+                Action::Tune {
+                    change: "hugepages".into(),
+                },
+                format!("sudo vfio-assistant tune apply --memory {mib}M --only hugepages,persist"),
             ),
-        ));
+        );
         return;
     }
     let total = snap.kernel.mem_total_kib;
@@ -285,7 +294,7 @@ fn check_networks(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>
                         Some(n) if n.active => Finding::new("preflight.network", format!("Network '{net}' is running"), Status::Pass),
                         Some(n) => Finding::new("preflight.network", format!("Network '{net}' is defined but not running"), Status::Warn)
                             .fix(format!(
-                                "`vfio-assistant domain start` starts it with the VM; to keep it started: `virsh net-start {net}`{}.",
+                                "A VM started from this tool starts it too; to keep it started: `virsh net-start {net}`{}.",
                                 if n.autostart { "" } else { " and `virsh net-autostart` it" }
                             )),
                     },
@@ -340,13 +349,21 @@ fn check_hostdevs(facts: &PreflightFacts, doc: &Document, out: &mut Vec<Finding>
             None => fail("preflight.hostdev", format!("There is no PCI device {addr} on this host"))
                 .fix("Remove the hostdev, or pick the device again (cards move when slots change)."),
             Some(e) if e.passthrough.verdict == VerdictKind::NotViable => fail("preflight.hostdev", format!("{addr} cannot be passed through: {}", e.passthrough.reason))
-                .fix("`vfio-assistant scan` shows its IOMMU group and what blocks it."),
+                .fix("The Devices page shows its IOMMU group and what blocks it.")
+                .terminal("vfio-assistant scan"),
             Some(e) if e.passthrough.verdict == VerdictKind::NoIommu => fail("preflight.hostdev", format!("{addr}: {}", e.passthrough.reason))
-                .fix("Turn the IOMMU on (`vfio-assistant check` says where)."),
+                .fix("Turn the IOMMU on: the Overview's next step says where.")
+                .terminal("vfio-assistant check"),
             Some(e) if !managed && e.device.driver.as_deref() != Some("vfio-pci") => fail("preflight.hostdev", format!(
                 "{addr} is on {} and the hostdev is not managed", e.device.driver.as_deref().unwrap_or("no driver")
             ))
-            .fix("Set managed='yes' (libvirt then binds it to vfio-pci at start) or bind it to vfio-pci at boot (`vfio-assistant tune`)."),
+            .fix("Set managed='yes' (libvirt then binds it to vfio-pci at start) or bind it to vfio-pci at boot.")
+            .action(
+                Action::Tune {
+                    change: "vfio-boot".into(),
+                },
+                format!("sudo vfio-assistant tune apply --device {addr} --only vfio-boot"),
+            ),
             Some(e) => {
                 let missing: Vec<&String> = e
                     .passthrough
@@ -398,11 +415,24 @@ fn hostdev_listed(doc: &Document, addr: &str) -> bool {
 fn check_schema(facts: &PreflightFacts, out: &mut Vec<Finding>) {
     let f = match &facts.schema {
         None => return,
-        Some(SchemaResult::Valid) => Finding::new("preflight.schema", "libvirt's domain schema accepts it", Status::Pass),
-        Some(SchemaResult::Invalid(msg)) => fail("preflight.schema", "libvirt's domain schema refuses it")
-            .evidence("virt-xml-validate", msg.clone())
-            .fix("The message names the element; `vfio-assistant domain tune` rewrites the parts it owns."),
-        Some(SchemaResult::Unavailable(why)) => Finding::new("preflight.schema", "The schema was not checked", Status::Unknown).evidence("virt-xml-validate", why.clone()),
+        Some(SchemaResult::Valid) => Finding::new(
+            "preflight.schema",
+            "libvirt's domain schema accepts it",
+            Status::Pass,
+        ),
+        Some(SchemaResult::Invalid(msg)) => fail(
+            "preflight.schema",
+            "libvirt's domain schema refuses it",
+        )
+        .evidence("virt-xml-validate", msg.clone())
+        .fix("The message names the element; tuning the domain rewrites the parts this tool owns.")
+        .terminal("vfio-assistant domain tune FILE --diff"),
+        Some(SchemaResult::Unavailable(why)) => Finding::new(
+            "preflight.schema",
+            "The schema was not checked",
+            Status::Unknown,
+        )
+        .evidence("virt-xml-validate", why.clone()),
     };
     out.push(f.why("libvirt refuses to define a domain its schema does not accept."));
 }

@@ -137,7 +137,7 @@ fn msr_cause(line: &str) -> StartCause {
             HypervUser::Feature(f) => (
                 format!("the '{f}' enlightenment"),
                 format!(
-                    "Drop '{f}' from <features><hyperv> (`vfio-assistant domain tune` keeps only what this host offers)."
+                    "Drop '{f}' from <features><hyperv> (tuning the domain, on the CPU page or with `vfio-assistant domain tune` in a terminal, keeps only what this host offers)."
                 ),
                 Adaptation::DropHyperv((*f).to_string()),
             ),
@@ -239,7 +239,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
             l,
             "The VM's network card is plugged into a libvirt network that has not been started (libvirt starts 'default' only when it is marked autostart).",
             format!(
-                "Start it, and keep it started: `virsh net-start {net} && virsh net-autostart {net}` (`vfio-assistant domain start` starts it for you)."
+                "Start it, and keep it started: `virsh net-start {net} && virsh net-autostart {net}` (a VM started from this tool starts it for you)."
             ),
         ));
     }
@@ -305,7 +305,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
             "A passed-through device is busy: the host or another VM holds it".into(),
             l,
             "vfio could not take the device: a host driver still uses it (a GPU driving the desktop, an audio server on its HDMI function) or another QEMU has its group open.",
-            "Bind it to vfio-pci before the VM starts (`vfio-assistant tune` does it at boot), or stop what uses it; `vfio-assistant check` shows which driver holds each device.".into(),
+            "Bind it to vfio-pci before the VM starts (the Tuning page does it at boot; in a terminal: `vfio-assistant tune`), or stop what uses it; the Devices page shows which driver holds each device.".into(),
         ));
     }
     if let Some(l) = line_with(&text, "is not viable") {
@@ -314,7 +314,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
             "An IOMMU group is not viable: another device in it is still on a host driver".into(),
             l,
             "vfio hands over a whole IOMMU group or nothing; every device in the group (bridges aside) must be bound to vfio-pci or to no driver.",
-            "Pass the whole group through (`vfio-assistant scan` shows each device's passthrough set) or bind its other members to vfio-pci; with managed='yes' libvirt binds only the devices the domain lists.".into(),
+            "Pass the whole group through (the Devices page shows each device's passthrough set; in a terminal: `vfio-assistant scan`) or bind its other members to vfio-pci; with managed='yes' libvirt binds only the devices the domain lists.".into(),
         ));
     }
     if let Some(l) = line_with(&text, "no iommu_group found")

@@ -54,7 +54,7 @@ impl VirtError {
                 "The domain is not in a state that allows this (for example it is not running, or already running): check it with `vfio-assistant domain list`."
             }
             VirtErrorKind::BadXml => {
-                "libvirt rejected the XML: `vfio-assistant domain validate FILE` checks it against libvirt's schema and says where."
+                "libvirt rejected the XML: the New VM page's review (in a terminal: `vfio-assistant domain validate FILE`) checks it against libvirt's schema and says where."
             }
             VirtErrorKind::Unsupported => {
                 "This connection's driver cannot do that (the test driver has no QEMU, for example); use qemu:///system."

@@ -234,7 +234,7 @@ pub fn known_from_host(doc: &Document, snap: &HostSnapshot, live: bool) -> Vec<S
             title: "This host has no /dev/vhost-net".into(),
             evidence: "/dev/vhost-net: not present".into(),
             why: "The in-kernel virtio network backend (vhost) needs the vhost_net module; without it libvirt refuses the start ('vhost-net was requested for an interface, but is unavailable').".into(),
-            fix: "Load it: `modprobe vhost_net` (and list it in /etc/modules-load.d/ to keep it); `vfio-assistant domain tune` turns vhost back on.".into(),
+            fix: "Load it: `modprobe vhost_net` (and list it in /etc/modules-load.d/ to keep it); tuning the domain again turns vhost back on.".into(),
             adapt: Some(Adaptation::NoVhost),
         });
     }

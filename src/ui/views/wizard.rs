@@ -7,7 +7,7 @@
 //! (an update keeps an existing domain's identity) and starts, shuts down or
 //! forces it off with its state live.
 
-use super::findings::finding_list_ui;
+use super::findings::finding_list_with;
 use crate::domain::from_host::prepare;
 use crate::domain::template::{DiskBus, NewDomain, new_windows};
 use crate::host::HostSnapshot;
@@ -600,7 +600,7 @@ fn review_step(
                 ui.label(RichText::new(format!("Adapted to this host: {}", e.what)).strong());
                 ui.label(theme::detail(&e.why));
             }
-            finding_list_ui(ui, &p.findings);
+            finding_list_with(ui, &p.findings, Some(&mut *out));
         }
         Some((_, Err(e))) => {
             ui.colored_label(theme::BAD, format!("Validate failed: {e}"));

@@ -5,7 +5,7 @@
 
 use crate::checks::model::{Finding, Status};
 use crate::host::HostSnapshot;
-use crate::tuning::plan::change_for_finding;
+use crate::tuning::plan::change_fixing;
 use serde::Serialize;
 
 /// What carries the step out.
@@ -108,7 +108,7 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
     }
     if let Some(f) = findings
         .iter()
-        .find(|f| f.status == Status::Warn && change_for_finding(&f.id).is_some())
+        .find(|f| f.status == Status::Warn && change_fixing(f).is_some())
     {
         return from_finding(
             f,
@@ -131,9 +131,8 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
 fn from_finding(f: &Finding, why_first: &str) -> NextStep {
     // "iommu.enabled" maps to the command line, which cannot help while the
     // firmware announces no IOMMU: its fix then says the firmware first.
-    let firmware_first = f.fix.as_deref().is_some_and(|x| x.starts_with("First "));
-    let action = match change_for_finding(&f.id) {
-        Some(change) if !firmware_first => NextAction::Tuning {
+    let action = match change_fixing(f) {
+        Some(change) => NextAction::Tuning {
             change,
             device: f.device.clone(),
         },

@@ -236,6 +236,14 @@ pub fn change_for_finding(finding: &str) -> Option<&'static str> {
     })
 }
 
+/// The change that fixes this finding now, if the tuning engine can: not
+/// when its fix says something else must come first (the IOMMU's kernel
+/// parameter is no help while the firmware offers no IOMMU table).
+pub fn change_fixing(f: &crate::finding::Finding) -> Option<&'static str> {
+    let first_something_else = f.fix.as_deref().is_some_and(|x| x.starts_with("First "));
+    change_for_finding(&f.id).filter(|_| !first_something_else)
+}
+
 fn wanted(req: &Request, id: &str) -> bool {
     req.only.is_empty()
         || req

@@ -3,7 +3,7 @@
 
 use crate::checks::counts;
 use crate::checks::model::{Action, Finding, Status};
-use crate::tuning::plan::change_for_finding;
+use crate::tuning::plan::change_fixing;
 use crate::ui::app::Command;
 use crate::ui::state::Page;
 use crate::ui::theme;
@@ -134,11 +134,7 @@ fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
             if !matches!(f.status, Status::Fail | Status::Warn) {
                 return None;
             }
-            (
-                "Fix on the Tuning page",
-                TUNING,
-                tune(change_for_finding(&f.id)?),
-            )
+            ("Fix on the Tuning page", TUNING, tune(change_fixing(f)?))
         }
     })
 }
@@ -245,5 +241,12 @@ mod tests {
         ));
         thp.status = Status::Info;
         assert!(action_of(&thp).is_none());
+        // A kernel parameter cannot help while the firmware has no IOMMU
+        // table: no Tuning button where the fix says what comes first.
+        let iommu = Finding::new("iommu.enabled", "t", Status::Fail)
+            .fix("First give this VM a virtual IOMMU (see iommu.firmware).");
+        assert!(action_of(&iommu).is_none());
+        let iommu = Finding::new("iommu.enabled", "t", Status::Fail).fix("Add intel_iommu=on.");
+        assert!(action_of(&iommu).is_some());
     }
 }

@@ -79,3 +79,40 @@ fn plan_apply_and_undo_from_the_page() {
     h.get_by_label_contains("Undone: every file and value is back.");
     assert_eq!(differ(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// Dynamic isolation from the page: a VM name typed in plans the libvirt
+/// hook, and the terminal line names it; on a host without systemd the page
+/// says why it cannot, and plans nothing.
+#[test]
+fn the_isolation_hook_from_the_page() {
+    let dir = runtime_host();
+    let app = tuning_app(dir.path(), &[]);
+    let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
+    wait_for(&mut h, 30, |a| {
+        a.snapshot.is_some() && a.tuning.facts.is_some()
+    });
+    // The board's CPUs asked for while the board is empty: said.
+    h.state_mut().state.tuning.use_board = true;
+    h.run();
+    h.get_by_label_contains("no pins there yet");
+    h.state_mut().state.tuning.use_board = false;
+    h.run();
+    h.get_by_label("Isolate the VM's CPUs only while this VM runs")
+        .click();
+    h.run();
+    h.get_by_label("Isolate the VM's CPUs only while this VM runs")
+        .type_text("win11");
+    h.run();
+    assert_eq!(h.state().state.tuning.isolate_vm, "win11");
+    h.get_by_label_contains("Cannot plan: the isolation hook: it needs systemd");
+    // The same tree as a systemd host (Debian 12 runs it).
+    std::fs::create_dir_all(dir.path().join("run/systemd/system")).unwrap();
+    let mut app = tuning_app(dir.path(), &[]);
+    app.state.tuning.isolate_vm = "win11".into();
+    let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
+    wait_for(&mut h, 30, |a| {
+        a.snapshot.is_some() && a.tuning.facts.is_some()
+    });
+    h.get_by_label_contains("only while 'win11' runs (libvirt hook)");
+    h.get_by_label_contains("--isolate-vm win11");
+}

@@ -77,6 +77,7 @@ fn board_cpus(state: &State) -> Option<Vec<u32>> {
 }
 
 fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
+    let board_empty = state.board.pins.is_empty();
     let c = &mut state.tuning;
     ui.label(RichText::new("For the VM").strong());
     ui.horizontal_wrapped(|ui| {
@@ -110,6 +111,12 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
         .labelled_by(l.id)
         .on_hover_text("0: no CPU isolation or governor limited to the VM's CPUs.");
         ui.checkbox(&mut c.use_board, "the CPUs of the CPU page's board");
+        if c.use_board && board_empty {
+            ui.colored_label(
+                theme::WARN,
+                "(no pins there yet: pin the vCPUs on the CPU page)",
+            );
+        }
         let l = ui.label("Memory");
         ui.add(
             egui::DragValue::new(&mut c.memory_gib)
@@ -443,7 +450,8 @@ pub fn tuning_ui(
         let chosen: Vec<String> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(id)).collect();
         if p.changes.is_empty() {
             let t = &state.tuning;
-            if t.gpus.is_empty() && t.vcpus == 0 && !t.use_board && t.memory_gib == 0 && t.sriov.is_empty() {
+            let no_cpus = if t.use_board { board_cpus(state).is_none() } else { t.vcpus == 0 };
+            if t.gpus.is_empty() && no_cpus && t.memory_gib == 0 && t.sriov.is_empty() {
                 ui.label("Nothing to change for the host as a whole. Choose the VM's GPU, vCPUs and memory above to see what this host needs for it.");
             } else {
                 ui.colored_label(theme::GOOD, "Nothing to change: this host already has everything asked for.");

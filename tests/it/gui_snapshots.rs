@@ -157,28 +157,32 @@ fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
         );
         dir
     };
-    let empty = fixture("hwloc-16em64t-4s2c2t");
-    for (page, name) in [
-        (Page::Overview, "empty-overview"),
-        (Page::Devices, "empty-devices"),
-        (Page::NewVm, "empty-new-vm"),
-    ] {
-        let mut h = on_root(empty.path(), "a server without GPUs (captured)", on(page));
-        h.snapshot_options(name, &o);
-        results.extend_harness(&mut h);
-    }
-    let laptop = fixture("ghw-intel-i7-1270P");
-    for (page, name) in [
-        (Page::Overview, "laptop-overview"),
-        (Page::Tuning, "laptop-tuning"),
-    ] {
-        let mut h = on_root(
-            laptop.path(),
+    let hosts = [
+        (
+            "hwloc-16em64t-4s2c2t",
+            "a server without GPUs (captured)",
+            &[
+                (Page::Overview, "empty-overview"),
+                (Page::Devices, "empty-devices"),
+                (Page::NewVm, "empty-new-vm"),
+            ][..],
+        ),
+        (
+            "ghw-intel-i7-1270P",
             "a laptop with one iGPU (i7-1270P, captured)",
-            on(page),
-        );
-        h.snapshot_options(name, &o);
-        results.extend_harness(&mut h);
+            &[
+                (Page::Overview, "laptop-overview"),
+                (Page::Tuning, "laptop-tuning"),
+            ][..],
+        ),
+    ];
+    for (name, label, pages) in hosts {
+        let dir = fixture(name);
+        for (page, picture) in pages {
+            let mut h = on_root(dir.path(), label, on(*page));
+            h.snapshot_options(*picture, &o);
+            results.extend_harness(&mut h);
+        }
     }
     let bad = crate::support::hosts::bad_host();
     let mut h = on_root(

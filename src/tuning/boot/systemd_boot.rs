@@ -1,0 +1,134 @@
+//! systemd-boot's part of the kernel command line change: a copy of the
+//! default entry with the tokens added, booted once (`bootctl set-oneshot`),
+//! and `/etc/kernel/cmdline` for kernel-install's future entries.
+
+use super::*;
+
+/// systemd-boot: a new entry of ours copied from the default entry, booted
+/// once; and `/etc/kernel/cmdline` when kernel-install writes the entries.
+pub(super) fn systemd_boot(
+    f: &TuneFacts,
+    tokens: &[String],
+    base: Change,
+) -> Result<Option<Change>, Manual> {
+    let ents = entries(f);
+    const OURS: &str = "vfio-assistant.conf";
+    let loader_conf = [
+        "/boot/loader/loader.conf",
+        "/efi/loader/loader.conf",
+        "/boot/efi/loader/loader.conf",
+    ]
+    .iter()
+    .find_map(|p| f.file(p));
+    let default = loader_conf
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("default")
+                    .map(|d| d.trim().to_string())
+            })
+        })
+        .unwrap_or_default();
+    let pick = ents
+        .iter()
+        .filter(|p| !p.ends_with(OURS))
+        .find(|p| {
+            !default.is_empty()
+                && p.rsplit('/')
+                    .next()
+                    .is_some_and(|n| glob_match(&default, n))
+        })
+        .or_else(|| ents.iter().find(|p| !p.ends_with(OURS)));
+    let Some(src) = pick else {
+        return Err(manual_cmdline(
+            tokens,
+            "systemd-boot booted, but no boot entry was found to copy",
+        ));
+    };
+    let dir = src
+        .rsplit_once('/')
+        .map_or("/boot/loader/entries", |(d, _)| d);
+    let ours = format!("{dir}/{OURS}");
+    let text = f.file(src).unwrap_or("");
+    let opts: String = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("options"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let add = missing(&opts, tokens);
+    let existing = f.file(&ours).map(str::to_string);
+    let after = (!add.is_empty()).then(|| copy_entry(text, &add));
+    let kc = f.file("/etc/kernel/cmdline");
+    let kc_change = kc.and_then(|k| {
+        let a = missing(k, tokens);
+        (!a.is_empty()).then(|| FileChange {
+            path: "/etc/kernel/cmdline".into(),
+            before: Some(k.into()),
+            after: Some(format!("{}\n", merge(k.trim(), &a))),
+        })
+    });
+    if existing == after && kc_change.is_none() {
+        return Ok(None);
+    }
+    let mut files = vec![FileChange {
+        path: ours.clone(),
+        before: existing,
+        after: after.clone(),
+    }];
+    files.extend(kc_change);
+    let mut commands = Vec::new();
+    if after.is_some() {
+        commands.push(CommandStep { argv: vec!["bootctl".into(), "set-oneshot".into(), OURS.into()], run: true, why: "boots the new entry once; the old default stays the default until you keep the new one".into() });
+    }
+    Ok(Some(Change {
+        title: format!(
+            "Kernel parameters: {} (a new boot entry, tried once)",
+            add.join(" ")
+        ),
+        evidence: vec![ev(src, format!("options {}", opts.trim()))],
+        files,
+        commands,
+        verify: vec![Verify::BootEntriesHave {
+            files: vec![ours],
+            tokens: add,
+        }],
+        ..base
+    }))
+}
+
+/// loader.conf's `default` may be a glob (`arch*`).
+fn glob_match(pat: &str, name: &str) -> bool {
+    match pat.split_once('*') {
+        None => pat == name || format!("{pat}.conf") == name,
+        Some((a, b)) => name.starts_with(a) && name.ends_with(b),
+    }
+}
+
+/// A copy of a BLS entry with its title marked and its options extended.
+fn copy_entry(text: &str, add: &[String]) -> String {
+    let mut out = String::from(
+        "# Written by vfio-assistant (tune): a copy of the default entry with kernel parameters for VM passthrough.\n",
+    );
+    let mut had_options = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("title") {
+            out.push_str(&format!("title {} (VFIO Assistant)\n", rest.trim()));
+        } else if let Some(rest) = t.strip_prefix("options") {
+            if !had_options {
+                out.push_str(&format!("options {}\n", merge(rest.trim(), add)));
+                had_options = true;
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !had_options {
+        out.push_str(&format!("options {}\n", add.join(" ")));
+    }
+    out
+}

@@ -27,6 +27,11 @@ if [ "$what" = test ]; then
     # The app's pages rendered to PNG by egui_kittest through wgpu on Mesa's
     # software Vulkan (lavapipe), compared with tests/snapshots/.
     pkgs="$pkgs mesa-vulkan-drivers"
+    # The real-host run (scripts/e2e/run.py): Debian images built with
+    # mmdebstrap, partitioned and filled without loop devices (fdisk's
+    # sfdisk, e2fsprogs' mkfs.ext4 -d, dosfstools and mtools for the ESP),
+    # booted in qemu-system-x86 (OVMF for UEFI).
+    pkgs="$pkgs mmdebstrap debian-archive-keyring fdisk e2fsprogs dosfstools mtools python3"
 fi
 missing_packages() {
     missing=""

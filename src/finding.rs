@@ -81,6 +81,9 @@ pub enum Action {
     /// Measure the timer latency on the VM's CPUs, also with shallow idle
     /// states only: the Monitor page's probe (`latency --compare-idle`).
     MeasureLatency,
+    /// Put the host back as it was before an interrupted tuning: the Tuning
+    /// page's Restore (`tune undo --last`).
+    RestoreHost { transaction: String },
 }
 
 impl Finding {

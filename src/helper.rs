@@ -11,7 +11,7 @@ use crate::host::scan;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
 use crate::tuning::facts::gather;
-use crate::tuning::journal::{EntryState, Journal, valid_id};
+use crate::tuning::journal::{EntryState, valid_id};
 use crate::tuning::model::Request;
 use crate::tuning::plan::plan;
 use crate::tuning::status::status;
@@ -181,16 +181,8 @@ pub struct HelperEnv {
 /// rolled back (or an undo that could not restore everything), 2 refused.
 pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) -> i32 {
     let run_commands = env.root.is_live();
-    let e = Env {
-        root: env.root.clone(),
-        journal: Journal::new(
-            env.journal
-                .clone()
-                .unwrap_or_else(|| Env::default_journal(&env.root)),
-        ),
-        run_commands,
-        fail_at: env.fail_at,
-    };
+    let mut e = Env::new(env.root.clone(), env.journal.clone(), run_commands);
+    e.fail_at = env.fail_at;
     let mut line = |v: serde_json::Value| out(v.to_string());
     let mut progress = |p: Progress| {
         if let Ok(v) = serde_json::to_value(&p) {

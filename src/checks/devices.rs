@@ -119,21 +119,31 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
 
     // Host GPU driver grabbed it although vfio-pci ids are configured.
     let id = format!("{}:{}", d.vendor_id, d.device_id);
+    // The IDs are given in modprobe.d, or on the kernel command line.
     let configured = s
         .system
         .modprobe
         .iter()
-        .find(|l| l.line.contains("vfio") && l.line.contains(&id));
-    if let (Some(line), Some(drv)) = (configured, &d.driver)
+        .find(|l| l.line.contains("vfio") && l.line.contains(&id))
+        .map(|l| (l.file.clone(), l.line.clone()))
+        .or_else(|| {
+            let c = s.kernel.cmdline.as_ref()?;
+            let ids = c
+                .value("vfio_pci.ids")
+                .or_else(|| c.value("vfio-pci.ids"))?;
+            ids.contains(&id)
+                .then(|| ("/proc/cmdline".to_string(), format!("vfio_pci.ids={ids}")))
+        });
+    if let (Some((file, line)), Some(drv)) = (configured, &d.driver)
         && !d.bound_for_vm()
     {
         out.push(
                 Finding::new("device.host_driver_first", format!("{name}: {drv} took the card before vfio-pci"), Status::Fail)
                     .device(a)
-                    .evidence(line.file.clone(), line.line.clone())
+                    .evidence(file, line)
                     .evidence(dev_path(a, "driver"), drv.clone())
                     .why("vfio-pci.ids only works if vfio-pci loads before the GPU driver; otherwise the host driver binds first and keeps the card.")
-                    .fix(format!("Add `softdep {drv} pre: vfio-pci` to /etc/modprobe.d/vfio.conf, make sure vfio-pci is in the initramfs (update-initramfs -u / dracut -f / mkinitcpio -P) and reboot.")),
+                    .fix(format!("Add `softdep {} pre: vfio-pci` (the driver's module) to /etc/modprobe.d/vfio.conf, make sure vfio-pci is in the initramfs (update-initramfs -u / dracut -f / mkinitcpio -P) and reboot.", d.driver_module.as_deref().unwrap_or(drv))),
             );
     }
 

@@ -91,6 +91,10 @@ pub fn render_next_step(step: &NextStep) -> String {
         NextAction::NewVm => {
             "the app's New VM page, or `vfio-assistant domain new --help`".to_string()
         }
+        NextAction::RestoreHost { .. } => {
+            "the app's Restore the host button, or `sudo vfio-assistant tune undo --last`"
+                .to_string()
+        }
         NextAction::ByHand => "by hand: nothing on the running system can do it".to_string(),
     };
     format!(

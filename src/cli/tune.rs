@@ -13,7 +13,7 @@ use crate::parse::values::parse_memory_mib;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
 use crate::tuning::facts::gather;
-use crate::tuning::journal::{EntryState, Journal};
+use crate::tuning::journal::EntryState;
 use crate::tuning::model::{Plan, Request};
 use crate::tuning::plan::plan;
 use crate::tuning::status::status;
@@ -164,16 +164,7 @@ fn request(a: &RequestArgs, only: &[String]) -> Request {
 }
 
 fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool) -> Env {
-    Env {
-        root: root.clone(),
-        journal: Journal::new(
-            journal
-                .clone()
-                .unwrap_or_else(|| Env::default_journal(root)),
-        ),
-        run_commands,
-        fail_at: None,
-    }
+    Env::new(root.clone(), journal.clone(), run_commands)
 }
 
 pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
@@ -315,7 +306,7 @@ fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
         println!("No transactions in {}.", e.journal.dir.display());
     } else {
         for x in &list {
-            println!("{}  {:?}  {}", x.id, x.state, x.applied.join(", "));
+            println!("{}  {}  {}", x.id, x.state.label(), x.applied.join(", "));
         }
     }
     Ok(0)
@@ -325,9 +316,11 @@ fn run_undo(root: &HostRoot, u: &UndoArgs) -> anyhow::Result<i32> {
     let e = env(root, &u.journal, root.is_live());
     let id = match (&u.id, u.last) {
         (Some(id), _) => id.clone(),
-        (None, _) => match e.journal.last_applied() {
+        // The newest transaction undo can act on: applied, or interrupted
+        // (a power cut while applying or undoing).
+        (None, _) => match e.journal.last_undoable() {
             Some(x) => x.id,
-            None => return fail(u.json, 2, "no applied transaction to undo"),
+            None => return fail(u.json, 2, "no applied or interrupted transaction to undo"),
         },
     };
     if !u.yes && !super::confirm(&format!("Undo {id}?"))? {

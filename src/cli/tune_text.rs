@@ -137,7 +137,7 @@ pub fn status_text(list: &[EntryStatus]) -> String {
             Standing::DidNotTake => "DID NOT TAKE after the reboot",
             Standing::RolledBack => "rolled back",
             Standing::Undone => "undone",
-            Standing::Interrupted => "INTERRUPTED while applying (tune undo restores it)",
+            Standing::Interrupted => "INTERRUPTED (tune undo --last restores the host)",
         };
         let _ = writeln!(s, "{}  {word}: {}", e.id, e.changes.join(", "));
         if !e.pending_tokens.is_empty() {
@@ -147,8 +147,14 @@ pub fn status_text(list: &[EntryStatus]) -> String {
                 e.pending_tokens.join(" ")
             );
         }
+        if let Some(d) = &e.detail {
+            let _ = writeln!(s, "  {d}");
+        }
         if !e.drifted.is_empty() {
             let _ = writeln!(s, "  changed since: {}", e.drifted.join(", "));
+        }
+        if !e.leftovers.is_empty() {
+            let _ = writeln!(s, "  still in the boot files: {}", e.leftovers.join("; "));
         }
         if let Some(f) = &e.failure {
             let _ = writeln!(s, "  failure: {f}");

@@ -23,6 +23,9 @@ pub enum Adaptation {
     Bios,
     /// No vhost-net here: virtio network in QEMU itself.
     NoVhost,
+    /// No KVM here: QEMU emulates the CPU (`type='qemu'`, the most CPU TCG
+    /// gives, no Hyper-V enlightenments — they are KVM's).
+    Emulate,
 }
 
 /// One reason a start failed.

@@ -41,6 +41,12 @@ pub fn schema_check(xml: &str) -> SchemaResult {
             "virt-xml-validate could not run ({e}); it comes with libvirt-clients (Debian/Ubuntu), libvirt-client (Fedora) or libvirt (Arch)"
         )),
         Ok(o) if o.status.success() => SchemaResult::Valid,
+        // 127: the shell script found no xmllint (it needs libxml2-utils):
+        // nothing was checked, the domain was not refused.
+        Ok(o) if o.status.code() == Some(127) => SchemaResult::Unavailable(format!(
+            "virt-xml-validate could not run its validator ({}); install libxml2-utils (Debian/Ubuntu), libxml2 (Fedora, Arch)",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Ok(o) => {
             let path = file.path().display().to_string();
             let text = format!(

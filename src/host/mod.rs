@@ -76,6 +76,43 @@ impl HostSnapshot {
     pub fn gpus(&self) -> impl Iterator<Item = &PciEntry> {
         self.pci_devices.iter().filter(|e| e.device.is_gpu())
     }
+
+    /// Why the host itself shows its screen on this GPU, when it does, from
+    /// what the host says — the firmware's boot display (the console), a
+    /// display connected to it, the CPU's own graphics — never from its
+    /// place in PCI order. The strongest reason first.
+    pub fn host_display_reason(&self, address: &str) -> Option<&'static str> {
+        let d = &self.device(address)?.device;
+        if d.boot_vga == Some(true) {
+            Some("it shows the boot screen and the console (boot_vga)")
+        } else if !d.host_usage.connected_displays().is_empty() {
+            Some("a display is connected to it")
+        } else if address.starts_with("0000:00:") && d.is_gpu() {
+            Some("it is the CPU's (or chipset's) own graphics")
+        } else {
+            None
+        }
+    }
+
+    /// How strongly the host holds a GPU for its own screen: (shows the
+    /// console, drives a connected display, is integrated), each 0 or 1.
+    fn host_display_weight(&self, e: &PciEntry) -> (bool, bool, bool) {
+        let d = &e.device;
+        (
+            d.boot_vga == Some(true),
+            !d.host_usage.connected_displays().is_empty(),
+            d.address.starts_with("0000:00:"),
+        )
+    }
+
+    /// The GPUs in the order a passthrough VM should take them: first those
+    /// the host does not show its screen on, then the rest; PCI order only
+    /// among equals.
+    pub fn gpus_for_vm(&self) -> Vec<&PciEntry> {
+        let mut g: Vec<&PciEntry> = self.gpus().collect();
+        g.sort_by_key(|e| self.host_display_weight(e));
+        g
+    }
 }
 
 /// Why a root cannot be scanned at all.

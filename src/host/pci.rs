@@ -86,6 +86,11 @@ pub struct PciDevice {
     pub subclass_name: Option<String>,
     pub revision: Option<u8>,
     pub driver: Option<String>,
+    /// The kernel module that driver lives in (`driver/module`): a driver's
+    /// name is not always its module's (bochs-drm is in `bochs`, xhci_hcd
+    /// in `xhci_pci`), and modprobe — softdeps, blacklists — speaks modules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_module: Option<String>,
     pub driver_override: Option<String>,
     /// `None` when the kernel does not know (-1) or does not say.
     pub numa_node: Option<u32>,
@@ -264,6 +269,10 @@ fn read_device(
     };
     let (class_name, subclass_name) = pci_names::class_names(class);
     let driver = warnings.take(root.link_name(&dir.join("driver"))).flatten();
+    // Built-in drivers have no module link: None, not a warning.
+    let driver_module = driver
+        .as_ref()
+        .and_then(|_| root.link_name(&dir.join("driver/module")).ok().flatten());
     let driver_override = warnings
         .take_opt(root.read_attr_opt(&dir.join("driver_override")))
         .filter(|s| !s.is_empty() && s != "(null)");
@@ -332,6 +341,7 @@ fn read_device(
         subclass_name: subclass_name.map(str::to_string),
         revision,
         driver,
+        driver_module,
         driver_override,
         numa_node,
         iommu_group,

@@ -32,6 +32,9 @@ pub struct FindingsRequest<'a> {
 /// The host's findings, failures first.
 pub fn host_findings(root: &HostRoot, snap: &HostSnapshot, req: &FindingsRequest) -> Vec<Finding> {
     let mut findings = run_checks(snap, req.device);
+    if req.device.is_none() {
+        findings.extend(super::tuning::tuning_findings(root));
+    }
     if req.read_rom {
         for e in crate::checks::devices::targets(snap, req.device) {
             let addr = e.device.address.as_str();

@@ -17,3 +17,4 @@ pub mod preflight;
 pub mod rom;
 pub mod storage;
 pub mod text;
+pub mod tuning;

@@ -20,6 +20,9 @@ pub enum NextAction {
     },
     /// The New VM walk-through (`domain new`).
     NewVm,
+    /// Put the host back from an interrupted tuning (`tune undo --last`,
+    /// the Tuning page's Restore).
+    RestoreHost { transaction: String },
     /// Nothing here can do it: a firmware setting, a cable, a slot.
     ByHand,
 }
@@ -38,6 +41,9 @@ pub struct NextStep {
 /// Failures that stop everything after them, in the order they must be met:
 /// no VT-x/AMD-V, no KVM, no IOMMU in the firmware, none in the kernel.
 const BLOCKERS: &[&str] = &[
+    // A half-tuned host first: nothing after it can be judged until it is
+    // back in a known state.
+    "tune.interrupted",
     "cpu.virtualization",
     "kvm.device",
     "iommu.firmware",
@@ -57,10 +63,19 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         );
     }
     // A GPU still on its host driver: the one thing between the host and a VM.
-    if let Some(f) = findings
-        .iter()
-        .find(|f| f.id == "device.bound" && matches!(f.status, Status::Fail | Status::Warn))
-    {
+    // The GPU the host does not show its screen on comes first: on the most
+    // common desktop (the iGPU or first card for the host, a second card
+    // for the VM) the step must never name the card with the console.
+    let unbound =
+        |f: &&Finding| f.id == "device.bound" && matches!(f.status, Status::Fail | Status::Warn);
+    let order = snap.gpus_for_vm();
+    let rank = |f: &&Finding| {
+        f.device
+            .as_deref()
+            .and_then(|d| order.iter().position(|g| g.device.address == d))
+            .unwrap_or(usize::MAX)
+    };
+    if let Some(f) = findings.iter().filter(unbound).min_by_key(rank) {
         // Unless it is the host's only GPU: bound at boot, it would leave the
         // host without a screen. How the host keeps one comes first.
         if let Some(only) = findings.iter().find(|x| {
@@ -131,15 +146,20 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
 fn from_finding(f: &Finding, why_first: &str) -> NextStep {
     // "iommu.enabled" maps to the command line, which cannot help while the
     // firmware announces no IOMMU: its fix then says the firmware first.
-    let action = match change_fixing(f) {
-        Some(change) => NextAction::Tuning {
+    let action = match (&f.action, change_fixing(f)) {
+        (Some(crate::finding::Action::RestoreHost { transaction }), _) => NextAction::RestoreHost {
+            transaction: transaction.clone(),
+        },
+        (_, Some(change)) => NextAction::Tuning {
             change,
             device: f.device.clone(),
         },
         _ => NextAction::ByHand,
     };
     let sentence = match (&action, f.fix.as_deref()) {
-        (NextAction::ByHand, Some(fix)) => format!("{}: {fix}", f.title),
+        (NextAction::ByHand | NextAction::RestoreHost { .. }, Some(fix)) => {
+            format!("{}: {fix}", f.title)
+        }
         _ => format!("Fix first: {}", f.title),
     };
     NextStep {

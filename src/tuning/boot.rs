@@ -300,23 +300,9 @@ pub fn cmdline_change(
 ) -> Result<Option<Change>, Manual> {
     let base = Change {
         id: "cmdline".into(),
-        title: String::new(),
-        why: "Kernel parameters take effect only at boot: they are written into the boot configuration, checked in the generated boot entries, and active after a reboot.".into(),
-        evidence: Vec::new(),
-        fixes: Vec::new(),
+        why: "Kernel parameters take effect only at boot: they are written into the boot configuration, checked in the generated boot entries before the boot can see them, and active after a reboot.".into(),
         effect: Effect::AfterReboot,
-        files: Vec::new(),
-        values: Vec::new(),
-        commands: Vec::new(),
-        undo_values: Vec::new(),
-        undo_commands: Vec::new(),
-        verify: Vec::new(),
-        notes: Vec::new(),
-    };
-    let cmd = |argv: &[&str], why: &str| CommandStep {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        run: true,
-        why: why.into(),
+        ..Change::default()
     };
     let title = |t: &[String]| format!("Kernel parameters: {}", t.join(" "));
     match loader {
@@ -335,12 +321,14 @@ pub fn cmdline_change(
             }
             let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
             let shown: Vec<String> = if add.is_empty() { tokens.to_vec() } else { add.clone() };
+            let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub and its drop-ins");
             Ok(Some(Change {
                 title: title(&shown),
                 evidence: vec![ev("GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d", line.trim())],
                 files: vec![FileChange { path: OURS.into(), before, after }],
-                commands: vec![cmd(&["update-grub"], "regenerates /boot/grub/grub.cfg from /etc/default/grub and its drop-ins")],
-                undo_commands: vec![cmd(&["update-grub"], "regenerates grub.cfg without the drop-in")],
+                undo_commands: commands.clone(),
+                commands,
+                artifacts,
                 verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
                 ..base
             }))
@@ -356,13 +344,14 @@ pub fn cmdline_change(
             }
             let after = set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add);
             let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
-            let tool = if f.has_tool("grub-mkconfig") || !f.has_tool("grub2-mkconfig") { "grub-mkconfig" } else { "grub2-mkconfig" };
+            let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub");
             Ok(Some(Change {
                 title: title(&add),
                 evidence: vec![ev("/etc/default/grub", line.trim())],
                 files: vec![FileChange { path: "/etc/default/grub".into(), before: Some(main.into()), after: Some(after) }],
-                commands: vec![cmd(&[tool, "-o", cfg], "regenerates grub.cfg from /etc/default/grub")],
-                undo_commands: vec![cmd(&[tool, "-o", cfg], "regenerates grub.cfg from the restored file")],
+                undo_commands: commands.clone(),
+                commands,
+                artifacts,
                 verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
                 ..base
             }))
@@ -470,6 +459,121 @@ pub fn cmdline_change(
         }),
         Loader::Unknown => Err(manual_cmdline(tokens, "the boot loader could not be told (no LoaderInfo EFI variable, no GRUB or systemd-boot configuration found)")),
     }
+}
+
+/// grub.cfg regenerated beside itself and switched by one rename: Debian's
+/// grub-mkconfig ends in `cat grub.cfg.new > grub.cfg`, which a power cut
+/// can leave half-written (a GRUB rescue prompt). The staged file is
+/// checked before the rename (`apply.rs`), so the boot sees the old
+/// configuration or the whole new one.
+fn staged_grub(
+    f: &TuneFacts,
+    cfg: &str,
+    from: &str,
+) -> (Vec<CommandStep>, Vec<super::model::Artifact>) {
+    let dir = cfg.rsplit_once('/').map_or("/boot/grub", |(d, _)| d);
+    let staging = format!("{dir}/.vfio-assistant-grub.cfg");
+    let tool = if f.has_tool("grub-mkconfig") || !f.has_tool("grub2-mkconfig") {
+        "grub-mkconfig"
+    } else {
+        "grub2-mkconfig"
+    };
+    (
+        vec![CommandStep {
+            argv: vec![tool.into(), "-o".into(), staging.clone()],
+            run: true,
+            why: format!(
+                "generates the boot menu {from} beside {cfg}; checked there, then renamed over it in one step"
+            ),
+        }],
+        vec![super::model::Artifact {
+            path: cfg.into(),
+            staging: Some(staging),
+        }],
+    )
+}
+
+/// The kernel the next boot starts, and where that was read: the default
+/// boot entry's (GRUB's first entry with `GRUB_DEFAULT=0`, systemd-boot's
+/// default), else the running kernel's. Only its initramfs is rebuilt: a
+/// desktop with three kernels would wait three times as long for images no
+/// boot uses next (they keep their old contents; the next kernel update
+/// builds its own from the new configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NextBoot {
+    pub release: String,
+    pub source: String,
+    /// The default BLS entry file, when the loader reads one.
+    pub entry: Option<String>,
+    /// The initramfs images that entry loads, as host paths.
+    pub entry_initrds: Vec<String>,
+}
+
+fn release_from_kernel_path(p: &str) -> Option<String> {
+    let name = p.rsplit('/').next()?;
+    if let Some(r) = name.strip_prefix("vmlinuz-") {
+        return Some(r.to_string());
+    }
+    // kernel-install's layout: /<entry token>/<release>/linux
+    if name == "linux" {
+        return p.rsplit('/').nth(1).map(str::to_string);
+    }
+    None
+}
+
+pub fn next_boot(f: &TuneFacts, loader: Loader) -> Option<NextBoot> {
+    let found = match loader {
+        Loader::GrubDebian | Loader::GrubMkconfig => (|| {
+            let cfg = grub_cfg(f)?;
+            let default = grub_var(&grub_texts(f, ""), "GRUB_DEFAULT");
+            if !(default.is_empty() || default == "0") {
+                return None;
+            }
+            let line = super::verify::default_kernel_lines(cfg, f.file(cfg)?)
+                .into_iter()
+                .next()?;
+            let release = release_from_kernel_path(line.split_whitespace().nth(1)?)?;
+            Some(NextBoot {
+                release,
+                source: format!("{cfg}: the first entry (GRUB_DEFAULT=0)"),
+                ..NextBoot::default()
+            })
+        })(),
+        Loader::SystemdBoot => (|| {
+            let entry = systemd_boot::default_entry(f)?;
+            let text = f.file(&entry)?;
+            let esp = entry.split("/loader/entries/").next()?.to_string();
+            let field = |k: &'static str| -> Vec<String> {
+                text.lines()
+                    .filter_map(|l| {
+                        l.trim()
+                            .strip_prefix(k)
+                            .filter(|r| r.starts_with([' ', '\t']))
+                            .map(|r| r.trim().to_string())
+                    })
+                    .collect()
+            };
+            let release = release_from_kernel_path(field("linux").first()?)?;
+            let entry_initrds = field("initrd")
+                .iter()
+                .map(|p| format!("{esp}/{}", p.trim_start_matches('/')))
+                .collect();
+            Some(NextBoot {
+                release,
+                source: format!("{entry}: the default entry"),
+                entry: Some(entry),
+                entry_initrds,
+            })
+        })(),
+        _ => None,
+    };
+    found.or_else(|| {
+        f.kernel_release.clone().map(|release| NextBoot {
+            release,
+            source: "the running kernel (/proc/sys/kernel/osrelease)".into(),
+            ..NextBoot::default()
+        })
+    })
 }
 
 fn manual_cmdline(tokens: &[String], why: &str) -> Manual {

@@ -49,6 +49,9 @@ pub const CONFIG_DIRS: &[&str] = &[
     "/boot/EFI/Linux",
     "/efi/EFI/Linux",
     "/usr/lib/bootc",
+    // kernel-install's plugins: whether it builds the initramfs itself
+    // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
+    "/usr/lib/kernel/install.d",
 ];
 
 /// Markers whose presence alone says something.
@@ -80,6 +83,7 @@ pub const TOOLS: &[&str] = &[
     "bootc",
     "update-initramfs",
     "dracut",
+    "modprobe",
     "mkinitcpio",
     "systemctl",
     "irqbalance",
@@ -112,6 +116,11 @@ pub struct TuneFacts {
     /// vfio-pci is built into the running kernel (`modules.builtin`): its
     /// options then come from the kernel command line, not modprobe.d.
     pub vfio_builtin: bool,
+    /// Hugepage pool → how many pages it held before this tool's applied
+    /// transactions reserved some (from the journal): what is the host's
+    /// own, so a new plan for the same VM asks for nothing more while the
+    /// VM runs and uses its pages.
+    pub hugepages_before_ours: BTreeMap<String, u64>,
 }
 
 impl TuneFacts {
@@ -204,7 +213,18 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
     if let Ok(irqs) = root.list_dir(&HostPath::proc("irq")) {
         for i in irqs {
             let Ok(n) = i.parse::<u32>() else { continue };
-            if let Ok(a) = root.read_attr(&HostPath::proc(&format!("irq/{i}/smp_affinity_list"))) {
+            let path = HostPath::proc(&format!("irq/{i}/smp_affinity_list"));
+            // A managed interrupt (a queue of a multi-queue device, spread
+            // over the CPUs by the kernel) has a read-only file: its
+            // affinity is not the user's to move, and planning it would
+            // plan it again after every apply.
+            let writable = root.metadata(&path).is_ok_and(|m| {
+                std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o222 != 0
+            });
+            if !writable {
+                continue;
+            }
+            if let Ok(a) = root.read_attr(&path) {
                 facts.irq_affinity.insert(n, a);
             }
         }
@@ -275,6 +295,21 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
         });
     }
     read_values(root, &mut f);
+    let journal = super::journal::Journal::new(super::apply::Env::default_journal(root));
+    for e in journal
+        .list()
+        .iter()
+        .filter(|e| e.state == super::journal::EntryState::Applied)
+    {
+        for (path, before) in &e.values {
+            if path.ends_with("/nr_hugepages")
+                && let Ok(n) = before.parse()
+            {
+                // The oldest applied transaction's before is the host's own.
+                f.hugepages_before_ours.entry(path.clone()).or_insert(n);
+            }
+        }
+    }
     f
 }
 

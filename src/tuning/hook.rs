@@ -112,6 +112,7 @@ pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> O
             "Needs the cpuset controller of cgroup v2 (the check cgroup.controllers says whether it is there).".into(),
             format!("While '{vm}' runs, desktop programs get only CPUs {h}."),
         ],
+        ..Change::default()
     })
 }
 

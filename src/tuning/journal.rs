@@ -24,6 +24,21 @@ pub struct FileBefore {
     pub written: Option<String>,
 }
 
+/// A generated boot file as it was before the transaction, and as the
+/// transaction left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactBefore {
+    pub path: String,
+    /// The change that regenerates it.
+    pub change: String,
+    /// `None`: it was absent.
+    pub saved_as: Option<String>,
+    pub mode: Option<u32>,
+    /// sha256 of what the transaction left there (set once it is written):
+    /// undo puts the saved bytes back only while it still reads so.
+    pub written_sha256: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandRecord {
     pub argv: Vec<String>,
@@ -40,7 +55,23 @@ pub enum EntryState {
     Applied,
     /// A step failed; everything before it was restored.
     RolledBack,
+    /// Written before an undo starts; still so if it was interrupted (undo
+    /// again finishes it).
+    Undoing,
     Undone,
+}
+
+impl EntryState {
+    /// In words, for messages and lists.
+    pub fn label(self) -> &'static str {
+        match self {
+            EntryState::Applying => "interrupted while applying",
+            EntryState::Applied => "applied",
+            EntryState::RolledBack => "rolled back",
+            EntryState::Undoing => "interrupted while undoing",
+            EntryState::Undone => "undone",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +95,16 @@ pub struct Entry {
     /// `/proc/sys/kernel/random/boot_id` when applied: a later status knows
     /// whether the host has rebooted since.
     pub boot_id: Option<String>,
+    /// Generated boot files, saved before the first change.
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactBefore>,
+    /// The change ids whose steps all ran (an interrupted transaction got
+    /// this far).
+    #[serde(default)]
+    pub completed: Vec<String>,
+    /// Steps of a rollback or an undo that could not be done, each with why.
+    #[serde(default)]
+    pub undo_failures: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,7 +163,31 @@ impl Journal {
         let name = format!("{n:04}");
         let p = d.join(&name);
         write_synced(&p, bytes)?;
+        sync_dir(&d)?;
         Ok(name)
+    }
+
+    /// Save a generated boot file (an initramfs image may be 100 MiB: copied,
+    /// not read into memory); the name it is kept under.
+    pub fn save_artifact(&self, id: &str, n: usize, from: &Path) -> Result<String, JournalError> {
+        let d = self.entry_dir(id)?.join("artifacts");
+        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        let name = format!("{n:04}");
+        let p = d.join(&name);
+        std::fs::copy(from, &p).map_err(io(&p))?;
+        std::fs::File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(io(&p))?;
+        sync_dir(&d)?;
+        Ok(name)
+    }
+
+    /// Where a saved boot file is kept.
+    pub fn artifact_path(&self, id: &str, name: &str) -> Result<PathBuf, JournalError> {
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            return Err(JournalError::NoEntry(name.into()));
+        }
+        Ok(self.entry_dir(id)?.join("artifacts").join(name))
     }
 
     pub fn read_before(&self, id: &str, name: &str) -> Result<Vec<u8>, JournalError> {
@@ -145,6 +210,10 @@ impl Journal {
         write_synced(&tmp, text.as_bytes())?;
         let fin = d.join("entry.json");
         std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
+        sync_dir(&d)?;
+        if let Some(parent) = d.parent() {
+            sync_dir(parent)?;
+        }
         Ok(())
     }
 
@@ -182,6 +251,24 @@ impl Journal {
             .rev()
             .find(|e| e.state == EntryState::Applied)
     }
+
+    /// The newest entry undo can act on: applied, or interrupted while it
+    /// was applying (the power cut, a killed process: its before-state was
+    /// journaled before the first change, so undo restores it).
+    pub fn last_undoable(&self) -> Option<Entry> {
+        self.list().into_iter().rev().find(|e| {
+            matches!(
+                e.state,
+                EntryState::Applied | EntryState::Applying | EntryState::Undoing
+            )
+        })
+    }
+}
+
+fn sync_dir(d: &Path) -> Result<(), JournalError> {
+    std::fs::File::open(d)
+        .and_then(|f| f.sync_all())
+        .map_err(io(d))
 }
 
 fn write_synced(p: &Path, bytes: &[u8]) -> Result<(), JournalError> {

@@ -10,6 +10,7 @@
 //! The privileged helper drives the same functions.
 
 pub mod apply;
+pub mod artifacts;
 pub mod boot;
 pub mod facts;
 pub mod fsops;
@@ -17,9 +18,12 @@ pub mod hook;
 pub mod journal;
 pub mod model;
 pub mod plan;
+pub mod preflight;
 pub mod runtime;
 pub mod status;
 pub mod tokens;
+pub mod undo;
+pub mod verify;
 pub mod vfio_boot;
 
 pub use model::{Change, Effect, Plan, Request};

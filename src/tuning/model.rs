@@ -38,9 +38,10 @@ pub struct Request {
 }
 
 /// When a change takes effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
+    #[default]
     Now,
     AfterReboot,
     AtVmStart,
@@ -117,7 +118,24 @@ pub enum Verify {
     Executable { path: String },
 }
 
+/// A file the boot reads that a command of the change generates (grub.cfg,
+/// an initramfs image, a boot entry). The journal keeps its bytes from
+/// before; after the command it is checked (before the boot can see it,
+/// when it is staged) and made durable for the boot loader; undo puts the
+/// saved bytes back when nothing regenerated it since, else regenerates it
+/// from the restored inputs and checks that again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// As the host spells it (`/boot/grub/grub.cfg`).
+    pub path: String,
+    /// Where the command writes it first (`None`: the command replaces
+    /// `path` itself, by a rename of its own, as update-initramfs does).
+    /// A staged file is checked, synced and then renamed over `path`: that
+    /// rename is the switch the next boot sees, all or nothing.
+    pub staging: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// Stable: `cmdline`, `vfio-boot`, `governor`, `epp`, `thp`, `ksm`,
     /// `hugepages`, `irq-affinity`, `irqbalance`, `vfio-bind`,
@@ -130,9 +148,16 @@ pub struct Change {
     pub fixes: Vec<String>,
     pub effect: Effect,
     pub files: Vec<FileChange>,
+    /// Run after the files, before the values: what the values need first
+    /// (the vfio-pci module loaded before a device is handed to it).
+    #[serde(default)]
+    pub prepare: Vec<CommandStep>,
     pub values: Vec<ValueChange>,
     /// Run after the files and values, in order.
     pub commands: Vec<CommandStep>,
+    /// What those commands generate for the boot (see `Artifact`).
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
     /// Written on undo after the non-action values are restored (unbinding
     /// from vfio-pci, an SR-IOV count through 0).
     #[serde(default)]
@@ -148,6 +173,15 @@ pub struct Change {
 impl Change {
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.values.is_empty() && self.commands.is_empty()
+    }
+
+    /// Where the artifact at `path` is written first (itself when not staged).
+    pub fn written_at<'a>(&'a self, path: &'a str) -> &'a str {
+        self.artifacts
+            .iter()
+            .find(|a| a.path == path)
+            .and_then(|a| a.staging.as_deref())
+            .unwrap_or(path)
     }
 }
 

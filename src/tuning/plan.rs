@@ -10,7 +10,7 @@ use super::facts::TuneFacts;
 use super::model::{Change, Effect, FileChange, Manual, Plan, Request};
 use super::runtime;
 use super::tokens::allowed;
-use super::vfio_boot::vfio_boot_change;
+use super::vfio_boot::{IdsAt, vfio_boot_change};
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::host::pci::full_address;
@@ -218,6 +218,7 @@ fn persist(changes: &[Change], f: &TuneFacts) -> Option<Change> {
         undo_commands: Vec::new(),
         verify: Vec::new(),
         notes: Vec::new(),
+        ..Change::default()
     })
 }
 
@@ -264,36 +265,50 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     }
     let mut manual = Vec::new();
     let mut notes = Vec::new();
-    let mut tok = tokens(snap, f, req, &set, &vm, &hk, &mut manual);
+    let tok = tokens(snap, f, req, &set, &vm, &hk, &mut manual);
     let mut changes = Vec::new();
-    match vfio_boot_change(
-        f,
-        snap,
-        generator,
-        loader == super::boot::Loader::RpmOstree,
-        &set,
-    ) {
-        Ok(Some(c)) => changes.push(c),
-        Ok(None) => {}
-        Err(token) => {
-            notes.push("vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into());
-            tok.push(token);
-        }
-    }
-    if let Some(bad) = tok.iter().find(|t| !allowed(t)) {
+    // The devices' IDs go on the kernel command line with the other
+    // parameters, so that the boot entry is the one switch between the old
+    // setup and the new (see vfio_boot::IdsAt); in modprobe.d only where
+    // the command line is a manual step.
+    let (ids, _, _) = super::vfio_boot::ids_and_drivers(snap, &set);
+    let ids_tok = (!ids.is_empty()).then(|| super::vfio_boot::ids_token(&ids));
+    let mut with_ids = tok.clone();
+    with_ids.extend(ids_tok.clone());
+    if let Some(bad) = with_ids.iter().find(|t| !allowed(t)) {
         return Err(PlanError::Token(bad.clone()));
     }
-    if !tok.is_empty() {
-        match cmdline_change(f, loader, &tok) {
-            Ok(Some(mut c)) => {
-                c.fixes.extend(
-                    ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
-                );
-                changes.insert(0, c);
+    let mut ids_at = IdsAt::Cmdline;
+    let cmdline = match (with_ids.is_empty(), f.vfio_builtin) {
+        (true, _) => Ok(None),
+        (false, true) => cmdline_change(f, loader, &with_ids),
+        (false, false) => match cmdline_change(f, loader, &with_ids) {
+            Err(_) if ids_tok.is_some() => {
+                ids_at = IdsAt::Modprobe;
+                if tok.is_empty() {
+                    Ok(None)
+                } else {
+                    cmdline_change(f, loader, &tok)
+                }
             }
-            Ok(None) => {}
-            Err(m) => manual.push(m),
+            other => other,
+        },
+    };
+    match vfio_boot_change(f, snap, generator, loader, &set, ids_at) {
+        Ok(Some(c)) => changes.push(c),
+        Ok(None) => {}
+        Err(_) => notes.push("vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into()),
+    }
+    match cmdline {
+        Ok(Some(mut c)) => {
+            c.fixes.extend(
+                ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
+            );
+            // After the initramfs: the boot entry is switched last.
+            changes.push(c);
         }
+        Ok(None) => {}
+        Err(m) => manual.push(m),
     }
     if let Some(c) = runtime::vfio_bind(snap, f, &set) {
         changes.push(c);

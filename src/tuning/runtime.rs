@@ -33,6 +33,7 @@ fn change(id: &str, title: String, why: &str, effect: Effect) -> Change {
         undo_commands: Vec::new(),
         verify: Vec::new(),
         notes: Vec::new(),
+        ..Change::default()
     }
 }
 
@@ -220,10 +221,18 @@ pub fn hugepages(
             (p, t, None)
         }
     };
-    if free >= need {
+    // The pool must hold the host's own pages (what was there before this
+    // tool reserved any: the journal knows) plus this VM's. Never from
+    // free_hugepages alone: while the VM runs it uses its pages, and a
+    // plan judged from what is free would reserve them all over again.
+    let want = match f.hugepages_before_ours.get(&path) {
+        Some(base) => base + need,
+        None if free >= need || total >= need => return None,
+        None => need + total.saturating_sub(free),
+    };
+    if total >= want {
         return None;
     }
-    let want = total + (need - free);
     let size = if size_kib >= 1 << 20 {
         "1 GiB"
     } else {
@@ -381,6 +390,13 @@ pub fn vfio_bind(snap: &HostSnapshot, f: &TuneFacts, set: &[String]) -> Option<C
     if names.is_empty() {
         return None;
     }
+    // The driver must be there to take them: driver_override and
+    // drivers_probe bind nothing while vfio-pci is not loaded.
+    c.prepare.push(CommandStep {
+        argv: vec!["modprobe".into(), "vfio-pci".into()],
+        run: true,
+        why: "loads vfio-pci, so that the probe hands the devices to it".into(),
+    });
     c.title = format!("Bind {} to vfio-pci now", names.join(", "));
     c.fixes.push("device.bound".into());
     Some(c)
@@ -514,6 +530,30 @@ mod tests {
             ),
         ]);
         assert!(hugepages(&enough, 1024, 2048, None).is_none());
+        // The VM runs and uses every page this tool reserved for it (free
+        // 0): the journal says the host had none of its own, so nothing.
+        let mut running = facts(&[
+            (
+                "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+                "0",
+            ),
+            (
+                "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+                "512",
+            ),
+        ]);
+        running.hugepages_before_ours.insert(
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages".into(),
+            0,
+        );
+        assert!(hugepages(&running, 1024, 2048, None).is_none());
+        // The host had 100 of its own before: those stay, the VM's come on top.
+        running.hugepages_before_ours.insert(
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages".into(),
+            100,
+        );
+        let c = hugepages(&running, 1024, 2048, None).unwrap();
+        assert_eq!(c.values[1].after, "612");
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! `tune status`: what is applied, what waits for a reboot (the tokens the
 //! boot configuration has and `/proc/cmdline` does not yet), what took
-//! effect after a good boot, and drift (a journaled file changed since).
+//! effect after a good boot, what was interrupted and what the next boot
+//! gets then, and drift — of the files it wrote and of the boot files
+//! generated from them (a grub.cfg regenerated without its parameters, an
+//! initramfs without vfio-pci), and, after a rollback or an undo, what its
+//! boot files still hold that they should not.
 
-use super::apply::{Env, drift};
+use super::apply::Env;
 use super::journal::{Entry, EntryState};
 use super::model::{Effect, Verify};
 use super::tokens::missing;
+use super::undo::drift;
+use super::verify::{entries_check, initramfs_check};
 use crate::sysroot::HostPath;
 use serde::Serialize;
 
@@ -22,8 +28,21 @@ pub enum Standing {
     DidNotTake,
     RolledBack,
     Undone,
-    /// The process died while applying: `tune undo` restores what it can.
+    /// The process died (a power cut, a kill) while applying or undoing:
+    /// `tune undo` restores the host from the journal.
     Interrupted,
+}
+
+/// What the boot configuration starts next, for a transaction that touched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextBoot {
+    /// The setup from before the transaction.
+    Old,
+    /// The transaction's setup: every parameter in the default entries.
+    New,
+    /// Some parameters and not others: never left by this tool on purpose.
+    Mixed,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,11 +50,22 @@ pub struct EntryStatus {
     pub id: String,
     pub created: u64,
     pub changes: Vec<String>,
+    /// How many of `changes` ran to their end (all, once applied).
+    pub completed: usize,
     pub standing: Standing,
     /// Kernel parameters configured and not yet in /proc/cmdline.
     pub pending_tokens: Vec<String>,
-    /// Journaled files changed since (by hand, by a package update).
+    /// Journaled files changed since (by hand, by a package update), and
+    /// generated boot files that no longer hold what it put there.
     pub drifted: Vec<String>,
+    /// After a rollback or an undo: what the boot files still hold of it.
+    #[serde(default)]
+    pub leftovers: Vec<String>,
+    /// What the next boot starts, when the transaction changed the boot
+    /// configuration and it could be read.
+    pub next_boot: Option<NextBoot>,
+    /// Interrupted: how far it got, in words.
+    pub detail: Option<String>,
     pub failure: Option<String>,
 }
 
@@ -49,6 +79,74 @@ fn tokens_of(e: &Entry) -> Vec<String> {
                         if !out.contains(t) {
                             out.push(t.clone());
                         }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether the boot entries the transaction changes hold its parameters.
+fn next_boot(env: &Env, e: &Entry) -> Option<NextBoot> {
+    if !e.ran_commands && !e.plan.changes.iter().any(|c| c.id == "cmdline") {
+        return None;
+    }
+    let c = e.plan.changes.iter().find(|c| c.id == "cmdline")?;
+    let (files, tokens) = c.verify.iter().find_map(|v| match v {
+        Verify::BootEntriesHave { files, tokens } if !tokens.is_empty() => Some((files, tokens)),
+        _ => None,
+    })?;
+    let readable = files
+        .iter()
+        .any(|f| HostPath::from_absolute(f).is_some_and(|p| env.root.exists(&p)));
+    if !readable {
+        return None;
+    }
+    let lacking = entries_check(&env.root, files, tokens, true);
+    let holding = entries_check(&env.root, files, tokens, false);
+    Some(match (lacking.is_empty(), holding.is_empty()) {
+        (true, _) => NextBoot::New,
+        (false, true) => NextBoot::Old,
+        (false, false) => NextBoot::Mixed,
+    })
+}
+
+/// Generated boot files that disagree with the transaction's standing:
+/// missing what it added while applied (want: true), still holding it after
+/// a rollback or an undo (want: false).
+fn boot_file_problems(env: &Env, e: &Entry, want: bool) -> Vec<String> {
+    if !e.ran_commands {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for c in e.plan.changes.iter().filter(|c| e.applied.contains(&c.id)) {
+        for v in &c.verify {
+            match v {
+                Verify::BootEntriesHave { files, tokens } if !tokens.is_empty() => {
+                    out.extend(entries_check(&env.root, files, tokens, want));
+                }
+                Verify::InitramfsHas {
+                    images,
+                    modules,
+                    files,
+                } => {
+                    // After an undo, only what was not there before must be gone.
+                    let added: Vec<String> = files
+                        .iter()
+                        .filter(|f| {
+                            e.files.iter().any(|fb| {
+                                fb.saved_as.is_none()
+                                    && fb.path.trim_start_matches('/') == f.as_str()
+                            })
+                        })
+                        .cloned()
+                        .collect();
+                    if want {
+                        out.extend(initramfs_check(&env.root, images, modules, files, true));
+                    } else if !added.is_empty() {
+                        out.extend(initramfs_check(&env.root, images, &[], &added, false));
                     }
                 }
                 _ => {}
@@ -76,30 +174,64 @@ pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
         .iter()
         .any(|c| e.applied.contains(&c.id) && c.effect == Effect::AfterReboot);
     let standing = match e.state {
-        EntryState::Applying => Standing::Interrupted,
+        EntryState::Applying | EntryState::Undoing => Standing::Interrupted,
         EntryState::RolledBack => Standing::RolledBack,
         EntryState::Undone => Standing::Undone,
         EntryState::Applied if !boot_changes => Standing::Applied,
-        EntryState::Applied if !rebooted && !pending.is_empty() => Standing::WaitingForReboot,
         EntryState::Applied if !rebooted => Standing::WaitingForReboot,
         EntryState::Applied if pending.is_empty() => Standing::TookEffect,
         EntryState::Applied => Standing::DidNotTake,
+    };
+    let applied = e.state == EntryState::Applied;
+    let mut drifted = Vec::new();
+    let mut leftovers = Vec::new();
+    match e.state {
+        EntryState::Applied => {
+            drifted = drift(env, e);
+            drifted.extend(boot_file_problems(env, e, true));
+        }
+        EntryState::RolledBack | EntryState::Undone => {
+            leftovers = boot_file_problems(env, e, false);
+        }
+        EntryState::Applying | EntryState::Undoing => {}
+    }
+    let next = if boot_changes {
+        next_boot(env, e)
+    } else {
+        None
+    };
+    let detail = match e.state {
+        EntryState::Applying => Some(format!(
+            "Interrupted while applying (a power cut or a killed process), after {} of {} changes{}{}. `tune undo --last` restores the host as it was.",
+            e.completed.len(),
+            e.applied.len(),
+            e.applied
+                .get(e.completed.len())
+                .map(|c| format!("; it was in '{c}'"))
+                .unwrap_or_default(),
+            match next {
+                Some(NextBoot::Old) => ": the boot configuration is still the old one",
+                Some(NextBoot::New) => ": the boot configuration already starts the new setup",
+                Some(NextBoot::Mixed) => ": the boot configuration is half changed",
+                None => "",
+            }
+        )),
+        EntryState::Undoing => {
+            Some("Interrupted while undoing: `tune undo --last` finishes the undo.".to_string())
+        }
+        _ => None,
     };
     EntryStatus {
         id: e.id.clone(),
         created: e.created,
         changes: e.applied.clone(),
+        completed: e.completed.len(),
         standing,
-        pending_tokens: if e.state == EntryState::Applied {
-            pending
-        } else {
-            Vec::new()
-        },
-        drifted: if e.state == EntryState::Applied {
-            drift(env, e)
-        } else {
-            Vec::new()
-        },
+        pending_tokens: if applied { pending } else { Vec::new() },
+        drifted,
+        leftovers,
+        next_boot: next,
+        detail,
         failure: e.failure.clone(),
     }
 }

@@ -8,9 +8,9 @@
 //! missing module). A vfio-pci built into the kernel reads its `ids` from
 //! the command line instead: that case returns the token.
 
-use super::boot::Generator;
+use super::boot::{Generator, Loader};
 use super::facts::TuneFacts;
-use super::model::{Change, CommandStep, Effect, FileChange, Verify};
+use super::model::{Artifact, Change, CommandStep, Effect, FileChange, Verify};
 use crate::finding::Evidence;
 use crate::host::HostSnapshot;
 
@@ -26,7 +26,7 @@ fn known_drivers(vendor: u16, class: u32) -> &'static [&'static str] {
         (0x1002, 0x03) => &["amdgpu", "radeon"],
         (0x8086, 0x03) => &["i915", "xe"],
         (_, 0x04) => &["snd_hda_intel"],
-        (_, 0x0c) => &["xhci_hcd"],
+        (_, 0x0c) => &["xhci_pci"],
         _ => &[],
     }
 }
@@ -82,8 +82,10 @@ pub fn ids_and_drivers(
                 drivers.push(drv);
             }
         };
-        if let Some(drv) = &d.driver {
-            add(drv);
+        // The module, not the driver's name: modprobe's softdep names
+        // modules (bochs-drm is the `bochs` module's driver).
+        if let Some(m) = d.driver_module.as_ref().or(d.driver.as_ref()) {
+            add(m);
         }
         for k in known_drivers(d.vendor_id.0, d.class.0) {
             add(k);
@@ -107,14 +109,28 @@ fn cmd(argv: &[&str], why: &str) -> CommandStep {
     }
 }
 
+/// Where the boot-time binding's device IDs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdsAt {
+    /// `vfio_pci.ids=` on the kernel command line (the cmdline change): the
+    /// boot entry is then the one switch between the old and the new setup.
+    /// The modprobe.d file only orders vfio-pci before the host drivers,
+    /// which claims nothing on a boot without the IDs.
+    Cmdline,
+    /// `options vfio-pci ids=` in the modprobe.d file, where the command
+    /// line cannot be changed automatically (then it is a manual step).
+    Modprobe,
+}
+
 /// The boot-time binding change, or `None` when it is all in place. A
 /// built-in vfio-pci: `Err(token)` for the kernel command line instead.
 pub fn vfio_boot_change(
     f: &TuneFacts,
     snap: &HostSnapshot,
     generator: Generator,
-    ostree: bool,
+    loader: Loader,
     set: &[String],
+    ids_at: IdsAt,
 ) -> Result<Option<Change>, String> {
     if set.is_empty() {
         return Ok(None);
@@ -124,12 +140,32 @@ pub fn vfio_boot_change(
         return Ok(None);
     }
     if f.vfio_builtin {
-        return Err(format!("vfio_pci.ids={}", ids.join(",")));
+        return Err(ids_token(&ids));
     }
+    let ostree = loader == Loader::RpmOstree;
+    // The modules an earlier apply ordered after vfio-pci stay: once the
+    // card is on vfio-pci its host driver is no longer seen on it, and a
+    // plan made then must not drop (or reorder) what keeps it there.
+    let mut drivers = drivers;
+    for l in f.file(MODPROBE_FILE).unwrap_or("").lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let ["softdep", m, "pre:", "vfio-pci"] = w.as_slice()
+            && !drivers.iter().any(|d| d == m)
+        {
+            drivers.push((*m).to_string());
+        }
+    }
+    drivers.sort();
     let mut modprobe = String::from(
-        "# Written by vfio-assistant (tune): vfio-pci takes the VM's devices at boot,\n# before their own drivers. Undo: `vfio-assistant tune undo` (it rebuilds the initramfs).\n",
+        "# Written by vfio-assistant (tune): vfio-pci takes the VM's devices at boot,\n# before their own drivers. Undo: `vfio-assistant tune undo` (it puts the initramfs back too).\n",
     );
-    modprobe.push_str(&format!("options vfio-pci ids={}\n", ids.join(",")));
+    match ids_at {
+        IdsAt::Modprobe => modprobe.push_str(&format!("options vfio-pci ids={}\n", ids.join(","))),
+        IdsAt::Cmdline => modprobe.push_str(&format!(
+            "# The IDs it claims are on the kernel command line ({}): a boot without them\n# loads vfio-pci first and binds nothing.\n",
+            ids_token(&ids)
+        )),
+    }
     for d in &drivers {
         modprobe.push_str(&format!("softdep {d} pre: vfio-pci\n"));
     }
@@ -150,7 +186,168 @@ pub fn vfio_boot_change(
     } else {
         generator
     };
-    let (gen_file, rebuild): (Option<FileChange>, Vec<&str>) = match generator {
+    let next = super::boot::next_boot(f, loader);
+    let release = next.as_ref().map(|n| n.release.clone()).unwrap_or_default();
+    let in_boot = |name: &str| f.dir("/boot").is_some_and(|d| d.iter().any(|n| n == name));
+    let gen_file = generator_file(f, generator, &modules);
+    let mut rebuild: Vec<Vec<String>> = Vec::new();
+    let mut images: Vec<String> = Vec::new();
+    match generator {
+        Generator::InitramfsTools => {
+            rebuild.push(argv(&["update-initramfs", "-u", "-k", &release]));
+            images.push(format!("/boot/initrd.img-{release}"));
+        }
+        Generator::Dracut => {
+            // Debian and Ubuntu name it initrd.img-R (their dracut package
+            // too); Fedora, RHEL and Arch initramfs-R.img.
+            let debian = f.markers.contains("/var/lib/dpkg/info/dracut.list")
+                || f.markers.contains("/var/lib/dpkg/info/dracut-core.list");
+            let img = if in_boot(&format!("initrd.img-{release}"))
+                || (debian && !in_boot(&format!("initramfs-{release}.img")))
+            {
+                format!("/boot/initrd.img-{release}")
+            } else {
+                format!("/boot/initramfs-{release}.img")
+            };
+            rebuild.push(argv(&["dracut", "-f", &img, &release]));
+            images.push(img);
+        }
+        Generator::Mkinitcpio => {
+            rebuild.push(argv(&["mkinitcpio", "-P"]));
+            images.extend(initramfs_images(f));
+        }
+        Generator::Unknown => {}
+    }
+    // systemd-boot with kernel-install: the entry loads a copy of the image
+    // on the ESP; kernel-install puts it there (Debian's 85-initrd copies
+    // /boot/initrd.img-*, a 50-dracut plugin builds it itself).
+    let mut artifacts: Vec<Artifact> = images
+        .iter()
+        .map(|p| Artifact {
+            path: p.clone(),
+            staging: None,
+        })
+        .collect();
+    let mut checked = images.clone();
+    if let Some(n) = next.as_ref().filter(|n| {
+        loader == Loader::SystemdBoot
+            && n.entry_initrds.iter().any(|i| !images.contains(i))
+            && f.has_tool("kernel-install")
+    }) {
+        let builds_itself = f
+            .dir("/usr/lib/kernel/install.d")
+            .is_some_and(|d| d.iter().any(|x| x.ends_with("-dracut.install")));
+        if builds_itself {
+            rebuild.clear();
+            artifacts.clear();
+        }
+        let kernel = if in_boot(&format!("vmlinuz-{release}")) {
+            format!("/boot/vmlinuz-{release}")
+        } else {
+            format!("/usr/lib/modules/{release}/vmlinuz")
+        };
+        rebuild.push(argv(&["kernel-install", "add", &release, &kernel]));
+        artifacts.extend(n.entry_initrds.iter().map(|p| Artifact {
+            path: p.clone(),
+            staging: None,
+        }));
+        artifacts.extend(n.entry.iter().map(|p| Artifact {
+            path: p.clone(),
+            staging: None,
+        }));
+        checked = n.entry_initrds.clone();
+    }
+    files.extend(gen_file);
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut notes = notes;
+    if generator == Generator::Mkinitcpio
+        && f.file("/etc/mkinitcpio.conf").is_some_and(|t| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with("HOOKS="))
+                .is_some_and(|l| !l.contains("modconf"))
+        })
+    {
+        notes.push("mkinitcpio.conf's HOOKS lack `modconf`: the image then carries no modprobe.d, so the ids line does not apply early. Add modconf to HOOKS.".into());
+    }
+    if generator == Generator::Unknown && !ostree {
+        notes.push("No initramfs generator was found: the modprobe.d file applies when vfio-pci loads from the root file system, which may be after the GPU driver took the card.".into());
+    }
+    if let Some(n) = &next
+        && !rebuild.is_empty()
+    {
+        notes.push(format!(
+            "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}). Other installed kernels keep their images until their next update.",
+            n.release, n.source
+        ));
+    }
+    let mut verify = Vec::new();
+    if !rebuild.is_empty() {
+        verify.push(Verify::InitramfsHas {
+            images: checked,
+            modules: vec!["vfio_pci".into()],
+            files: vec!["etc/modprobe.d/vfio-assistant.conf".into()],
+        });
+    }
+    let track = format!("--track={MODPROBE_FILE}");
+    let untrack = format!("--untrack={MODPROBE_FILE}");
+    let (commands, undo): (Vec<CommandStep>, Vec<CommandStep>) = if ostree {
+        artifacts.clear();
+        (
+            vec![cmd(
+                &["rpm-ostree", "initramfs-etc", &track],
+                "puts the modprobe.d file into the next deployment's initramfs",
+            )],
+            vec![cmd(
+                &["rpm-ostree", "initramfs-etc", &untrack],
+                "takes it out again",
+            )],
+        )
+    } else {
+        let c: Vec<CommandStep> = rebuild
+            .into_iter()
+            .map(|argv| CommandStep {
+                why: if argv[0] == "kernel-install" {
+                    "puts the rebuilt image where the boot entry loads it (the ESP) and rewrites that entry as it was".into()
+                } else {
+                    "rebuilds the initramfs of the kernel the next boot starts, with vfio-pci and the modprobe.d file".into()
+                },
+                argv,
+                run: true,
+            })
+            .collect();
+        (c.clone(), c)
+    };
+    Ok(Some(Change {
+        id: "vfio-boot".into(),
+        title: format!("vfio-pci takes {} at boot", set.join(", ")),
+        why: "Bound at boot, the VM's devices never meet their host drivers: no driver to unbind, no display the host holds on to, and the card reaches the VM in a clean state. The initramfs must carry vfio-pci and this file, or the host driver wins the race.".into(),
+        evidence: vec![ev("PCI IDs", ids.join(",")), ev("host drivers", drivers.join(" ")), ev("initramfs generator", generator.id())],
+        fixes: vec!["device.bound".into(), "device.host_driver_first".into(), "boot.initramfs_vfio".into()],
+        effect: Effect::AfterReboot,
+        files,
+        undo_commands: undo,
+        commands,
+        artifacts,
+        verify,
+        notes,
+        ..Change::default()
+    }))
+}
+
+/// The kernel parameter that hands the devices to vfio-pci at boot.
+pub fn ids_token(ids: &[String]) -> String {
+    format!("vfio_pci.ids={}", ids.join(","))
+}
+
+fn argv(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// The generator's own configuration, telling it to carry vfio-pci.
+fn generator_file(f: &TuneFacts, generator: Generator, modules: &[&str]) -> Option<FileChange> {
+    match generator {
         Generator::InitramfsTools => {
             let cur = f.file(ITOOLS_MODULES).unwrap_or("");
             let have: Vec<&str> = cur
@@ -162,7 +359,7 @@ pub fn vfio_boot_change(
                 .copied()
                 .filter(|m| !have.contains(m))
                 .collect();
-            let fc = (!add.is_empty()).then(|| {
+            (!add.is_empty()).then(|| {
                 let mut after = cur.to_string();
                 if !after.is_empty() && !after.ends_with('\n') {
                     after.push('\n');
@@ -179,8 +376,7 @@ pub fn vfio_boot_change(
                     before: f.file(ITOOLS_MODULES).map(str::to_string),
                     after: Some(after),
                 }
-            });
-            (fc, vec!["update-initramfs", "-u", "-k", "all"])
+            })
         }
         Generator::Dracut => {
             let want = format!(
@@ -188,12 +384,11 @@ pub fn vfio_boot_change(
                 modules.join(" ")
             );
             let before = f.file(DRACUT_FILE).map(str::to_string);
-            let fc = (before.as_deref() != Some(want.as_str())).then(|| FileChange {
+            (before.as_deref() != Some(want.as_str())).then(|| FileChange {
                 path: DRACUT_FILE.into(),
                 before,
                 after: Some(want),
-            });
-            (fc, vec!["dracut", "-f", "--regenerate-all"])
+            })
         }
         Generator::Mkinitcpio => {
             let want = format!(
@@ -201,79 +396,14 @@ pub fn vfio_boot_change(
                 modules.join(" ")
             );
             let before = f.file(MKINITCPIO_FILE).map(str::to_string);
-            let fc = (before.as_deref() != Some(want.as_str())).then(|| FileChange {
+            (before.as_deref() != Some(want.as_str())).then(|| FileChange {
                 path: MKINITCPIO_FILE.into(),
                 before,
                 after: Some(want),
-            });
-            (fc, vec!["mkinitcpio", "-P"])
+            })
         }
-        Generator::Unknown => (None, Vec::new()),
-    };
-    files.extend(gen_file);
-    if files.is_empty() {
-        return Ok(None);
+        Generator::Unknown => None,
     }
-    let mut notes = notes;
-    if generator == Generator::Mkinitcpio
-        && f.file("/etc/mkinitcpio.conf").is_some_and(|t| {
-            t.lines()
-                .find(|l| l.trim_start().starts_with("HOOKS="))
-                .is_some_and(|l| !l.contains("modconf"))
-        })
-    {
-        notes.push("mkinitcpio.conf's HOOKS lack `modconf`: the image then carries no modprobe.d, so the ids line does not apply early. Add modconf to HOOKS.".into());
-    }
-    if generator == Generator::Unknown {
-        notes.push("No initramfs generator was found: the modprobe.d file applies when vfio-pci loads from the root file system, which may be after the GPU driver took the card.".into());
-    }
-    let images = initramfs_images(f);
-    let mut verify = Vec::new();
-    if !rebuild.is_empty() {
-        verify.push(Verify::InitramfsHas {
-            images,
-            modules: vec!["vfio_pci".into()],
-            files: vec!["etc/modprobe.d/vfio-assistant.conf".into()],
-        });
-    }
-    let track = format!("--track={MODPROBE_FILE}");
-    let untrack = format!("--untrack={MODPROBE_FILE}");
-    let (commands, undo): (Vec<CommandStep>, Vec<CommandStep>) = if ostree {
-        notes.retain(|n| !n.starts_with("No initramfs generator"));
-        (
-            vec![cmd(
-                &["rpm-ostree", "initramfs-etc", &track],
-                "puts the modprobe.d file into the next deployment's initramfs",
-            )],
-            vec![cmd(
-                &["rpm-ostree", "initramfs-etc", &untrack],
-                "takes it out again",
-            )],
-        )
-    } else if rebuild.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        let c = vec![cmd(
-            &rebuild,
-            "rebuilds the initramfs of every installed kernel with vfio-pci and the modprobe.d file",
-        )];
-        (c.clone(), c)
-    };
-    Ok(Some(Change {
-        id: "vfio-boot".into(),
-        title: format!("vfio-pci takes {} at boot", set.join(", ")),
-        why: "Bound at boot, the VM's devices never meet their host drivers: no driver to unbind, no display the host holds on to, and the card reaches the VM in a clean state. The initramfs must carry vfio-pci and this file, or the host driver wins the race.".into(),
-        evidence: vec![ev("PCI IDs", ids.join(",")), ev("host drivers", drivers.join(" ")), ev("initramfs generator", generator.id())],
-        fixes: vec!["device.bound".into(), "device.host_driver_first".into(), "boot.initramfs_vfio".into()],
-        effect: Effect::AfterReboot,
-        files,
-        values: Vec::new(),
-        undo_values: Vec::new(),
-        undo_commands: undo,
-        commands,
-        verify,
-        notes,
-    }))
 }
 
 /// The initramfs images in /boot (each installed kernel's).

@@ -389,14 +389,7 @@ pub fn tuning_facts(root: &HostRoot) -> crate::tuning::facts::TuneFacts {
 
 /// The journal's transactions and where each stands.
 pub fn tuning_status(root: &HostRoot) -> Vec<crate::tuning::status::EntryStatus> {
-    let env = crate::tuning::apply::Env {
-        root: root.clone(),
-        journal: crate::tuning::journal::Journal::new(crate::tuning::apply::Env::default_journal(
-            root,
-        )),
-        run_commands: false,
-        fail_at: None,
-    };
+    let env = crate::tuning::apply::Env::new(root.clone(), None, false);
     crate::tuning::status::status(&env)
 }
 

@@ -199,3 +199,36 @@ fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
     results.extend_harness(&mut h);
     results.unwrap();
 }
+
+/// The Overview after a power cut in the middle of an apply: the next step
+/// is to restore the host, with its button. The transaction's id (its time)
+/// is in the picture: those few pixels are allowed.
+#[test]
+fn an_interrupted_tuning_on_the_overview_looks_as_kept() {
+    use vfio_assistant::sysroot::HostRoot;
+    use vfio_assistant::tuning::apply::{Env, apply};
+    let dir = crate::support::tuning::runtime_host();
+    let root = HostRoot::at(dir.path());
+    let req = vfio_assistant::tuning::model::Request {
+        gpus: vec!["0b:00.0".into()],
+        vcpus: Some(4),
+        memory_mib: Some(1024),
+        ..Default::default()
+    };
+    let facts = vfio_assistant::tuning::facts::gather(&root);
+    let p = vfio_assistant::tuning::plan::plan(
+        &vfio_assistant::host::scan(&root).unwrap(),
+        &facts,
+        &req,
+    )
+    .unwrap();
+    let mut e = Env::new(root, None, false);
+    e.crash_at = Some(3);
+    apply(&e, &facts, &p, &req, &mut |_| {}).unwrap();
+    let mut h = on_root(
+        dir.path(),
+        "X570 host after a power cut (captured)",
+        on(Page::Overview),
+    );
+    h.snapshot_options("interrupted-overview", &options().max_failed_pixels(4000));
+}

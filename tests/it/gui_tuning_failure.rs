@@ -50,3 +50,53 @@ fn a_failing_step_shows_which_and_the_rollback() {
     h.get_by_label_contains("Everything before it was put back.");
     assert_eq!(differ(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// A power cut in the middle of an apply: the next start's Overview opens
+/// on it, with the button that restores the host; one click, and the tree
+/// is as it was before the apply.
+#[test]
+fn an_interrupted_tuning_is_the_next_step_with_its_button() {
+    use vfio_assistant::sysroot::HostRoot;
+    use vfio_assistant::tuning::apply::{Env, apply};
+    let dir = runtime_host();
+    let before = tree(dir.path());
+    let root = HostRoot::at(dir.path());
+    let req = vfio_assistant::tuning::model::Request {
+        gpus: vec!["0b:00.0".into()],
+        vcpus: Some(4),
+        memory_mib: Some(1024),
+        ..Default::default()
+    };
+    let facts = vfio_assistant::tuning::facts::gather(&root);
+    let p = vfio_assistant::tuning::plan::plan(
+        &vfio_assistant::host::scan(&root).unwrap(),
+        &facts,
+        &req,
+    )
+    .unwrap();
+    let mut e = Env::new(root, None, false);
+    e.crash_at = Some(3);
+    apply(&e, &facts, &p, &req, &mut |_| {}).unwrap();
+    assert_ne!(
+        differ(&before, &tree(dir.path())),
+        Vec::<String>::new(),
+        "half applied"
+    );
+    let mut app = tuning_app(dir.path(), &[]);
+    app.state.page = vfio_assistant::ui::state::Page::Overview;
+    let mut h = crate::support::gui::harness(app, [1280.0, 1600.0]);
+    wait_for(&mut h, 30, |a| a.snapshot.is_some() && !a.is_busy());
+    assert!(
+        h.get_all_by_label_contains("A host tuning was interrupted")
+            .count()
+            >= 1
+    );
+    h.get_all_by_label("Restore the host")
+        .next()
+        .unwrap()
+        .click();
+    wait_for(&mut h, 60, |a| {
+        !a.tuning.is_running() && a.tuning.ended.is_some() && !a.is_busy()
+    });
+    assert_eq!(differ(&before, &tree(dir.path())), Vec::<String>::new());
+}

@@ -20,7 +20,7 @@ use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 use vfio_assistant::tuning::apply::{Env, apply, undo};
 use vfio_assistant::tuning::facts::gather;
-use vfio_assistant::tuning::journal::{EntryState, Journal};
+use vfio_assistant::tuning::journal::EntryState;
 use vfio_assistant::tuning::model::Request;
 use vfio_assistant::tuning::plan::plan;
 
@@ -150,13 +150,9 @@ fn request() -> Request {
 }
 
 fn env(dir: &Path, fail_at: Option<usize>) -> Env {
-    let root = HostRoot::at(dir);
-    Env {
-        journal: Journal::new(Env::default_journal(&root)),
-        root,
-        run_commands: false,
-        fail_at,
-    }
+    let mut e = Env::new(HostRoot::at(dir), None, false);
+    e.fail_at = fail_at;
+    e
 }
 
 fn steps(p: &vfio_assistant::tuning::Plan) -> usize {
@@ -305,7 +301,7 @@ fn the_cli_previews_and_lists_commands_it_will_not_run() {
         "host paths, not under the root"
     );
     assert_eq!(cmd["files"][0]["before"], serde_json::Value::Null);
-    assert_eq!(cmd["commands"][0]["argv"][0], "update-grub");
+    assert_eq!(cmd["commands"][0]["argv"][0], "grub-mkconfig");
     assert_eq!(cmd["commands"][0]["run"], false);
     // Bad input: exit 2 and one line why, in the mode asked for.
     let bad = bin()

@@ -15,7 +15,7 @@ use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 use vfio_assistant::tuning::apply::{Env, apply, undo};
 use vfio_assistant::tuning::facts::gather;
-use vfio_assistant::tuning::journal::{EntryState, Journal};
+use vfio_assistant::tuning::journal::EntryState;
 use vfio_assistant::tuning::model::Request;
 use vfio_assistant::tuning::plan::plan;
 
@@ -235,12 +235,7 @@ fn each_distribution_is_detected_planned_applied_and_undone() {
             p.manual
         );
         let before = tree(dir.path());
-        let env = Env {
-            journal: Journal::new(Env::default_journal(&root)),
-            root: root.clone(),
-            run_commands: false,
-            fail_at: None,
-        };
+        let env = Env::new(root.clone(), None, false);
         let o = apply(&env, &facts, &p, &request(), &mut |_| {}).unwrap();
         assert_eq!(o.state, EntryState::Applied, "{}: {o:?}", k.name);
         for rel in WRITTEN {

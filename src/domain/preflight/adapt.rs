@@ -189,7 +189,36 @@ pub fn apply_adaptation(doc: &mut Document, a: &Adaptation) -> bool {
         Adaptation::SmmOff => smm_off(doc),
         Adaptation::Bios => to_bios(doc),
         Adaptation::NoVhost => no_vhost(doc),
+        Adaptation::Emulate => emulate(doc),
     }
+}
+
+/// Under QEMU's emulation (no KVM): `type='qemu'`; a host-passthrough CPU
+/// becomes `maximum` (everything TCG gives); the Hyper-V enlightenments,
+/// the hypervclock timer, the KVM-only `<kvm>` features and a KVM ioapic go
+/// (they exist only with KVM).
+fn emulate(doc: &mut Document) -> bool {
+    if doc.root.attr("type") != Some("kvm") {
+        return false;
+    }
+    doc.root.set_attr("type", "qemu");
+    if let Some(cpu) = doc.root.child_mut("cpu")
+        && cpu.attr("mode") == Some("host-passthrough")
+    {
+        cpu.set_attr("mode", "maximum");
+        cpu.remove_attr("check");
+        cpu.remove_attr("migratable");
+        cpu.remove_children("cache");
+        cpu.remove_children_where(|f| f.name == "feature" && f.attr("policy") == Some("require"));
+    }
+    if let Some(features) = doc.root.child_mut("features") {
+        for name in ["hyperv", "kvm"] {
+            features.remove_children(name);
+        }
+        features.remove_children_where(|e| e.name == "ioapic" && e.attr("driver") == Some("kvm"));
+    }
+    drop_timer(doc, "hypervclock");
+    true
 }
 
 fn adaptation_path(a: &Adaptation) -> &'static str {
@@ -200,6 +229,7 @@ fn adaptation_path(a: &Adaptation) -> &'static str {
         Adaptation::SmmOff => "features/smm",
         Adaptation::Bios => "os",
         Adaptation::NoVhost => "devices/interface/driver",
+        Adaptation::Emulate => "type",
     }
 }
 
@@ -211,6 +241,7 @@ fn adaptation_what(a: &Adaptation) -> String {
         Adaptation::SmmOff => "SMM off, and Secure Boot with it".into(),
         Adaptation::Bios => "SeaBIOS instead of UEFI".into(),
         Adaptation::NoVhost => "virtio network without vhost".into(),
+        Adaptation::Emulate => "emulated CPU (type='qemu', CPU 'maximum', no Hyper-V)".into(),
     }
 }
 
@@ -236,6 +267,20 @@ pub fn known_from_host(doc: &Document, snap: &HostSnapshot, live: bool) -> Vec<S
             why: "The in-kernel virtio network backend (vhost) needs the vhost_net module; without it libvirt refuses the start ('vhost-net was requested for an interface, but is unavailable').".into(),
             fix: "Load it: `modprobe vhost_net` (and list it in /etc/modules-load.d/ to keep it); tuning the domain again turns vhost back on.".into(),
             adapt: Some(Adaptation::NoVhost),
+        });
+    }
+    // No /dev/kvm: libvirt refuses type='kvm' outright ("could not find
+    // capabilities for domaintype=kvm"). Emulated, the domain and its
+    // passed-through devices can still be tried; a game cannot be played.
+    if live && snap.system.has_dev && !snap.firmware.dev_kvm && doc.root.attr("type") == Some("kvm")
+    {
+        out.push(StartCause {
+            id: "kvm.none",
+            title: "This host has no KVM (/dev/kvm): the VM is emulated".into(),
+            evidence: "/dev/kvm: not present".into(),
+            why: "Without KVM, QEMU emulates every instruction in software: the domain, its firmware and its passed-through devices start and can be tried, but it runs tens of times slower — no use for a game.".into(),
+            fix: "Turn on VT-x / AMD-V (SVM) in the firmware and load kvm_intel or kvm_amd (the kvm.device check says how); then write the domain again for KVM.".into(),
+            adapt: Some(Adaptation::Emulate),
         });
     }
     if cpu_is_passthrough(doc) && snap.cpu.hypervisor && !snap.cpu.arch_capabilities {

@@ -4,15 +4,12 @@
 
 use super::*;
 
-/// systemd-boot: a new entry of ours copied from the default entry, booted
-/// once; and `/etc/kernel/cmdline` when kernel-install writes the entries.
-pub(super) fn systemd_boot(
-    f: &TuneFacts,
-    tokens: &[String],
-    base: Change,
-) -> Result<Option<Change>, Manual> {
+const OURS: &str = "vfio-assistant.conf";
+
+/// The default entry systemd-boot starts (loader.conf's `default`, a glob,
+/// else the first entry), never ours.
+pub(super) fn default_entry(f: &TuneFacts) -> Option<String> {
     let ents = entries(f);
-    const OURS: &str = "vfio-assistant.conf";
     let loader_conf = [
         "/boot/loader/loader.conf",
         "/efi/loader/loader.conf",
@@ -39,7 +36,18 @@ pub(super) fn systemd_boot(
                     .is_some_and(|n| glob_match(&default, n))
         })
         .or_else(|| ents.iter().find(|p| !p.ends_with(OURS)));
-    let Some(src) = pick else {
+    pick.cloned()
+}
+
+/// systemd-boot: a new entry of ours copied from the default entry, booted
+/// once; and `/etc/kernel/cmdline` when kernel-install writes the entries.
+pub(super) fn systemd_boot(
+    f: &TuneFacts,
+    tokens: &[String],
+    base: Change,
+) -> Result<Option<Change>, Manual> {
+    let picked = default_entry(f);
+    let Some(src) = picked.as_ref() else {
         return Err(manual_cmdline(
             tokens,
             "systemd-boot booted, but no boot entry was found to copy",

@@ -69,7 +69,13 @@ fn the_debian_drop_in_is_ours_and_idempotent() {
         after.contains("GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT iommu=pt\""),
         "{after}"
     );
-    assert_eq!(c.commands[0].argv, v(&["update-grub"]));
+    // grub.cfg is generated beside itself and switched by a rename (never
+    // update-grub's in-place `cat`), after a check of the staged file.
+    assert_eq!(
+        c.commands[0].argv,
+        v(&["grub-mkconfig", "-o", "/boot/grub/.vfio-assistant-grub.cfg"])
+    );
+    assert_eq!(c.artifacts[0].path, "/boot/grub/grub.cfg");
     // Applied: planning again has nothing to do.
     f.files.insert(
         "/etc/default/grub.d/99-vfio-assistant.cfg".into(),

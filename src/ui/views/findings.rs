@@ -130,6 +130,13 @@ fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
             "Opens the Monitor page: its latency probe runs on the CPUs you give, also with shallow idle states only.",
             Command::ShowPage(Page::Monitor),
         ),
+        Some(Action::RestoreHost { transaction }) => (
+            "Restore the host",
+            "Puts every file, value and boot file back as it was before the interrupted tuning (through the privileged helper; the Tuning page shows each step).",
+            Command::TuningUndo {
+                id: transaction.clone(),
+            },
+        ),
         None => {
             if !matches!(f.status, Status::Fail | Status::Warn) {
                 return None;

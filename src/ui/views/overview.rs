@@ -77,6 +77,18 @@ fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: 
                 });
             }
         }
+        NextAction::RestoreHost { transaction } => {
+            if ui
+                .button("Restore the host")
+                .on_hover_text("Puts every file, value and boot file back as it was before the interrupted tuning, from its journal. The Tuning page shows each step.")
+                .clicked()
+            {
+                out.push(Command::TuningUndo {
+                    id: transaction.clone(),
+                });
+                out.push(Command::ShowPage(Page::Tuning));
+            }
+        }
         NextAction::NewVm => {
             if ui.button("Create the VM").clicked() {
                 out.push(Command::ShowPage(Page::NewVm));

@@ -364,11 +364,16 @@ fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
             };
             crate::ui::widgets::badges::badge_ui(ui, word, color);
             ui.label(format!("{}: {}", e.id, e.changes.join(", ")));
-            let undoable = matches!(e.standing, Standing::Applied | Standing::WaitingForReboot | Standing::TookEffect | Standing::DidNotTake);
+            let undoable = matches!(e.standing, Standing::Applied | Standing::WaitingForReboot | Standing::TookEffect | Standing::DidNotTake | Standing::Interrupted);
+            let label = if e.standing == Standing::Interrupted {
+                "Restore the host"
+            } else {
+                "Undo"
+            };
             if undoable
                 && ui
-                    .add_enabled(!rt.is_running(), egui::Button::new("Undo"))
-                    .on_hover_text("Puts every file back byte for byte and every value as it was, and rebuilds the boot files.")
+                    .add_enabled(!rt.is_running(), egui::Button::new(label))
+                    .on_hover_text("Puts every file back byte for byte and every value as it was, and the boot files as they were (rebuilt where something else changed them since).")
                     .clicked()
             {
                 out.push(Command::TuningUndo { id: e.id.clone() });
@@ -380,10 +385,19 @@ fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
                 e.pending_tokens.join(" ")
             ));
         }
+        if let Some(d) = &e.detail {
+            ui.colored_label(theme::BAD, format!("  {d}"));
+        }
         if !e.drifted.is_empty() {
             ui.colored_label(
                 theme::WARN,
                 format!("  changed since: {}", e.drifted.join(", ")),
+            );
+        }
+        if !e.leftovers.is_empty() {
+            ui.colored_label(
+                theme::WARN,
+                format!("  still in the boot files: {}", e.leftovers.join("; ")),
             );
         }
     }
@@ -480,7 +494,7 @@ pub fn tuning_ui(
         let automated = !matches!(p.boot.loader.as_str(), "unknown" | "bootc" | "uki");
         // After an apply its last line says it already.
         if p.needs_reboot() && automated && rt.ended.is_none() {
-            ui.weak(theme::detail(format!("If the next boot fails: {}", p.boot.recovery)));
+            ui.weak(theme::detail(p.boot.recovery.clone()));
         }
         ui.separator();
         journal_ui(ui, rt, out);

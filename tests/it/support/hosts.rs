@@ -52,10 +52,17 @@ fn governors(root: &Path, gov: &str) {
     }
 }
 
-fn bind(root: &Path, address: &str, driver: &str) {
+pub fn bind(root: &Path, address: &str, driver: &str) {
     let dev = root.join("sys/devices/pci0000:00").join(address);
     let _ = fs::remove_file(dev.join("driver"));
-    fs::create_dir_all(root.join("sys/bus/pci/drivers").join(driver)).unwrap();
+    let drv = root.join("sys/bus/pci/drivers").join(driver);
+    fs::create_dir_all(&drv).unwrap();
+    // A driver's folder has its write-only bind and unbind files.
+    for f in ["bind", "unbind"] {
+        if !drv.join(f).exists() {
+            fs::write(drv.join(f), "").unwrap();
+        }
+    }
     symlink(
         format!("../../../bus/pci/drivers/{driver}"),
         dev.join("driver"),

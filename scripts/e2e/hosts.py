@@ -1,0 +1,123 @@
+"""The real hosts the end-to-end run boots: each a Debian 12 install built from
+Debian's archive with mmdebstrap, with its own boot path. A recipe is data; its
+hash names the cached image (image.py), so changing a recipe rebuilds that
+image and nothing else.
+
+Both are desktops in miniature (qemu.py): q35 with an emulated Intel IOMMU, a
+virtio-vga for the host's own screen (the boot GPU), the VM's "GPU" (VGA,
+1234:1111, and ich9 HD audio, 8086:293e, as functions 0 and 1 of one slot
+behind its own root port: one IOMMU group), an xHCI controller with a USB
+keyboard and mouse behind another root port, and a NIC behind a third.
+"""
+
+from dataclasses import dataclass, field
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+ROOT_UUID = "6d1f2c52-8a4e-4c55-9b0e-e2e0f5a0b001"
+ESP_ID = "E2E0B001"
+
+# What every host has besides its boot path: what the journey runs (the
+# installed .deb needs libvirt0; pkexec with polkitd on a system bus; libvirt
+# and QEMU for the VM inside), and what the checks read.
+COMMON = [
+    "linux-image-amd64", "systemd-sysv", "udev", "kmod", "dbus", "polkitd",
+    "pkexec", "libvirt-daemon-system", "libvirt-clients", "qemu-system-x86",
+    "pciutils", "procps", "e2fsprogs", "util-linux", "zstd", "cpio",
+    "usbutils", "evtest",
+    # The Windows 11 domain the journey starts inside: UEFI firmware and a
+    # TPM (swtpm) for the VM.
+    "ovmf", "swtpm", "swtpm-tools",
+    # virt-xml-validate (libvirt-clients) runs xmllint.
+    "libxml2-utils",
+]
+
+# Timers and units a CI guest has no use for: each costs seconds of emulated
+# CPU at boot.
+MASK = [
+    "apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer",
+    "e2scrub_all.timer", "fstrim.timer", "logrotate.timer", "dpkg-db-backup.timer",
+    "systemd-tmpfiles-clean.timer", "libvirt-guests.service",
+]
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    title: str
+    firmware: str  # "bios" or "uefi"
+    packages: list = field(default_factory=list)
+    # Shell run in the chroot after the packages are in (mmdebstrap's
+    # customize hook; "$1" is the root).
+    customize: str = ""
+    # Shell run in the first boot (the provisioning boot, from -kernel): it
+    # installs the boot loader on the disk.
+    provision: str = ""
+    # How the journey applies: "pkexec" (the app's way: the helper's request)
+    # or "cli" (tune apply).
+    apply_with: str = "cli"
+    # The kernel command line of the provisioning boot.
+    cmdline: str = ""
+
+    def recipe(self):
+        """Everything that decides the image, as text (hashed by image.py)."""
+        return "\n".join([
+            self.name, self.firmware, SUITE, MIRROR, ROOT_UUID, ESP_ID,
+            " ".join(COMMON + self.packages), " ".join(MASK), self.customize,
+            self.provision, self.cmdline,
+        ])
+
+
+GRUB = Host(
+    name="grub",
+    title="Debian 12, BIOS, GRUB, initramfs-tools",
+    firmware="bios",
+    packages=["initramfs-tools", "grub-pc"],
+    # Debian's installer picks MODULES=dep ("targeted") for an installed
+    # system; the chroot built the first image with MODULES=most (it cannot
+    # tell the guest's disk from the build machine's), every later one in
+    # the guest is targeted. A serial console for the log, no menu wait.
+    customize=r"""
+printf 'MODULES=dep\n' > "$1/etc/initramfs-tools/conf.d/e2e-targeted"
+sed -i -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
+  -e 's/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX="console=ttyS0,115200"/' \
+  -e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="quiet"/' \
+  "$1/etc/default/grub"
+printf 'GRUB_TERMINAL="serial console"\nGRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"\n' >> "$1/etc/default/grub"
+printf 'UUID=%s / ext4 errors=remount-ro 0 1\n' "$ROOT_UUID" > "$1/etc/fstab"
+""",
+    provision=r"""
+grub-install --target=i386-pc /dev/vda
+update-grub
+""",
+    apply_with="pkexec",
+)
+
+SDBOOT = Host(
+    name="sdboot",
+    title="Debian 12, UEFI, systemd-boot, kernel-install, dracut",
+    firmware="uefi",
+    packages=["dracut", "systemd-boot", "dosfstools"],
+    # dracut built the first image for any machine; later ones in the guest
+    # are host-only, as Debian's own dracut users run it.
+    customize=r"""
+printf 'hostonly="yes"\nhostonly_mode="sloppy"\ncompress="zstd"\n' > "$1/etc/dracut.conf.d/10-e2e-hostonly.conf"
+mkdir -p "$1/boot/efi"
+printf 'UUID=%s / ext4 errors=remount-ro 0 1\nUUID=%s-%s /boot/efi vfat umask=0077 0 2\n' \
+  "$ROOT_UUID" "$(echo $ESP_ID | cut -c1-4)" "$(echo $ESP_ID | cut -c5-8)" > "$1/etc/fstab"
+""",
+    provision=r"""
+mountpoint -q /boot/efi || mount /boot/efi
+printf 'root=UUID=%s ro console=ttyS0,115200 quiet\n' "$ROOT_UUID" > /etc/kernel/cmdline
+bootctl install --no-variables --graceful || bootctl install
+printf 'timeout 0\nconsole-mode keep\n' > /boot/efi/loader/loader.conf
+for k in /boot/vmlinuz-*; do
+  v=${k#/boot/vmlinuz-}
+  kernel-install add "$v" "$k" "/boot/initrd.img-$v"
+done
+bootctl list --no-pager || true
+""",
+    apply_with="cli",
+)
+
+HOSTS = {h.name: h for h in (GRUB, SDBOOT)}

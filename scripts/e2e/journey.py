@@ -1,0 +1,269 @@
+"""The cases run on each host, boot by boot, and what the harness checks from
+outside after each (the guest's own checks are in steps/lib.sh).
+
+* journey: install the .deb, scan and check, apply (the helper through
+  pkexec on the GRUB host, `tune apply` on the systemd-boot one), reboot;
+  the tuning took (command line, drivers, hugepages, status, check, nothing
+  more to plan); the VM defined, started with both functions, stopped; undo,
+  reboot; the host as before, every file under /etc and /boot hashed.
+* cut-bootcfg, cut-initramfs, cut-after-apply: the power cut (QEMU killed)
+  during the boot configuration's regeneration, during the initramfs
+  rebuild, and after the apply before the reboot. After each: the host
+  boots into either the old or the new boot setup (never a mix), `tune
+  status` names the state, `tune undo --last` gives the old host back.
+"""
+
+import json
+import re
+import time
+from pathlib import Path
+
+from log import phase, say
+
+STEPS = Path(__file__).resolve().parent / "steps"
+
+BOOT_TIMEOUT_S = 1800
+
+
+class CaseFailed(Exception):
+    pass
+
+
+# What failed in the running case: a check that fails is said and the case
+# goes on (the next boots still tell something); the case fails at its end.
+MISSED = []
+
+
+def expect(ok, what):
+    if not ok:
+        MISSED.append(what)
+        say(f"  FAILED: {what}")
+    else:
+        say(f"  ok: {what}")
+
+
+def settle():
+    """End of a case: raise what failed on the way."""
+    if MISSED:
+        missed = list(MISSED)
+        MISSED.clear()
+        raise CaseFailed("; ".join(missed))
+
+
+def write_step(share, body):
+    (share / "lib.sh").write_text((STEPS / "lib.sh").read_text())
+    (share / "step.sh").write_text(". /mnt/ctl/lib.sh\nset -u\n" + body + "\n")
+
+
+def read_facts(path):
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        k, _, v = line.partition(" ")
+        out[k] = v
+    return out
+
+
+def tokens_planned(share):
+    """The kernel parameters the plan adds (its cmdline change's checks)."""
+    plan = json.loads((share / "out/plan.json").read_text())
+    toks = []
+    for c in plan.get("changes", []):
+        for v in c.get("verify", []):
+            if v.get("kind") in ("boot_entries_have", "cmdline_has"):
+                toks += [t for t in v.get("tokens", []) if t not in toks]
+    return toks
+
+
+def cmdline_words(line):
+    return line.split()
+
+
+def count_tokens(cmdline, toks):
+    words = cmdline_words(cmdline)
+    norm = [w.replace("-", "_") for w in words]
+    return {t: norm.count(t.replace("-", "_")) for t in toks}
+
+
+def status_of(share, name):
+    rows = json.loads((share / f"out/status-{name}.json").read_text())
+    return rows[-1] if rows else None
+
+
+def hash_diff(share, a, b):
+    def load(n):
+        d = {}
+        for line in (share / f"out/hash-{n}.txt").read_text().splitlines():
+            h, _, f = line.rpartition(" ")
+            d[f] = h
+        return d
+    x, y = load(a), load(b)
+    changed = sorted(f for f in x.keys() & y.keys() if x[f] != y[f])
+    gone = sorted(x.keys() - y.keys())
+    new = sorted(y.keys() - x.keys())
+    return changed, gone, new
+
+
+def boot(guest, name, body, watch=None, want_rc=0):
+    write_step(guest.share, body)
+    with phase(f"{guest.host.name}: {name}"):
+        rc = guest.boot_step(BOOT_TIMEOUT_S, watch=watch)
+    log = guest.step_log()
+    for line in log.splitlines()[-60:]:
+        say(f"  . {line}")
+    if watch is None and rc != want_rc:
+        MISSED.clear()
+        raise CaseFailed(f"boot '{name}': its step exited {rc}")
+    return rc
+
+
+def check_tuned(share, host):
+    toks = tokens_planned(share)
+    f = read_facts(share / "out/facts-tuned.txt")
+    say(f"  cmdline after apply: {f['cmdline']}")
+    counts = count_tokens(f["cmdline"], toks)
+    expect(toks and all(n == 1 for n in counts.values()),
+           f"/proc/cmdline holds each of {len(toks)} new tokens once ({counts})")
+    expect(f["gpu"].endswith("vfio-pci"), f"the GPU is on vfio-pci ({f['gpu']})")
+    expect(f["audio"].endswith("vfio-pci"), f"its audio function is on vfio-pci ({f['audio']})")
+    expect(not f["hostgpu"].endswith("vfio-pci"), f"the host's display is not ({f['hostgpu']})")
+    expect(int(f["hugepages"]) >= 256, f"256 hugepages of 2 MiB reserved ({f['hugepages']})")
+    gpu = f["gpu"].split()[0]
+    dmesg = (share / "out/dmesg-tuned.txt").read_text(errors="replace")
+    touched = [l for l in dmesg.splitlines() if gpu in l and "bochs" in l.lower()]
+    expect(not touched, f"the GPU never met its host driver (bochs-drm) in this boot {touched[:2]}")
+    st = status_of(share, "tuned")
+    expect(st and st["standing"] == "took_effect" and not st["drifted"],
+           f"tune status: took effect, nothing drifted ({st and st['standing']}, {st and st['drifted']})")
+    check = json.loads((share / "out/check-tuned.json").read_text())
+    by = {}
+    for x in check["findings"]:
+        by.setdefault(x["id"], []).append(x)
+    for fid in ("iommu.passthrough_mode", "device.bound", "cpu.isolation"):
+        sts = [x["status"] for x in by.get(fid, [])]
+        expect(sts and all(s == "pass" for s in sts), f"check: {fid} passes ({sts})")
+    replan = json.loads((share / "out/replan-tuned.json").read_text())
+    left = [c["id"] for c in replan.get("changes", [])]
+    expect(not left, f"the same request plans nothing more after the reboot ({left})")
+
+
+def check_vm(share):
+    replan = json.loads((share / "out/replan-running.json").read_text())
+    left = [c["id"] for c in replan.get("changes", [])]
+    expect("hugepages" not in left, f"while the VM runs, no more hugepages are asked for ({left})")
+    n = (share / "out/domain-hostdevs.txt").read_text().count("<hostdev")
+    expect(n >= 2, f"the running domain holds both functions ({n} hostdevs)")
+
+
+def check_restored(share):
+    a = read_facts(share / "out/facts-before.txt")
+    b = read_facts(share / "out/facts-restored.txt")
+    say(f"  cmdline after undo: {b['cmdline']}")
+    for k in ("cmdline", "gpu", "audio", "hostgpu", "hugepages"):
+        expect(a[k] == b[k], f"{k} as before ({b[k]})")
+    changed, gone, new = hash_diff(share, "before", "restored")
+    expect(not changed and not gone and not new,
+           f"every file under /etc and /boot as before (changed {changed}, gone {gone}, new {new})")
+
+
+def journey(guest, apply_with):
+    share = guest.share
+    boot(guest, "install, check, apply", f"""
+step_install
+step_before
+step_scan_check
+step_apply {apply_with}
+""")
+    nxt = json.loads((share / "out/check.json").read_text())["next_step"]
+    say(f"  next step: {nxt['sentence']} ({nxt['action']})")
+    gpu = read_facts(share / "out/facts-before.txt")["gpu"].split()[0]
+    expect(nxt["action"].get("device") in (gpu, None) and "Virtio" not in nxt["sentence"],
+           "the next step names the VM's GPU, not the host's display")
+    boot(guest, "tuned: verify, the VM, undo", """
+step_tuned
+step_vm
+step_undo
+""")
+    check_tuned(share, guest.host)
+    check_vm(share)
+    boot(guest, "undone: verify", "step_restored")
+    check_restored(share)
+    st = status_of(share, "restored")
+    expect(st and st["standing"] == "undone", f"tune status: undone ({st and st['standing']})")
+    settle()
+
+
+def progress_events(share):
+    p = share / "out/progress.jsonl"
+    try:
+        lines = p.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def cut_when(pattern, delay_s):
+    """A watch that cuts the power `delay_s` after a step matching `pattern`
+    started (None: when the apply's result is out)."""
+    seen = {}
+
+    def watch(guest):
+        for e in progress_events(guest.share):
+            if pattern is None and "result" in e:
+                seen.setdefault("t", time.monotonic())
+            elif pattern and e.get("event") == "started" and re.search(pattern, e.get("step", "")):
+                if "t" not in seen:
+                    seen["t"] = time.monotonic()
+                    say(f"  cut armed: '{e['step']}' started; power off in {delay_s} s")
+        return "t" in seen and time.monotonic() - seen["t"] >= delay_s
+    return watch
+
+
+CUTS = {
+    "cut-bootcfg": (r"update-grub|grub-mkconfig|bootctl|kernel-install|loader/entries", 3),
+    "cut-initramfs": (r"update-initramfs|dracut", 20),
+    "cut-after-apply": (None, 0),
+}
+
+
+def cut(guest, apply_with, case):
+    share = guest.share
+    pattern, delay = CUTS[case]
+    rc = boot(guest, f"apply, power cut ({case})", f"""
+step_install
+step_before
+step_apply {apply_with}
+""", watch=cut_when(pattern, delay))
+    events = progress_events(share)
+    last = [e.get("step") or e.get("what") or "result" for e in events[-3:]]
+    say(f"  the apply got to: {last}")
+    expect(rc is None, "the power was cut while the step ran")
+    if rc is not None:
+        settle()
+    boot(guest, "after the cut: status, undo", """
+facts | tee "$OUT/facts-cut.txt"
+step_status cut
+step_undo
+""")
+    toks = tokens_planned(share)
+    f = read_facts(share / "out/facts-cut.txt")
+    say(f"  cmdline after the cut: {f['cmdline']}")
+    counts = count_tokens(f["cmdline"], toks)
+    new_boot = all(n == 1 for n in counts.values())
+    old_boot = all(n == 0 for n in counts.values())
+    expect(new_boot or old_boot, f"the boot after the cut is the old or the new setup, not a mix ({counts})")
+    on_vfio = [f[k].endswith("vfio-pci") for k in ("gpu", "audio")]
+    expect(all(on_vfio) == new_boot and any(on_vfio) == new_boot,
+           f"the drivers match that setup ({f['gpu']}, {f['audio']})")
+    st = status_of(share, "cut")
+    expect(st is not None, "tune status names the transaction after the cut")
+    want = {"cut-after-apply": ("took_effect",)}.get(case, ("interrupted",))
+    expect(st["standing"] in want, f"tune status says {want} ({st['standing']}: {st.get('failure')})")
+    boot(guest, "after the undo: verify", "step_restored")
+    check_restored(share)
+    settle()

@@ -1,0 +1,35 @@
+"""What the run prints: plain lines, and one benchmark-style line per phase
+(`phase NAME: 123.4 s`) so a slow step is seen at once; every phase's time is
+also kept for the summary at the end."""
+
+import sys
+import time
+from contextlib import contextmanager
+
+TIMES = []
+
+
+def say(text):
+    print(text, flush=True)
+
+
+@contextmanager
+def phase(name):
+    start = time.monotonic()
+    say(f"-- {name}")
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        took = time.monotonic() - start
+        TIMES.append((name, took, ok))
+        say(f"phase {name}: {took:.1f} s{'' if ok else ' (failed)'}")
+
+
+def summary():
+    say("== phases")
+    for name, took, ok in TIMES:
+        say(f"  {took:8.1f} s  {name}{'' if ok else '  FAILED'}")
+    say(f"  {sum(t for _, t, _ in TIMES):8.1f} s  in all")
+    sys.stdout.flush()

@@ -1,0 +1,180 @@
+"""One real host in QEMU: the machine, its devices, a boot, a power cut.
+
+Software emulation (`-accel tcg`): this kind of CI machine's KVM cannot run a
+stock kernel. The machine is a desktop in miniature, so the tool sees what it
+sees on a user's desk:
+
+* q35, `intel-iommu` with interrupt remapping and caching mode (first, so the
+  devices after it sit behind it; caching mode lets vfio inside the guest
+  work);
+* virtio-vga on the root bus: the host's own screen, the boot GPU
+  (1af4:1050, an ID that binding by ID never takes);
+* the VM's "GPU" behind its own root port: VGA (1234:1111) as function 0 and
+  ich9 HD audio (8086:293e) as function 1 of one slot, one IOMMU group, like a
+  card with its HDMI audio;
+* an xHCI controller with a USB keyboard and mouse behind another root port;
+* an e1000e NIC behind a third (user networking, nothing reachable);
+* a 9p share (tag "ctl") through which each boot's step arrives and its
+  output returns; the serial console in console.log; QMP on a socket.
+
+Each boot is a cold boot through firmware and boot loader (`-no-reboot`: a
+reboot in the guest ends QEMU, the harness starts it again).
+"""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from log import say
+
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+MEMORY_MIB = int(os.environ.get("E2E_MEMORY_MIB", "3072"))
+SMP = int(os.environ.get("E2E_SMP", "2"))
+CPU = os.environ.get("E2E_CPU", "max")
+TB_MIB = int(os.environ.get("E2E_TB_MIB", "512"))
+
+
+def machine_args(host, disk, vars_file, share, qmp):
+    a = [
+        "qemu-system-x86_64", "-nodefaults", "-no-user-config",
+        "-machine", "q35", "-accel", f"tcg,thread=multi,tb-size={TB_MIB}",
+        "-cpu", CPU, "-smp", str(SMP), "-m", str(MEMORY_MIB),
+        "-device", "intel-iommu,intremap=on,caching-mode=on",
+        "-device", "virtio-vga,bus=pcie.0,addr=0x2",
+        "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x1c.0,multifunction=on",
+        "-device", "VGA,bus=rp1,addr=0x0.0,multifunction=on",
+        "-device", "ich9-intel-hda,bus=rp1,addr=0x0.1",
+        "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,addr=0x1c.1",
+        "-device", "qemu-xhci,bus=rp2,id=xhci",
+        "-device", "usb-kbd,bus=xhci.0,id=kbd",
+        "-device", "usb-mouse,bus=xhci.0,id=mouse",
+        "-device", "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,addr=0x1c.2",
+        "-netdev", "user,id=n0,restrict=on",
+        "-device", "e1000e,bus=rp3,netdev=n0",
+        "-drive", f"file={disk},format=raw,if=none,id=d0,cache=unsafe,discard=unmap",
+        "-device", "virtio-blk-pci,drive=d0,bus=pcie.0,addr=0x5",
+        "-fsdev", f"local,id=ctl,path={share},security_model=none",
+        "-device", "virtio-9p-pci,fsdev=ctl,mount_tag=ctl,bus=pcie.0,addr=0x6",
+        "-display", "none", "-vga", "none", "-no-reboot",
+        "-qmp", f"unix:{qmp},server=on,wait=off",
+    ]
+    if host.firmware == "uefi":
+        a += ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+              "-drive", f"if=pflash,format=raw,unit=1,file={vars_file}"]
+    return a
+
+
+class Guest:
+    """A host's disk booted again and again; logs under `logdir`."""
+
+    def __init__(self, host, disk, vars_file, share, logdir, kernel=None):
+        self.host = host
+        self.disk = Path(disk)
+        self.vars = vars_file
+        self.share = Path(share)
+        self.logdir = Path(logdir)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        (self.share / "out").mkdir(parents=True, exist_ok=True)
+        self.kernel = kernel
+        self.proc = None
+        self.boots = 0
+
+    @property
+    def out(self):
+        return self.share / "out"
+
+    def booted(self):
+        try:
+            return int((self.out / "boots").read_text().strip())
+        except (OSError, ValueError):
+            return 0
+
+    def start(self):
+        self.boots += 1
+        qmp = self.logdir / "qmp.sock"
+        args = machine_args(self.host, self.disk, self.vars, self.share, qmp)
+        if self.kernel:
+            k, i, cmdline = self.kernel
+            args += ["-kernel", str(k), "-initrd", str(i), "-append", cmdline]
+        self.console = self.logdir / f"console-{self.boots}.log"
+        args += ["-serial", f"file:{self.console}"]
+        (self.logdir / "qemu-args.txt").write_text(" ".join(args) + "\n")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                     stdout=open(self.logdir / "qemu.log", "ab"),
+                                     stderr=subprocess.STDOUT)
+
+    def wait(self, timeout_s):
+        """Until QEMU ends (the guest powered off); False on timeout."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def power_cut(self):
+        """SIGKILL: nothing the guest had not written reaches the disk."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        say(f"power cut after {time.monotonic() - self.started:.0f} s of boot {self.boots}")
+
+    def step_result(self, before):
+        """(boot number in the guest, exit code of its step or None)."""
+        n = self.booted()
+        if n <= before:
+            return None, None
+        rc = self.out / f"step-{n}.rc"
+        try:
+            return n, int(rc.read_text().strip())
+        except (OSError, ValueError):
+            return n, None
+
+    def boot_step(self, timeout_s, watch=None):
+        """One cold boot running share/step.sh; its exit code (None: it did
+        not finish). `watch(guest)` is called every second while it runs and
+        may cut the power (returning True ends the boot there)."""
+        before = self.booted()
+        self.start()
+        deadline = time.monotonic() + timeout_s
+        cut = False
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                say(f"boot {self.boots} of {self.host.name}: no end after {timeout_s} s; killed")
+                self.power_cut()
+                self.dump_tail()
+                return None
+            if watch and watch(self):
+                self.power_cut()
+                cut = True
+                break
+            time.sleep(1)
+        took = time.monotonic() - self.started
+        n, rc = self.step_result(before)
+        if n is None:
+            say(f"boot {self.boots}: the guest never ran its step ({took:.0f} s)")
+            self.dump_tail()
+            return None
+        boot_txt = self.out / f"boot-{n}.txt"
+        if boot_txt.exists():
+            for line in boot_txt.read_text().splitlines():
+                say(f"  | {line}")
+        say(f"boot {self.boots} ({took:.0f} s): step {'cut' if cut else f'exit {rc}'}")
+        return rc
+
+    def step_log(self):
+        n = self.booted()
+        p = self.out / f"step-{n}.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def dump_tail(self, lines=40):
+        try:
+            text = self.console.read_text(errors="replace").splitlines()
+        except OSError:
+            return
+        say(f"-- last {lines} lines of {self.console}")
+        for line in text[-lines:]:
+            say(f"  > {line}")

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Boot real Linux hosts and run the whole journey on them, through the
+installed .deb: from a fresh install to a started passthrough VM and back,
+and the power cut at the moments a user's machine can lose it.
+
+    scripts/e2e/run.py            # CI's set: both journeys, the cut during the initramfs rebuild
+    scripts/e2e/run.py --all      # every case on every host
+    scripts/e2e/run.py --host grub --case cut-bootcfg
+
+Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
+installs. Images are cached in target/e2e/images by their recipe's hash;
+each case boots a fresh copy. Logs: target/e2e/runs/<host>-<case>/ (each
+boot's serial console, the share with every step's output). Exit 0 when
+every case passed.
+"""
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import hosts  # noqa: E402
+import image  # noqa: E402
+import journey  # noqa: E402
+import qemu  # noqa: E402
+from log import phase, say, summary  # noqa: E402
+
+TOP = HERE.parent.parent
+CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply"]
+CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs")]
+
+
+def the_deb(given):
+    if given:
+        return Path(given)
+    debs = sorted((TOP / "target/debian").glob("vfio-assistant_*.deb"))
+    if not debs:
+        with phase("build the .deb"):
+            subprocess.run(["sh", str(TOP / "scripts/package.sh"), "deb"], check=True,
+                           env={**__import__("os").environ, "PROFILE": "dev"})
+        debs = sorted((TOP / "target/debian").glob("vfio-assistant_*.deb"))
+    return debs[-1]
+
+
+def run_case(host, case, disk, deb, runs):
+    d = runs / f"{host.name}-{case}"
+    if d.exists():
+        shutil.rmtree(d)
+    share = d / "share"
+    share.mkdir(parents=True)
+    shutil.copy(deb, share / "vfio-assistant.deb")
+    with phase(f"{host.name}: copy the image"):
+        copy = d / "disk.raw"
+        vars_file = image.copy_for_case(disk, copy)
+    guest = qemu.Guest(host, copy, vars_file, share, d / "logs")
+    try:
+        if case == "journey":
+            journey.journey(guest, host.apply_with)
+        else:
+            journey.cut(guest, host.apply_with, case)
+        ok = True
+    except journey.CaseFailed as e:
+        say(f"FAILED {host.name} {case}: {e}")
+        ok = False
+    finally:
+        if guest.proc and guest.proc.poll() is None:
+            guest.power_cut()
+    if ok:
+        copy.unlink(missing_ok=True)
+        copy.with_suffix(".vars").unlink(missing_ok=True)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", action="append", choices=sorted(hosts.HOSTS))
+    ap.add_argument("--case", action="append", choices=CASES)
+    ap.add_argument("--all", action="store_true", help="every case on every host")
+    ap.add_argument("--cache", default=str(TOP / "target/e2e"))
+    ap.add_argument("--deb", help="the .deb to install (default: target/debian's, built if missing)")
+    ap.add_argument("--images-only", action="store_true")
+    a = ap.parse_args()
+    cache = Path(a.cache)
+    names = a.host or sorted(hosts.HOSTS)
+    if a.all or a.case or a.host:
+        plan = [(h, c) for h in names for c in (a.case or CASES if a.all or a.case else ["journey"])]
+        if a.host and not a.case and not a.all:
+            plan = [(h, c) for (h, c) in CI_SET if h in names]
+    else:
+        plan = CI_SET
+    say(f"e2e: {len(plan)} case(s): {', '.join(f'{h}/{c}' for h, c in plan)}")
+    say(f"qemu: tcg, -cpu {qemu.CPU}, {qemu.SMP} vCPUs, {qemu.MEMORY_MIB} MiB, tb {qemu.TB_MIB} MiB")
+    started = time.monotonic()
+    disks = {}
+    for h in sorted({h for h, _ in plan}):
+        with phase(f"{h}: image"):
+            disks[h] = image.build(hosts.HOSTS[h], cache)
+    if a.images_only:
+        summary()
+        return 0
+    deb = the_deb(a.deb)
+    say(f"deb: {deb}")
+    results = []
+    for h, c in plan:
+        try:
+            ok = run_case(hosts.HOSTS[h], c, disks[h], deb, cache / "runs")
+        except Exception:
+            traceback.print_exc()
+            ok = False
+        results.append((h, c, ok))
+    summary()
+    say("== cases")
+    for h, c, ok in results:
+        say(f"  {'pass' if ok else 'FAIL'}  {h}/{c}")
+    say(f"e2e: {sum(ok for *_, ok in results)} of {len(results)} passed in {time.monotonic() - started:.0f} s")
+    return 0 if all(ok for *_, ok in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+//! Checking what a change did — and, after an undo, that what it added is
+//! gone again. Generated boot files are checked where they were written:
+//! the initramfs image by reading its archive (our own cpio reader), the
+//! boot entries by their kernel lines. Only the entries the change meant to
+//! change: GRUB's "(recovery mode)" entries never get
+//! `GRUB_CMDLINE_LINUX_DEFAULT` by design (they are the way back), so they
+//! are skipped by their menu title, as are entries without a Linux kernel
+//! (memtest, firmware setup).
+
+use super::apply::{Env, read_value};
+use super::model::Verify;
+use super::tokens::missing;
+use crate::sysroot::{HostPath, HostRoot};
+
+pub fn verify_name(v: &Verify) -> String {
+    match v {
+        Verify::ValueIs { path, value } => format!("{path} reads {value}"),
+        Verify::PagesAtLeast { path, pages } => format!("{path} >= {pages}"),
+        Verify::InitramfsHas { .. } => {
+            "the initramfs holds vfio_pci and the modprobe.d file".into()
+        }
+        Verify::BootEntriesHave { tokens, .. } => {
+            format!("the boot entries hold {}", tokens.join(" "))
+        }
+        Verify::CmdlineHas { tokens } => {
+            format!("/proc/cmdline holds {} after the reboot", tokens.join(" "))
+        }
+        Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
+        Verify::Executable { path } => format!("{path} is executable"),
+    }
+}
+
+/// The kernel lines of the entries in a boot configuration that a change
+/// of the default command line reaches: a BLS entry's `options`, grub.cfg's
+/// `linux` lines outside "(recovery mode)" menu entries.
+pub fn default_kernel_lines(path: &str, text: &str) -> Vec<String> {
+    if path.contains("/loader/entries/") {
+        return text
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with("options"))
+            .map(str::to_string)
+            .collect();
+    }
+    let mut out = Vec::new();
+    // The titles of the menu entries we are inside (submenus nest).
+    let mut titles: Vec<String> = Vec::new();
+    for raw in text.lines() {
+        let l = raw.trim();
+        if l.starts_with("menuentry ") || l.starts_with("submenu ") {
+            let title = l
+                .split(['\'', '"'])
+                .nth(1)
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            titles.push(title);
+            continue;
+        }
+        if l == "}" {
+            titles.pop();
+            continue;
+        }
+        let recovery = titles
+            .iter()
+            .any(|t| t.contains("recovery mode") || t.contains("rescue"));
+        let first = l.split_whitespace().next().unwrap_or("");
+        let is_linux = first == "linux" || first == "linuxefi";
+        if is_linux && !recovery && !titles.is_empty() {
+            out.push(l.to_string());
+        }
+    }
+    out
+}
+
+/// The entries among `files` that lack (`want`: true) or still hold (false)
+/// any of `tokens`; each as "file: line lacks/holds …".
+pub fn entries_check(
+    root: &HostRoot,
+    files: &[String],
+    tokens: &[String],
+    want: bool,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    for f in files {
+        let Some(hp) = HostPath::from_absolute(f) else {
+            continue;
+        };
+        let Ok(text) = root.read_text(&hp) else {
+            continue;
+        };
+        for l in default_kernel_lines(f, &text) {
+            let m = missing(&l, tokens);
+            let short: String = l.chars().take(90).collect();
+            if want && !m.is_empty() {
+                bad.push(format!("{f}: `{short}` lacks {}", m.join(" ")));
+                break;
+            }
+            let held: Vec<&String> = tokens.iter().filter(|t| !m.contains(t)).collect();
+            if !want && !held.is_empty() {
+                let held: Vec<&str> = held.iter().map(|s| s.as_str()).collect();
+                bad.push(format!("{f}: `{short}` still holds {}", held.join(" ")));
+                break;
+            }
+        }
+    }
+    bad
+}
+
+fn release_of(image: &str) -> &str {
+    let name = image.rsplit('/').next().unwrap_or("");
+    if name == "initrd" {
+        // systemd-boot's layout: …/<entry token>/<release>/initrd
+        return image.rsplit('/').nth(1).unwrap_or("");
+    }
+    name.strip_prefix("initrd.img-")
+        .or_else(|| {
+            name.strip_prefix("initramfs-")
+                .and_then(|r| r.strip_suffix(".img"))
+        })
+        .unwrap_or("")
+}
+
+/// For each image: what it lacks of `modules` and `files` (want: true), or
+/// which of `files` it still holds (want: false). Absent images are skipped.
+pub fn initramfs_check(
+    root: &HostRoot,
+    images: &[String],
+    modules: &[String],
+    files: &[String],
+    want: bool,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    for img in images {
+        let Some(hp) = HostPath::from_absolute(img) else {
+            continue;
+        };
+        if !root.exists(&hp) {
+            continue;
+        }
+        match crate::host::initramfs::read_initramfs(root, &hp, release_of(img)) {
+            Ok(info) => {
+                let holds = |f: &String| {
+                    info.modprobe_lines
+                        .iter()
+                        .any(|(p, _)| p.trim_start_matches('/') == f.as_str())
+                };
+                if want {
+                    let has_mod = info.vfio_pci_builtin
+                        || modules.iter().all(|m| {
+                            info.vfio_modules
+                                .iter()
+                                .any(|p| p.contains(&m.replace('_', "-")) || p.contains(m.as_str()))
+                        });
+                    if !has_mod {
+                        bad.push(format!("{img} lacks vfio_pci"));
+                    } else if !files.iter().all(holds) {
+                        bad.push(format!("{img} lacks the modprobe.d file"));
+                    }
+                } else if let Some(f) = files.iter().find(|f| holds(f)) {
+                    bad.push(format!("{img} still holds {f}"));
+                }
+            }
+            Err(e) => bad.push(format!("{img}: {e}")),
+        }
+    }
+    bad
+}
+
+/// (ok, what was seen, whether a failure undoes the transaction).
+pub fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
+    let root = &env.root;
+    match v {
+        Verify::ValueIs { path, value } => {
+            let got = read_value(root, path).unwrap_or_default();
+            let ok = got == *value || got.contains(&format!("[{value}]"));
+            (ok, format!("{path} = {got}"), true)
+        }
+        Verify::PagesAtLeast { path, pages } => {
+            let got: u64 = read_value(root, path)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let ok = got >= *pages;
+            let detail = if ok {
+                format!("the kernel gave {got} pages")
+            } else {
+                format!(
+                    "the kernel gave {got} of {pages} pages (memory too fragmented): reserve them at boot instead (hugepages=N on the kernel command line), or free memory and apply again"
+                )
+            };
+            (ok, detail, false)
+        }
+        Verify::InitramfsHas {
+            images,
+            modules,
+            files,
+        } => {
+            if !env.run_commands {
+                return (
+                    true,
+                    "not checked: the rebuild did not run (--root or --dry-run)".into(),
+                    false,
+                );
+            }
+            let bad = initramfs_check(root, images, modules, files, true);
+            (
+                bad.is_empty(),
+                if bad.is_empty() {
+                    format!(
+                        "{} image(s) hold vfio_pci and the modprobe.d file",
+                        images.len()
+                    )
+                } else {
+                    bad.join("; ")
+                },
+                true,
+            )
+        }
+        Verify::BootEntriesHave { files, tokens } => {
+            if tokens.is_empty() {
+                return (true, "nothing to add".into(), false);
+            }
+            if !env.run_commands
+                && files
+                    .iter()
+                    .all(|f| !f.contains("/loader/entries/vfio-assistant.conf"))
+            {
+                return (
+                    true,
+                    "not checked: the boot configuration was not regenerated (--root or --dry-run)"
+                        .into(),
+                    false,
+                );
+            }
+            let lacking = entries_check(root, files, tokens, true);
+            (
+                lacking.is_empty(),
+                if lacking.is_empty() {
+                    "every default boot entry holds them (recovery entries left as they are)".into()
+                } else {
+                    lacking.join("; ")
+                },
+                true,
+            )
+        }
+        Verify::CmdlineHas { tokens } => {
+            let line = read_value(root, "/proc/cmdline").unwrap_or_default();
+            let m = missing(&line, tokens);
+            (
+                true,
+                if m.is_empty() {
+                    "already in /proc/cmdline".into()
+                } else {
+                    "after the reboot".into()
+                },
+                false,
+            )
+        }
+        Verify::Executable { path } => {
+            let ok = HostPath::from_absolute(path).is_some_and(|p| root.is_executable(&p));
+            (
+                ok,
+                format!(
+                    "{path}: {}",
+                    if ok {
+                        "executable"
+                    } else {
+                        "missing or not executable"
+                    }
+                ),
+                true,
+            )
+        }
+        Verify::DriverIs { device, driver } => {
+            let link = root
+                .link_name(&HostPath::sys(&format!("bus/pci/devices/{device}/driver")))
+                .ok()
+                .flatten();
+            let ok = link.as_deref() == Some(driver.as_str()) || !root.is_live();
+            (
+                ok,
+                format!("{device} driver: {}", link.unwrap_or_else(|| "none".into())),
+                root.is_live(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Debian 12's grub.cfg shape (10_linux): the default entry gets
+    /// GRUB_CMDLINE_LINUX and _DEFAULT, the recovery entry only the first.
+    const GRUB_CFG: &str = "\
+menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-x' {
+\tlinux\t/boot/vmlinuz-6.1.0-50-amd64 root=UUID=x ro console=ttyS0 quiet iommu=pt
+\tinitrd\t/boot/initrd.img-6.1.0-50-amd64
+}
+submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-x' {
+\tmenuentry 'Debian GNU/Linux, with Linux 6.1.0-50-amd64' --class debian {
+\t\tlinux\t/boot/vmlinuz-6.1.0-50-amd64 root=UUID=x ro console=ttyS0 quiet iommu=pt
+\t}
+\tmenuentry 'Debian GNU/Linux, with Linux 6.1.0-50-amd64 (recovery mode)' --class debian {
+\t\tlinux\t/boot/vmlinuz-6.1.0-50-amd64 root=UUID=x ro single console=ttyS0
+\t}
+}
+menuentry 'Memory test (memtest86+x64.bin)' {
+\tlinux16\t/boot/memtest86+x64.bin
+}
+";
+
+    #[test]
+    fn recovery_and_non_linux_entries_are_not_the_default_ones() {
+        let lines = default_kernel_lines("/boot/grub/grub.cfg", GRUB_CFG);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.contains("iommu=pt")));
+        assert!(lines.iter().all(|l| !l.contains("single")));
+    }
+}

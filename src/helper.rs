@@ -126,6 +126,16 @@ pub fn check_request(r: &HelperRequest) -> Result<(), Refusal> {
             if request.sriov.values().any(|n| *n > 4096) {
                 return bad("more than 4096 virtual functions".into());
             }
+            if let Some(u) = &request.desktop_user
+                && !crate::tuning::play::valid_user(u)
+            {
+                return bad(format!("{u:?} is not a user name"));
+            }
+            if let Some(m) = request.looking_glass_mib
+                && !(16..=1024).contains(&m)
+            {
+                return bad(format!("{m} MiB of Looking Glass memory is out of range"));
+            }
             // The name goes into a hook script: a closed character set.
             if let Some(vm) = &request.vm
                 && !crate::tuning::hook::valid_vm_name(vm)
@@ -175,6 +185,9 @@ pub struct HelperEnv {
     /// Tests only (`--fail-at N` with `--root`): the n-th step fails, to
     /// show the rollback.
     pub fail_at: Option<usize>,
+    /// Under pkexec, the user who asked (PKEXEC_UID): the desktop user the
+    /// Looking Glass and sound changes are for, whatever the request says.
+    pub asking_uid: Option<u32>,
 }
 
 /// Run one request; each line goes to `out`. The exit code: 0 done, 1
@@ -215,6 +228,11 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
                 }
             };
             let facts = gather(&env.root);
+            let mut request = request.clone();
+            if let Some(uid) = env.asking_uid {
+                request.desktop_user = facts.user_name(uid);
+            }
+            let request = &request;
             let mut p = match plan(&snap, &facts, request) {
                 Ok(p) => p,
                 Err(err) => {

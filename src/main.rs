@@ -144,6 +144,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let root = demo_or(root, cli.demo)?;
             vfio_assistant::cli::snapshot::run(&root.0, args)
         }
+        Some(Command::Input(args)) => {
+            let root = demo_or(root, cli.demo)?;
+            vfio_assistant::cli::input::run(&root.0, args)
+        }
     }
 }
 

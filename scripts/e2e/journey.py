@@ -110,7 +110,8 @@ def boot(guest, name, body, watch=None, want_rc=0):
     log = guest.step_log()
     for line in log.splitlines()[-60:]:
         say(f"  . {line}")
-    if watch is None and rc != want_rc:
+    cut_case = watch is not None and getattr(watch, "cuts", False)
+    if not cut_case and rc != want_rc:
         MISSED.clear()
         raise CaseFailed(f"boot '{name}': its step exited {rc}")
     return rc
@@ -138,12 +139,57 @@ def check_tuned(share, host):
     by = {}
     for x in check["findings"]:
         by.setdefault(x["id"], []).append(x)
+    audio = f["audio"].split()[0]
     for fid in ("iommu.passthrough_mode", "device.bound", "cpu.isolation"):
-        sts = [x["status"] for x in by.get(fid, [])]
+        # device.bound of the VM's functions (the host's own display is
+        # rightly on its driver).
+        sts = [x["status"] for x in by.get(fid, []) if x.get("device") in (None, gpu, audio)]
         expect(sts and all(s == "pass" for s in sts), f"check: {fid} passes ({sts})")
     replan = json.loads((share / "out/replan-tuned.json").read_text())
-    left = [c["id"] for c in replan.get("changes", [])]
+    # A driver may put an interrupt of its own back on the VM's CPU at boot
+    # (a runtime value, not kept across reboots): the check above says so
+    # and the Tuning page moves it again; everything else is done.
+    left = [c["id"] for c in replan.get("changes", []) if c["id"] != "irq-affinity"]
+    moved = [v["path"] for c in replan.get("changes", []) if c["id"] == "irq-affinity" for v in c["values"]]
+    if moved:
+        say(f"  note: interrupts back on the VM's CPU after the reboot: {moved}")
     expect(not left, f"the same request plans nothing more after the reboot ({left})")
+
+
+def press_keys():
+    """A watch that types on the guest's USB keyboard and moves its mouse
+    (QMP input-send-event) while the picker in the guest watches."""
+    sent = {}
+
+    def watch(guest):
+        if sent or not (guest.share / "out/watching").exists():
+            return False
+        time.sleep(3)
+        events = []
+        for key in ("v", "f", "i", "o"):
+            for down in (True, False):
+                events.append({"type": "key", "data": {"down": down, "key": {"type": "qcode", "data": key}}})
+        guest.qmp("input-send-event", device="kbd", events=events)
+        for _ in range(3):
+            guest.qmp("input-send-event",
+                      events=[{"type": "rel", "data": {"axis": "x", "value": 40}},
+                              {"type": "rel", "data": {"axis": "y", "value": -20}}])
+        sent["at"] = time.monotonic()
+        say("  typed 4 keys on the USB keyboard and moved the mouse (QMP)")
+        return False
+    return watch
+
+
+def check_input(share):
+    found = json.loads((share / "out/input-watch.json").read_text())
+    kbd = [r for r in found if r["by_id"].endswith("-event-kbd") and r["keys"] > 0]
+    mouse = [r for r in found if r["by_id"].endswith("-event-mouse") and r["moves"] > 0]
+    expect(kbd, f"the picker saw the keys on {kbd[0]['by_id'] if kbd else 'no keyboard'}")
+    expect(mouse, f"and the moves on {mouse[0]['by_id'] if mouse else 'no mouse'}")
+    xml = (share / "out/domain-running.xml").read_text()
+    expect("type='evdev'" in xml or 'type="evdev"' in xml,
+           "the running domain reads them by evdev")
+    expect("looking-glass" in xml, "and has Looking Glass's shared memory")
 
 
 def check_vm(share):
@@ -178,12 +224,14 @@ step_apply {apply_with}
     gpu = read_facts(share / "out/facts-before.txt")["gpu"].split()[0]
     expect(nxt["action"].get("device") in (gpu, None) and "Virtio" not in nxt["sentence"],
            "the next step names the VM's GPU, not the host's display")
-    boot(guest, "tuned: verify, the VM, undo", """
+    boot(guest, "tuned: verify, the input picker, the VM, undo", """
 step_tuned
+step_input
 step_vm
 step_undo
-""")
+""", watch=press_keys())
     check_tuned(share, guest.host)
+    check_input(share)
     check_vm(share)
     boot(guest, "undone: verify", "step_restored")
     check_restored(share)
@@ -221,6 +269,7 @@ def cut_when(pattern, delay_s):
                     seen["t"] = time.monotonic()
                     say(f"  cut armed: '{e['step']}' started; power off in {delay_s} s")
         return "t" in seen and time.monotonic() - seen["t"] >= delay_s
+    watch.cuts = True
     return watch
 
 

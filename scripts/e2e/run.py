@@ -88,12 +88,10 @@ def main():
     a = ap.parse_args()
     cache = Path(a.cache)
     names = a.host or sorted(hosts.HOSTS)
-    if a.all or a.case or a.host:
-        plan = [(h, c) for h in names for c in (a.case or CASES if a.all or a.case else ["journey"])]
-        if a.host and not a.case and not a.all:
-            plan = [(h, c) for (h, c) in CI_SET if h in names]
+    if a.all or a.case:
+        plan = [(h, c) for h in names for c in (a.case or CASES)]
     else:
-        plan = CI_SET
+        plan = [(h, c) for (h, c) in CI_SET if h in names]
     say(f"e2e: {len(plan)} case(s): {', '.join(f'{h}/{c}' for h, c in plan)}")
     say(f"qemu: tcg, -cpu {qemu.CPU}, {qemu.SMP} vCPUs, {qemu.MEMORY_MIB} MiB, tb {qemu.TB_MIB} MiB")
     started = time.monotonic()

@@ -48,6 +48,9 @@ fn main() -> ExitCode {
         root: root.map_or_else(HostRoot::live, HostRoot::at),
         journal,
         fail_at,
+        asking_uid: std::env::var("PKEXEC_UID")
+            .ok()
+            .and_then(|u| u.trim().parse().ok()),
     };
     let code = serve(&env, &req, &mut |line| println!("{line}"));
     ExitCode::from(u8::try_from(code).unwrap_or(2))

@@ -78,6 +78,8 @@ pub struct TuneArgs {
     /// drivers before 465 need it (Code 43).
     #[arg(long)]
     pub hide_kvm: bool,
+    #[command(flatten)]
+    pub play: super::domain_new::PlayArgs,
 }
 
 pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32> {
@@ -94,10 +96,11 @@ pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32
 }
 
 fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32> {
-    let (text, label, hyperv_supported) = match (&args.file, &args.domain) {
+    let (text, label, hyperv_supported, versions) = match (&args.file, &args.domain) {
         (Some(file), _) => (
             crate::userfile::read_text(file, 16 * 1024 * 1024)?,
             file.display().to_string(),
+            None,
             None,
         ),
         (None, Some(name)) => {
@@ -107,6 +110,7 @@ fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32>
                 hv.domain_xml(name)?,
                 format!("{name} ({})", hv.uri()),
                 caps.and_then(|c| c.hyperv),
+                hv.versions().ok(),
             )
         }
         (None, None) => anyhow::bail!("give a domain XML file or --domain NAME"),
@@ -134,7 +138,11 @@ fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32>
         hide_kvm: args.hide_kvm,
         timers: !args.keep_timers,
     };
-    let edits = tune(&mut doc, &opts).with_context(|| label.clone())?;
+    let mut edits = tune(&mut doc, &opts).with_context(|| label.clone())?;
+    edits.extend(
+        crate::domain::playable::apply_playable(&mut doc, &args.play.playable(versions))
+            .map_err(anyhow::Error::msg)?,
+    );
     let out = doc.serialize();
     if args.diff {
         out!("{}", diff(&text, &out, &label))?;

@@ -12,6 +12,7 @@ use super::domain_virt::{ConnectArgs, caps_of};
 use super::out::{errln, out};
 use crate::checks::model::Status;
 use crate::domain::from_host::{Choices, prepare};
+use crate::domain::playable::{Playable, UsbId, parse_usb_id};
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
 use crate::host::scan;
 use crate::libvirt::Hypervisor;
@@ -103,12 +104,112 @@ pub struct NewArgs {
     #[arg(long)]
     pub no_trial: bool,
     #[command(flatten)]
+    pub play: PlayArgs,
+    #[command(flatten)]
     pub connect: ConnectArgs,
 }
 
 /// The most `--memory` takes: 64 TiB, more than any one host holds, and far
 /// from where MiB -> bytes conversions overflow.
 const MAX_MEMORY_MIB: u64 = 64 * 1024 * 1024;
+
+/// How the user sees, types and hears (`domain new` and `domain tune`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct PlayArgs {
+    /// The keyboard to give the VM by evdev: its /dev/input/by-id/…-event-kbd
+    /// (`vfio-assistant input list` shows them, `input watch` finds the one
+    /// you press).
+    #[arg(long, value_name = "PATH")]
+    pub evdev_keyboard: Option<String>,
+    /// The mouse by evdev: its /dev/input/by-id/…-event-mouse.
+    #[arg(long, value_name = "PATH")]
+    pub evdev_mouse: Option<String>,
+    /// The keys that switch keyboard and mouse between host and VM:
+    /// ctrl-ctrl, alt-alt, shift-shift, meta-meta, scrolllock, ctrl-scrolllock.
+    #[arg(long, value_name = "KEYS")]
+    pub grab_toggle: Option<String>,
+    /// A USB device by its IDs, VENDOR:PRODUCT as lsusb shows them (starts
+    /// without it when unplugged). Repeatable.
+    #[arg(long = "usb", value_name = "VID:PID", value_parser = parse_usb_id)]
+    pub usb: Vec<UsbId>,
+    /// Looking Glass (the VM's screen in a window, no second monitor) at
+    /// this resolution, e.g. 2560x1440.
+    #[arg(long, value_name = "WxH", value_parser = parse_resolution)]
+    pub looking_glass: Option<(u32, u32)>,
+    /// HDR frames for Looking Glass (twice the shared memory).
+    #[arg(long, requires = "looking_glass")]
+    pub hdr: bool,
+    /// Looking Glass through the kvmfr module's /dev/kvmfr0 (`tune apply
+    /// --looking-glass WxH` sets it up) instead of /dev/shm.
+    #[arg(long, requires = "looking_glass")]
+    pub kvmfr: bool,
+    /// An emulated sound card played through your desktop's sound server:
+    /// auto (PipeWire where this QEMU and libvirt have it, else PulseAudio),
+    /// pipewire, pulseaudio, or none (the GPU's HDMI audio only).
+    #[arg(long, value_enum, default_value = "none")]
+    pub sound: SoundArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+pub enum SoundArg {
+    #[default]
+    None,
+    Auto,
+    Pipewire,
+    Pulseaudio,
+    /// Into SPICE, for the Looking Glass client to play (the default with
+    /// --looking-glass).
+    Spice,
+}
+
+pub fn parse_resolution(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?}: give WIDTHxHEIGHT, e.g. 2560x1440"))?;
+    let n = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{s:?}: {x:?} is not a number of pixels"))
+    };
+    Ok((n(w)?, n(h)?))
+}
+
+impl PlayArgs {
+    /// The choices, with the sound backend from `versions` (QEMU's and
+    /// libvirt's, when a connection could say).
+    pub fn playable(&self, versions: Option<(u64, u64)>) -> Playable {
+        use crate::domain::playable::{
+            AudioBackend, LookingGlass, Sound, audio_backend, session_runtime_dir,
+        };
+        let backend = match self.sound {
+            SoundArg::None => None,
+            SoundArg::Auto => Some(audio_backend(
+                versions.map(|v| v.0),
+                versions.map(|v| v.1),
+                self.looking_glass.is_some(),
+            )),
+            SoundArg::Spice => Some(AudioBackend::Spice),
+            SoundArg::Pipewire => Some(AudioBackend::Pipewire),
+            SoundArg::Pulseaudio => Some(AudioBackend::Pulseaudio),
+        };
+        Playable {
+            evdev_keyboard: self.evdev_keyboard.clone(),
+            evdev_mouse: self.evdev_mouse.clone(),
+            grab_toggle: self.grab_toggle.clone(),
+            looking_glass: self.looking_glass.map(|(width, height)| LookingGlass {
+                width,
+                height,
+                hdr: self.hdr,
+                kvmfr: self.kvmfr,
+            }),
+            sound: backend.map(|backend| Sound {
+                backend,
+                runtime_dir: session_runtime_dir(),
+            }),
+            usb: self.usb.clone(),
+        }
+    }
+}
 
 fn parse_memory_arg(s: &str) -> Result<u64, String> {
     let mib = parse_memory_mib(s).map_err(|e| e.0)?;
@@ -156,7 +257,12 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
         None
     };
     let caps = hv.as_ref().and_then(|h| caps_of(h));
-    let choices = choices_of(args);
+    let versions = hv.as_ref().and_then(|h| h.versions().ok());
+    let mut choices = choices_of(args);
+    choices.playable = args.play.playable(versions);
+    if let Err(e) = crate::domain::playable::validate(&choices.playable) {
+        return Err(anyhow::anyhow!("{e}"));
+    }
     let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
     let built = new_windows(&prepared.spec)?;
     let cwd = std::env::current_dir().ok();
@@ -230,5 +336,6 @@ fn choices_of(args: &NewArgs) -> Choices {
         pin: !args.no_pin,
         hide_kvm: args.hide_kvm,
         io_uring: args.io_uring,
+        playable: Playable::default(),
     }
 }

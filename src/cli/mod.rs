@@ -9,6 +9,7 @@ pub mod domain;
 pub mod domain_life;
 pub mod domain_new;
 pub mod domain_virt;
+pub mod input;
 pub mod latency;
 pub mod monitor;
 pub mod out;
@@ -118,6 +119,12 @@ pub enum Command {
         after_help = "With --demo: plans and previews on the sample host's files; nothing on this machine is read or written, commands are listed, never run."
     )]
     Tune(tune::TuneArgs),
+    /// Keyboards and mice for evdev passthrough: `list` them, `watch` which
+    /// one reacts when you press a key (for `domain new --evdev-keyboard`).
+    #[command(
+        after_help = "With --demo or --root: `list` shows the captured host's devices; `watch` needs the live host (a capture's devices cannot be pressed)."
+    )]
+    Input(input::InputArgs),
 }
 
 impl Command {
@@ -139,6 +146,10 @@ impl Command {
                 D::New(_) | D::Tune(_) | D::Define(_) => false,
             },
             Command::Snapshot(_) => false,
+            Command::Input(i) => match &i.command {
+                input::InputCommand::List(a) => a.json,
+                input::InputCommand::Watch(a) => a.json,
+            },
             Command::Tune(t) => match &t.command {
                 tune::TuneCommand::Plan(p) => p.req.json,
                 tune::TuneCommand::Apply(a) => a.req.json,

@@ -68,6 +68,29 @@ pub struct RequestArgs {
     /// VM's CPUs only while the VM NAME runs (instead of isolcpus at boot).
     #[arg(long, value_name = "NAME")]
     pub isolate_vm: Option<String>,
+    /// Looking Glass's shared memory for this resolution (WIDTHxHEIGHT):
+    /// /dev/shm/looking-glass for you and QEMU, or with --kvmfr the kvmfr
+    /// module set up.
+    #[arg(long, value_name = "WxH", value_parser = super::domain_new::parse_resolution)]
+    pub looking_glass: Option<(u32, u32)>,
+    #[arg(long, requires = "looking_glass")]
+    pub hdr: bool,
+    /// …or its size in MiB (16-1024), as the app's Tuning page gives it.
+    #[arg(long, value_name = "MIB", conflicts_with = "looking_glass")]
+    pub looking_glass_mib: Option<u64>,
+    #[arg(long)]
+    pub kvmfr: bool,
+    /// Single-GPU passthrough for the VM NAME: a libvirt hook hands the
+    /// desktop's only GPU to it at its start and back when it stops.
+    #[arg(long, value_name = "NAME", conflicts_with = "isolate_vm")]
+    pub single_gpu: Option<String>,
+    /// Let the system QEMU reach your sound server (qemu.conf's user).
+    #[arg(long)]
+    pub sound: bool,
+    /// The desktop user Looking Glass and sound are for (default: who ran
+    /// sudo, or you).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     #[arg(long)]
     pub json: bool,
     /// Where the journal is (default /var/lib/vfio-assistant/journal, inside
@@ -159,7 +182,19 @@ fn request(a: &RequestArgs, only: &[String]) -> Request {
         sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
         isolation_hook: a.isolate_vm.is_some(),
-        vm: a.isolate_vm.clone(),
+        vm: a.isolate_vm.clone().or_else(|| a.single_gpu.clone()),
+        single_gpu: a.single_gpu.is_some(),
+        looking_glass_mib: a
+            .looking_glass
+            .map(|(w, h)| crate::domain::playable::looking_glass_mib(w, h, a.hdr))
+            .or(a.looking_glass_mib),
+        kvmfr: a.kvmfr,
+        sound: a.sound,
+        desktop_user: a.user.clone().or_else(|| {
+            ["SUDO_USER", "USER"]
+                .iter()
+                .find_map(|k| std::env::var(k).ok().filter(|u| u != "root"))
+        }),
     }
 }
 
@@ -201,8 +236,25 @@ fn run_plan(root: &HostRoot, a: &RequestArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
         print!("{}", super::tune_text::plan_text(&p));
+        print!("{}", single_gpu_text(root, &request(a, &[])));
     }
     Ok(0)
+}
+
+/// With --single-gpu, the checks before it (report::single_gpu), as `check`
+/// shows findings; empty otherwise.
+fn single_gpu_text(root: &HostRoot, req: &Request) -> String {
+    if !req.single_gpu {
+        return String::new();
+    }
+    let Ok(snap) = scan(root) else {
+        return String::new();
+    };
+    let f = crate::report::single_gpu::for_gpus(root, &snap, req.gpus.first().map(String::as_str));
+    let c = crate::checks::counts(&f);
+    let body = super::check::render(&snap.root, &f, &c, true);
+    let body = body.split_once('\n').map_or("", |(_, rest)| rest);
+    format!("\nBefore single-GPU passthrough:{body}")
 }
 
 /// An error in the mode asked for: `{"error": …}` with --json.
@@ -252,12 +304,14 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&p)?);
         } else {
             print!("{}", super::tune_text::plan_text(&p));
+            print!("{}", single_gpu_text(root, &req));
             println!("Dry run: nothing was changed.");
         }
         return Ok(0);
     }
     if !json {
         print!("{}", super::tune_text::plan_text(&p));
+        print!("{}", single_gpu_text(root, &req));
     }
     if !a.yes && !super::confirm("Apply these changes?")? {
         eprintln!("Nothing changed.");

@@ -32,6 +32,8 @@ pub struct Choices {
     pub pin: bool,
     pub hide_kvm: bool,
     pub io_uring: bool,
+    /// How the user sees, types and hears (domain/playable.rs).
+    pub playable: super::playable::Playable,
 }
 
 impl Default for Choices {
@@ -54,6 +56,7 @@ impl Default for Choices {
             pin: true,
             hide_kvm: false,
             io_uring: false,
+            playable: super::playable::Playable::default(),
         }
     }
 }
@@ -136,6 +139,14 @@ pub fn prepare(
             }
         }
     }
+    // A USB controller in the set (asked for, or in a group with one) must
+    // not take the host's only keyboard with it.
+    if let Some(why) = gpu_set
+        .iter()
+        .find_map(|a| crate::host::usb::holds_only_keyboard(&snap.system.usb, a))
+    {
+        return Err(why);
+    }
     let pin_plan = if c.pin {
         let req = PinRequest {
             vcpus: c.vcpus,
@@ -195,6 +206,7 @@ pub fn prepare(
             caps,
             hide_kvm: c.hide_kvm,
             io_uring: c.io_uring,
+            playable: c.playable.clone(),
         },
         notes,
     })

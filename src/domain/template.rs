@@ -81,6 +81,8 @@ pub struct WindowsSpec {
     /// `io_uring` instead of `native` AIO for the disk (newer hosts; no
     /// O_DIRECT alignment limits on some filesystems).
     pub io_uring: bool,
+    /// Keyboard, mouse, screen and sound (domain/playable.rs).
+    pub playable: super::playable::Playable,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -348,6 +350,10 @@ pub fn new_windows(spec: &WindowsSpec) -> Result<NewDomain, TemplateError> {
     };
     let tuned = tune(&mut doc, &opts).map_err(|e| TemplateError::Internal(e.to_string()))?;
     edits.extend(tuned);
+    edits.extend(
+        super::playable::apply_playable(&mut doc, &spec.playable)
+            .map_err(|e| TemplateError::BadDevice(e.to_string()))?,
+    );
     doc.indent_new_elements();
     Ok(NewDomain {
         xml: doc.serialize(),

@@ -351,19 +351,24 @@ pub fn read_initramfs(
             info?
         }
     };
-    // /lib/modules on a split-usr system, /usr/lib/modules on a merged one
-    // (read every time: the cache is for the image only).
+    // Read every time: the cache is for the image only.
+    info.vfio_pci_builtin = vfio_pci_builtin(root, release);
+    Ok(info)
+}
+
+/// vfio-pci is built into the kernel `release` (its modules.builtin, in
+/// /lib/modules on a split-usr system, /usr/lib/modules on a merged one).
+pub fn vfio_pci_builtin(root: &HostRoot, release: &str) -> bool {
     let builtin = [
         Some(HostPath::usr(&format!(
             "lib/modules/{release}/modules.builtin"
         ))),
         HostPath::from_absolute(&format!("/lib/modules/{release}/modules.builtin")),
     ];
-    info.vfio_pci_builtin = builtin.iter().flatten().any(|p| {
+    builtin.iter().flatten().any(|p| {
         root.read_text(p)
             .is_ok_and(|t| t.lines().any(|l| l.trim_end().ends_with("/vfio-pci.ko")))
-    });
-    Ok(info)
+    })
 }
 
 /// The image's archives: file count, vfio modules, modprobe.d lines.

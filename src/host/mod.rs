@@ -10,6 +10,7 @@ pub mod freq;
 pub mod hex;
 pub mod hybrid;
 pub mod initramfs;
+pub mod input;
 pub mod iommu;
 pub mod kernel;
 pub mod pci;
@@ -17,6 +18,7 @@ pub mod pci_names;
 pub mod system;
 pub mod topology;
 pub mod usage;
+pub mod usb;
 pub mod warnings;
 
 use crate::sysroot::HostRoot;

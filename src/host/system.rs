@@ -196,6 +196,10 @@ pub struct SystemState {
     pub has_dev: bool,
     pub has_usr: bool,
     pub has_run: bool,
+    /// USB controllers with what is plugged into them (host/usb.rs).
+    pub usb: Vec<super::usb::UsbController>,
+    /// Keyboards and mice as evdev passthrough names them (host/input.rs).
+    pub input: Vec<super::input::InputDevice>,
 }
 
 const OVMF_CANDIDATES: &[&str] = &[
@@ -411,6 +415,8 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         .collect();
     let initramfs = read_state(root, release.as_deref(), &pairs);
     SystemState {
+        usb: super::usb::read_usb(root),
+        input: super::input::read_input_devices(root),
         cpuidle: super::cpuidle::CpuIdle::default(),
         kernel_log,
         iomem_framebuffers,

@@ -184,6 +184,18 @@ impl Hypervisor for Libvirt {
         Ok(state_of(s))
     }
 
+    fn versions(&self) -> Result<(u64, u64), VirtError> {
+        let hv = self
+            .conn
+            .hyp_version()
+            .map_err(wrap("reading the hypervisor's version"))?;
+        let lib = self
+            .conn
+            .lib_version()
+            .map_err(wrap("reading libvirt's version"))?;
+        Ok((u64::from(hv), u64::from(lib)))
+    }
+
     fn capabilities(&self) -> Result<String, VirtError> {
         self.conn
             .capabilities()

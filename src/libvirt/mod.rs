@@ -95,6 +95,10 @@ pub trait Hypervisor {
     fn state(&self, name: &str) -> Result<DomainState, VirtError>;
     /// Host capabilities XML.
     fn capabilities(&self) -> Result<String, VirtError>;
+    /// (the hypervisor's version, libvirt's), each as major × 1 000 000 +
+    /// minor × 1000 + micro: what QEMU and libvirt here can do (PipeWire
+    /// audio needs QEMU 8.1 and libvirt 9.10).
+    fn versions(&self) -> Result<(u64, u64), VirtError>;
     /// Domain capabilities XML for a machine type (e.g. `q35`) and virt type (`kvm`).
     fn domain_capabilities(
         &self,

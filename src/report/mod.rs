@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod next_step;
 pub mod preflight;
 pub mod rom;
+pub mod single_gpu;
 pub mod storage;
 pub mod text;
 pub mod tuning;

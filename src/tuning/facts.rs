@@ -33,6 +33,13 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/sysctl.d/90-vfio-assistant.conf",
     "/etc/tmpfiles.d/vfio-assistant.conf",
     super::hook::HOOK,
+    super::single_gpu::HOOK,
+    super::play::LG_TMPFILES,
+    super::play::KVMFR_MODPROBE,
+    super::play::KVMFR_LOAD,
+    super::play::KVMFR_UDEV,
+    super::play::QEMU_CONF,
+    "/etc/passwd",
 ];
 
 /// Folders whose entries the planner looks at.
@@ -84,6 +91,7 @@ pub const TOOLS: &[&str] = &[
     "update-initramfs",
     "dracut",
     "modprobe",
+    "systemd-tmpfiles",
     "mkinitcpio",
     "systemctl",
     "irqbalance",
@@ -121,6 +129,36 @@ pub struct TuneFacts {
     /// own, so a new plan for the same VM asks for nothing more while the
     /// VM runs and uses its pages.
     pub hugepages_before_ours: BTreeMap<String, u64>,
+    /// Config files that are there but this process may not read
+    /// (qemu.conf is root's alone): not absent, only unseen.
+    pub unreadable: BTreeSet<String>,
+    /// The kvmfr module is installed for the running kernel (modules.dep).
+    pub kvmfr_module: bool,
+}
+
+impl TuneFacts {
+    /// The name of the user with this uid in the host's /etc/passwd.
+    pub fn user_name(&self, uid: u32) -> Option<String> {
+        self.file("/etc/passwd")?.lines().find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let id: u32 = f.nth(1)?.parse().ok()?;
+            (id == uid).then(|| name.to_string())
+        })
+    }
+
+    /// Whether `name` is a user of the host with a uid of a person (1000+).
+    pub fn is_person(&self, name: &str) -> bool {
+        self.file("/etc/passwd").is_some_and(|t| {
+            t.lines().any(|l| {
+                let mut f = l.split(':');
+                f.next() == Some(name)
+                    && f.nth(1)
+                        .and_then(|u| u.parse::<u32>().ok())
+                        .is_some_and(|u| (1000..60000).contains(&u))
+            })
+        })
+    }
 }
 
 impl TuneFacts {
@@ -246,7 +284,11 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
 pub fn gather(root: &HostRoot) -> TuneFacts {
     let mut f = TuneFacts::default();
     for p in CONFIG_FILES {
-        let text = host_path(p).and_then(|hp| root.read_text(&hp).ok());
+        let hp = host_path(p);
+        let text = hp.as_ref().and_then(|hp| root.read_text(hp).ok());
+        if text.is_none() && hp.is_some_and(|hp| root.is_file(&hp)) {
+            f.unreadable.insert((*p).to_string());
+        }
         f.files.insert((*p).to_string(), text);
     }
     for d in CONFIG_DIRS {
@@ -288,6 +330,11 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
     f.proc_cmdline = root.read_attr(&HostPath::proc("cmdline")).ok();
     f.kernel_release = root.read_attr(&HostPath::proc("sys/kernel/osrelease")).ok();
     if let Some(rel) = &f.kernel_release {
+        f.kvmfr_module = ["lib", "usr/lib"].iter().any(|d| {
+            HostPath::from_absolute(&format!("/{d}/modules/{rel}/modules.dep"))
+                .and_then(|hp| root.read_text(&hp).ok())
+                .is_some_and(|t| t.lines().any(|l| l.contains("/kvmfr.ko")))
+        });
         f.vfio_builtin = ["lib", "usr/lib"].iter().any(|d| {
             HostPath::from_absolute(&format!("/{d}/modules/{rel}/modules.builtin"))
                 .and_then(|hp| root.read_text(&hp).ok())

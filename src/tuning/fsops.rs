@@ -48,6 +48,12 @@ const FILES: &[&str] = &[
     "/efi/loader/entries/vfio-assistant.conf",
     "/etc/kernelstub/configuration",
     "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate",
+    "/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu",
+    "/etc/tmpfiles.d/10-looking-glass.conf",
+    "/etc/modprobe.d/kvmfr.conf",
+    "/etc/modules-load.d/kvmfr.conf",
+    "/etc/udev/rules.d/99-kvmfr.rules",
+    "/etc/libvirt/qemu.conf",
 ];
 
 /// The mode a file we create gets: hooks are run, everything else is read.

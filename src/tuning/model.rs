@@ -35,6 +35,18 @@ pub struct Request {
     pub isolation_hook: bool,
     /// The libvirt domain the isolation hook is for.
     pub vm: Option<String>,
+    /// Looking Glass's shared memory (MiB, `playable::looking_glass_mib`).
+    pub looking_glass_mib: Option<u64>,
+    /// …through the kvmfr module instead of /dev/shm.
+    pub kvmfr: bool,
+    /// Let a system QEMU reach the desktop user's sound server.
+    pub sound: bool,
+    /// Single-GPU passthrough: the hook that hands the desktop's only GPU
+    /// to the VM `vm` and back.
+    pub single_gpu: bool,
+    /// The desktop user these are for. Under pkexec the helper takes the
+    /// user who asked (PKEXEC_UID), whatever this says.
+    pub desktop_user: Option<String>,
 }
 
 /// When a change takes effect.

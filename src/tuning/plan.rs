@@ -35,6 +35,12 @@ pub enum PlanError {
     Memory(u64),
     #[error("the isolation hook: {0}")]
     Hook(String),
+    #[error("{0}")]
+    OnlyKeyboard(String),
+    #[error("{0}")]
+    User(String),
+    #[error("{0} would be written by both '{1}' and '{2}' (a bug: please report it)")]
+    Conflict(String, String, String),
 }
 
 /// The passthrough set of every requested device, each address once.
@@ -53,6 +59,12 @@ fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, Pl
                 set.push(s.clone());
             }
         }
+    }
+    if let Some(why) = set
+        .iter()
+        .find_map(|a| crate::host::usb::holds_only_keyboard(&snap.system.usb, a))
+    {
+        return Err(PlanError::OnlyKeyboard(why));
     }
     Ok(set)
 }
@@ -143,6 +155,11 @@ fn tokens(
         t.push(format!("nohz_full={v}"));
         t.push(format!("rcu_nocbs={v}"));
         t.push(format!("irqaffinity={}", format_cpulist(hk)));
+    }
+    if req.single_gpu {
+        // simpledrm/efifb on the firmware's framebuffer keeps the card's
+        // memory reserved ("BAR 0: can't reserve" at the VM's start).
+        t.push("initcall_blacklist=sysfb_init".into());
     }
     if req.hugepages_1g
         && let Some(mib) = req.memory_mib
@@ -341,6 +358,42 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         }
         changes.extend(super::hook::isolation_hook(f, name, &vm, &hk));
     }
+    if req.single_gpu {
+        let name = req.vm.as_deref().map(str::trim).unwrap_or("");
+        if !super::hook::valid_vm_name(name) {
+            return Err(PlanError::Hook(format!(
+                "{name:?} is not a VM name it takes (letters, digits and ._+- only)"
+            )));
+        }
+        changes.extend(super::single_gpu::single_gpu_hook(f, name));
+    }
+    if req.looking_glass_mib.is_some() || req.sound {
+        let user = req.desktop_user.as_deref().map(str::trim).unwrap_or("");
+        if !super::play::valid_user(user) || !f.is_person(user) {
+            return Err(PlanError::User(format!(
+                "{user:?} is not a user of this host (Looking Glass and sound are set up for the desktop's user: --user NAME)"
+            )));
+        }
+        if let Some(mib) = req.looking_glass_mib {
+            if !(16..=1024).contains(&mib) {
+                return Err(PlanError::User(format!(
+                    "{mib} MiB of shared memory for Looking Glass: 16 to 1024 MiB (it follows the resolution)"
+                )));
+            }
+            if req.kvmfr {
+                match super::play::kvmfr(f, user, mib) {
+                    Ok(c) => changes.extend(c),
+                    Err(m) => manual.push(m),
+                }
+            } else {
+                changes.extend(super::play::looking_glass_shm(f, user));
+            }
+        }
+        let kvmfr_used = req.kvmfr && req.looking_glass_mib.is_some() && f.kvmfr_module;
+        if kvmfr_used || req.sound {
+            changes.extend(super::play::qemu_conf(f, user, kvmfr_used, req.sound));
+        }
+    }
     for (pf, n) in &req.sriov {
         let addr = full_address(pf.trim());
         if snap.device(&addr).is_none() {
@@ -350,6 +403,16 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     }
     changes.retain(|c| wanted(req, &c.id) && !c.is_empty());
     changes.extend(persist(&changes, f).filter(|c| wanted(req, &c.id)));
+    // One file, one change: two writing the same file from the same
+    // before-state would undo each other (and undo could not tell).
+    let mut seen = std::collections::BTreeMap::new();
+    for c in &changes {
+        for fc in &c.files {
+            if let Some(other) = seen.insert(fc.path.clone(), c.id.clone()) {
+                return Err(PlanError::Conflict(fc.path.clone(), other, c.id.clone()));
+            }
+        }
+    }
     if set.is_empty() {
         notes.push(
             "No GPU or device was given: nothing is bound to vfio-pci (--gpu ADDRESS).".into(),

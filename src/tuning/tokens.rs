@@ -122,6 +122,7 @@ pub fn allowed(token: &str) -> bool {
         ("hugepages", Some(v)) => v.parse::<u32>().is_ok_and(|n| n <= 1 << 20),
         ("vfio_pci.ids", Some(v)) => ids(v),
         ("rd.driver.pre", Some("vfio_pci" | "vfio-pci")) => true,
+        ("initcall_blacklist", Some("sysfb_init")) => true,
         _ => false,
     }
 }

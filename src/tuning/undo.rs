@@ -105,11 +105,28 @@ pub(super) fn inverse(
             .rev()
             .filter(|(p, _)| c.values.iter().any(|v| !v.action && &v.path == p))
         {
-            if read_value(root, path).as_deref() == Some(before.as_str()) {
+            let now = read_value(root, path);
+            if now.as_deref() == Some(before.as_str()) {
                 continue;
             }
-            let r = write_value(root, path, &value_text(before)).map_err(|e| e.to_string());
-            rep.result(format!("{path} = {before}"), r);
+            // Gone since (an interrupt that is not there after a reboot, a
+            // CPU taken offline): nothing to put back.
+            if now.is_none() {
+                (rep.progress)(Progress::Done {
+                    step: format!("{path}: not there any more, nothing to restore"),
+                });
+                continue;
+            }
+            let may_fail = c.values.iter().any(|v| &v.path == path && v.may_fail);
+            match write_value(root, path, &value_text(before)) {
+                // The kernel may refuse it as it may refuse the apply (a
+                // per-CPU interrupt, EPP under HWP): said, not a failure.
+                Err(e) if may_fail => (rep.progress)(Progress::Refused {
+                    step: format!("{path} = {before}"),
+                    why: e.to_string(),
+                }),
+                r => rep.result(format!("{path} = {before}"), r.map_err(|e| e.to_string())),
+            }
         }
         for v in &c.undo_values {
             if !unbind_applies(root, &v.path, &v.after) {

@@ -243,6 +243,15 @@ impl PickField {
 
 /// A file dialog (the desktop's, through xdg-desktop-portal); `None` when
 /// cancelled or no dialog could open.
+/// "Press a key": which of `devices` react in five seconds.
+pub fn watch_input(
+    root: &HostRoot,
+    devices: &[String],
+) -> Result<Vec<crate::host::input::Reaction>, String> {
+    crate::host::input::watch(root, devices, std::time::Duration::from_secs(5), &|| false)
+        .map_err(|e| e.to_string())
+}
+
 pub fn pick_file(field: PickField) -> (PickField, Option<String>) {
     (
         field,

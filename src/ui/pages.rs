@@ -68,6 +68,9 @@ pub struct WizardRuntime {
     pub defined: Option<Result<DefinePlan, String>>,
     pub saved: Option<Result<String, String>>,
     pub pick_job: Slot<(super::jobs::PickField, Option<String>)>,
+    /// "Press a key": the input devices watched for a few seconds.
+    pub input_job: Slot<Result<Vec<crate::host::input::Reaction>, String>>,
+    pub input_result: Option<Result<Vec<crate::host::input::Reaction>, String>>,
     /// Said when a file dialog gave nothing.
     pub pick_note: Option<String>,
     pub disk_job: Slot<Result<String, String>>,
@@ -93,6 +96,8 @@ impl WizardRuntime {
             defined: None,
             saved: None,
             pick_job: Slot::new("showing the file dialog"),
+            input_job: Slot::new("watching the keyboards and mice"),
+            input_result: None,
             pick_note: None,
             disk_job: Slot::new("creating the disk image"),
             disk_made: None,
@@ -175,6 +180,10 @@ impl Default for MonitorRuntime {
 pub struct TuningRuntime {
     pub facts_job: Slot<crate::tuning::facts::TuneFacts>,
     pub facts: Option<crate::tuning::facts::TuneFacts>,
+    /// The checks before single-GPU passthrough (`report::single_gpu`),
+    /// read once when it is asked for.
+    pub single_gpu_job: Slot<Vec<crate::finding::Finding>>,
+    pub single_gpu: Option<Vec<crate::finding::Finding>>,
     pub status_job: Slot<Vec<crate::tuning::status::EntryStatus>>,
     pub status: Vec<crate::tuning::status::EntryStatus>,
     /// The journal was read since the last change.
@@ -199,6 +208,8 @@ impl Default for TuningRuntime {
         TuningRuntime {
             facts_job: Slot::new("reading the host's tuning"),
             facts: None,
+            single_gpu_job: Slot::new("checking single-GPU passthrough"),
+            single_gpu: None,
             status_job: Slot::new("reading the journal"),
             status: Vec::new(),
             status_asked: false,

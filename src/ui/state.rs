@@ -94,6 +94,15 @@ pub struct TuningChoices {
     /// Dynamic isolation: the libvirt hook for this VM (empty: isolcpus at
     /// boot, as before).
     pub isolate_vm: String,
+    /// Looking Glass's shared memory for the New VM's resolution (MiB, 0:
+    /// none), through kvmfr or /dev/shm.
+    pub looking_glass_mib: u64,
+    pub kvmfr: bool,
+    /// Let the system QEMU reach this user's sound server.
+    pub sound: bool,
+    /// Single-GPU passthrough: the VM (by name) that takes the desktop's
+    /// only GPU through our hook; empty: none.
+    pub single_gpu_vm: String,
 }
 
 impl State {

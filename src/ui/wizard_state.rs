@@ -13,17 +13,20 @@ pub enum Step {
     Memory,
     Storage,
     Network,
+    /// How the user sees, types and hears: evdev, USB, Looking Glass, sound.
+    UseIt,
     Features,
     Review,
 }
 
 impl Step {
-    pub const ALL: [Step; 7] = [
+    pub const ALL: [Step; 8] = [
         Step::Gpu,
         Step::Cpu,
         Step::Memory,
         Step::Storage,
         Step::Network,
+        Step::UseIt,
         Step::Features,
         Step::Review,
     ];
@@ -34,8 +37,9 @@ impl Step {
             Step::Memory => "3 Memory",
             Step::Storage => "4 Storage",
             Step::Network => "5 Network",
-            Step::Features => "6 Features",
-            Step::Review => "7 Review",
+            Step::UseIt => "6 Use it",
+            Step::Features => "7 Features",
+            Step::Review => "8 Review",
         }
     }
     fn index(self) -> usize {
@@ -103,6 +107,21 @@ pub struct WizardState {
     /// Code 43 workaround for NVIDIA drivers before 465.
     pub hide_kvm: bool,
     pub io_uring: bool,
+    /// Keyboard and mouse by evdev (`/dev/input/by-id/…`), empty: none.
+    pub evdev_keyboard: String,
+    pub evdev_mouse: String,
+    pub grab_toggle: String,
+    /// USB devices by ID (`046d:c52b`).
+    pub usb: Vec<String>,
+    /// Looking Glass at this resolution.
+    pub looking_glass: bool,
+    pub lg_width: u32,
+    pub lg_height: u32,
+    pub lg_hdr: bool,
+    /// Through the kvmfr module (the tuning's `kvmfr` change sets it up).
+    pub lg_kvmfr: bool,
+    /// An emulated sound card on the desktop's sound server.
+    pub sound: bool,
     /// Where "Define in libvirt" goes; empty = the default for the source.
     pub uri: String,
     /// Where "Save" writes.
@@ -132,6 +151,16 @@ impl Default for WizardState {
             spice: true,
             hide_kvm: false,
             io_uring: false,
+            evdev_keyboard: String::new(),
+            evdev_mouse: String::new(),
+            grab_toggle: "ctrl-ctrl".into(),
+            usb: Vec::new(),
+            looking_glass: false,
+            lg_width: 1920,
+            lg_height: 1080,
+            lg_hdr: false,
+            lg_kvmfr: false,
+            sound: false,
             uri: String::new(),
             save_path: String::new(),
         }
@@ -154,6 +183,32 @@ pub fn default_memory_gib(total_kib: Option<u64>) -> u64 {
 }
 
 impl WizardState {
+    /// The "Use it" choices for the domain (the sound backend from what
+    /// this host's QEMU and libvirt offer, `versions`).
+    pub fn playable(&self) -> crate::domain::playable::Playable {
+        use crate::domain::playable::{LookingGlass, Playable, Sound, UsbId, audio_backend};
+        Playable {
+            evdev_keyboard: non_empty(&self.evdev_keyboard),
+            evdev_mouse: non_empty(&self.evdev_mouse),
+            grab_toggle: non_empty(&self.grab_toggle),
+            looking_glass: self.looking_glass.then_some(LookingGlass {
+                width: self.lg_width,
+                height: self.lg_height,
+                hdr: self.lg_hdr,
+                kvmfr: self.lg_kvmfr,
+            }),
+            sound: self.sound.then(|| Sound {
+                backend: audio_backend(None, None, self.looking_glass),
+                runtime_dir: crate::domain::playable::session_runtime_dir(),
+            }),
+            usb: self
+                .usb
+                .iter()
+                .filter_map(|u| crate::domain::playable::parse_usb_id(u).ok())
+                .collect::<Vec<UsbId>>(),
+        }
+    }
+
     /// The guest memory in GiB: the user's, or the host's default.
     pub fn memory_for(&self, total_kib: Option<u64>) -> u64 {
         if self.memory_gib == 0 {
@@ -170,6 +225,7 @@ impl WizardState {
 
     pub fn choices(&self, total_kib: Option<u64>) -> Choices {
         Choices {
+            playable: self.playable(),
             name: self.name.clone(),
             windows: if self.windows11 {
                 Windows::Eleven

@@ -66,8 +66,14 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
     h.run();
     assert_eq!(h.state().state.wizard.step, Step::Cpu);
     h.get_by_label_contains("4 vCPUs pinned to CPUs");
-    // Steps 3–6.
-    for want in [Step::Memory, Step::Storage, Step::Network, Step::Features] {
+    // Steps 3–7.
+    for want in [
+        Step::Memory,
+        Step::Storage,
+        Step::Network,
+        Step::UseIt,
+        Step::Features,
+    ] {
         h.get_by_label("Next").click();
         h.run();
         assert_eq!(h.state().state.wizard.step, want);

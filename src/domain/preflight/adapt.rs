@@ -283,7 +283,11 @@ pub fn known_from_host(doc: &Document, snap: &HostSnapshot, live: bool) -> Vec<S
             adapt: Some(Adaptation::Emulate),
         });
     }
-    if cpu_is_passthrough(doc) && snap.cpu.hypervisor && !snap.cpu.arch_capabilities {
+    if cpu_is_passthrough(doc)
+        && snap.cpu.hypervisor
+        && !snap.cpu.arch_capabilities
+        && (snap.firmware.dev_kvm || !snap.system.has_dev)
+    {
         out.push(StartCause {
             id: "cpu.msr",
             title: "This host is itself a VM and its CPU has no IA32_ARCH_CAPABILITIES".into(),

@@ -63,6 +63,11 @@ pub enum Command {
     },
     /// Wizard: a file dialog for a field.
     PickFile(PickField),
+    /// Wizard: watch these input devices (by-id paths) for a key press or
+    /// a mouse move.
+    WatchInput {
+        devices: Vec<String>,
+    },
     /// Wizard: the preflight of this XML.
     Validate {
         xml: String,
@@ -226,6 +231,13 @@ impl App {
                 .pick_job
                 .start(move || jobs::pick_file(field), wake)
                 .err(),
+            Command::WatchInput { devices } => {
+                self.wizard.input_result = None;
+                self.wizard
+                    .input_job
+                    .start(move || jobs::watch_input(&root, &devices), wake)
+                    .err()
+            }
             Command::Validate { xml } => {
                 let Some(snap) = self.snapshot.clone() else {
                     return;

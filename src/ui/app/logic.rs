@@ -34,6 +34,9 @@ impl App {
         if let Some(Ok(s)) = t.status_job.poll() {
             t.status = s;
         }
+        if let Some(Ok(f)) = t.single_gpu_job.poll() {
+            t.single_gpu = Some(f);
+        }
         let mut finished = false;
         if let Some(rx) = &t.run {
             while let Ok(m) = rx.try_recv() {
@@ -61,6 +64,7 @@ impl App {
             t.run = None;
             // The host changed: read it again.
             t.facts = None;
+            t.single_gpu = None;
             t.status_asked = false;
         }
         if self.state.page != Page::Tuning {
@@ -76,6 +80,20 @@ impl App {
                 .tuning
                 .facts_job
                 .start(move || jobs::tuning_facts(&r), self.wake());
+        }
+        let single = &self.state.tuning.single_gpu_vm;
+        if single.trim().is_empty() {
+            self.tuning.single_gpu = None;
+        } else if self.tuning.single_gpu.is_none()
+            && !self.tuning.single_gpu_job.is_busy()
+            && let Some(snap) = self.snapshot.clone()
+        {
+            let r = root.clone();
+            let gpu = self.state.tuning.gpus.first().cloned();
+            let _ = self.tuning.single_gpu_job.start(
+                move || crate::report::single_gpu::for_gpus(&r, &snap, gpu.as_deref()),
+                self.wake(),
+            );
         }
         if !self.tuning.status_asked && !self.tuning.status_job.is_busy() {
             self.tuning.status_asked = true;
@@ -142,6 +160,34 @@ impl App {
         if let Some(Ok(place)) = w.place_job.poll() {
             w.place = Some(place);
         }
+        if let Some(r) = w.input_job.poll() {
+            let r = r.and_then(|x| x);
+            if let (Ok(found), Some(snap)) = (&r, &self.snapshot) {
+                let kind_of = |p: &str| {
+                    snap.system
+                        .input
+                        .iter()
+                        .find(|d| d.by_id == p)
+                        .map(|d| d.kind)
+                };
+                use crate::host::input::InputKind;
+                let wiz = &mut self.state.wizard;
+                if let Some(k) = found
+                    .iter()
+                    .find(|x| x.keys > 0 && kind_of(&x.by_id) == Some(InputKind::Keyboard))
+                {
+                    wiz.evdev_keyboard = k.by_id.clone();
+                }
+                if let Some(m) = found
+                    .iter()
+                    .find(|x| x.moves > 0 && kind_of(&x.by_id) == Some(InputKind::Mouse))
+                {
+                    wiz.evdev_mouse = m.by_id.clone();
+                }
+            }
+            self.wizard.input_result = Some(r);
+        }
+        let w = &mut self.wizard;
         if let Some(r) = w.pick_job.poll() {
             match r {
                 Ok((field, path)) => self.picked(field, path),

@@ -241,6 +241,7 @@ impl App {
             || w.validate_job.is_busy()
             || w.define_job.is_busy()
             || w.pick_job.is_busy()
+            || w.input_job.is_busy()
             || w.disk_job.is_busy()
             || w.place_job.is_busy()
             || w.vm.action.is_busy()

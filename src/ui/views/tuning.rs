@@ -31,9 +31,29 @@ pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<Str
         sriov: c.sriov.clone(),
         only,
         isolation_hook: !c.isolate_vm.trim().is_empty(),
-        vm: Some(c.isolate_vm.trim().to_string()).filter(|v| !v.is_empty()),
+        vm: [&c.isolate_vm, &c.single_gpu_vm]
+            .iter()
+            .map(|v| v.trim().to_string())
+            .find(|v| !v.is_empty()),
+        single_gpu: single_gpu_on(c),
+        looking_glass_mib: (c.looking_glass_mib > 0).then_some(c.looking_glass_mib),
+        kvmfr: c.kvmfr && c.looking_glass_mib > 0,
+        sound: c.sound,
+        // Planned for this app's user; under pkexec the helper takes the
+        // user who asked, whatever this says.
+        desktop_user: (c.looking_glass_mib > 0 || c.sound)
+            .then(|| std::env::var("USER").ok())
+            .flatten(),
         ..Request::default()
     }
+}
+
+/// Single-GPU passthrough asked for, for the same VM as the isolation
+/// hook when both are (one VM's hooks).
+fn single_gpu_on(c: &TuningChoices) -> bool {
+    let s = c.single_gpu_vm.trim();
+    let i = c.isolate_vm.trim();
+    !s.is_empty() && (i.is_empty() || i == s)
 }
 
 /// The same as a command line, for "or in a terminal".
@@ -59,6 +79,18 @@ pub fn terminal_command(r: &Request) -> String {
     }
     if let Some(vm) = r.vm.as_ref().filter(|_| r.isolation_hook) {
         s.push_str(&format!(" --isolate-vm {vm}"));
+    }
+    if let Some(vm) = r.vm.as_ref().filter(|_| r.single_gpu && !r.isolation_hook) {
+        s.push_str(&format!(" --single-gpu {vm}"));
+    }
+    if let Some(m) = r.looking_glass_mib {
+        s.push_str(&format!(" --looking-glass-mib {m}"));
+        if r.kvmfr {
+            s.push_str(" --kvmfr");
+        }
+    }
+    if r.sound {
+        s.push_str(" --sound");
     }
     if !r.only.is_empty() {
         s.push_str(&format!(" --only {}", r.only.join(",")));
@@ -132,6 +164,45 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
         ui.add(egui::TextEdit::singleline(&mut c.isolate_vm).desired_width(140.0).hint_text("VM name"))
             .labelled_by(l.id)
             .on_hover_text("A libvirt hook keeps the host's own tasks off the VM's CPUs while that VM runs and gives them back when it stops, instead of isolcpus at boot. Empty: isolcpus at boot.");
+    });
+    ui.horizontal_wrapped(|ui| {
+        let mut lg = c.looking_glass_mib > 0;
+        if ui
+            .checkbox(&mut lg, "Looking Glass's shared memory for you and QEMU")
+            .on_hover_text("The New VM's \"Use it\" step sizes it from the resolution.")
+            .changed()
+        {
+            c.looking_glass_mib = if lg { 32 } else { 0 };
+        }
+        if lg {
+            let l = ui.label("size");
+            ui.add(
+                egui::DragValue::new(&mut c.looking_glass_mib)
+                    .range(16..=1024)
+                    .suffix(" MiB"),
+            )
+            .labelled_by(l.id);
+            ui.checkbox(&mut c.kvmfr, "through the kvmfr module");
+        }
+        ui.checkbox(&mut c.sound, "Let the VM's QEMU reach your sound server");
+    });
+    ui.horizontal(|ui| {
+        let l = ui.label("Single GPU: this VM takes the desktop's only GPU");
+        ui.add(
+            egui::TextEdit::singleline(&mut c.single_gpu_vm)
+                .desired_width(140.0)
+                .hint_text("VM name"),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("A libvirt hook stops the desktop when this VM starts and gives the screen back when it stops (or its start fails). Empty: the host keeps its GPU.");
+        let s = c.single_gpu_vm.trim();
+        let i = c.isolate_vm.trim();
+        if !s.is_empty() && !i.is_empty() && s != i {
+            ui.colored_label(
+                theme::WARN,
+                "Both hooks are for one VM: give the same name as above.",
+            );
+        }
     });
     for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
         let a = pf.device.address.clone();
@@ -415,6 +486,15 @@ pub fn tuning_ui(
         ui.heading("Host tuning");
         ui.label("What this host needs for a passthrough VM, applied as one transaction you can undo: files are written atomically and kept in a journal, a failure puts everything back, and boot changes are checked before you reboot.");
         inputs_ui(ui, snap, state);
+        if let Some(checks) = &rt.single_gpu {
+            ui.label(RichText::new("Before single-GPU passthrough").strong());
+            super::findings::finding_list_ui(ui, checks);
+        } else if rt.single_gpu_job.is_busy() {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("Checking who holds the GPU, the boot framebuffer and SSH…");
+            });
+        }
         ui.separator();
         let Some(facts) = &rt.facts else {
             ui.horizontal(|ui| {

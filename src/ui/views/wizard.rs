@@ -85,6 +85,7 @@ pub fn wizard_ui(
             Step::Memory => memory_step(ui, snap, w),
             Step::Storage => storage_step(ui, w, rt, out),
             Step::Network => network_step(ui, w),
+            Step::UseIt => super::wizard_use::use_it_step(ui, snap, w, rt, snap.root == "/", out),
             Step::Features => features_step(ui, w, built.as_ref().ok()),
             Step::Review if !w.has_disk() => {
                 ui.heading("Review");
@@ -521,6 +522,14 @@ fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDoma
         &mut w.spice,
         "A SPICE window for the install (remove it once the GPU drives a monitor)",
     );
+    egui::CollapsingHeader::new("Windows 11, anti-cheat and Code 43, plainly")
+        .id_salt("realities")
+        .show(ui, |ui| {
+            for (topic, text) in crate::domain::realities::REALITIES {
+                ui.label(RichText::new(*topic).strong());
+                ui.label(theme::detail(*text));
+            }
+        });
     ui.separator();
     ui.label(RichText::new("What the VM gets").strong());
     if let Some((d, _)) = built {

@@ -1,0 +1,308 @@
+//! Host changes that make the VM usable (domain/playable.rs writes the
+//! domain's side): Looking Glass's shared memory and sound for a QEMU that
+//! runs as libvirt's own user.
+//! * `looking-glass-shm`: a tmpfiles.d rule that creates
+//!   `/dev/shm/looking-glass` owned by the desktop user and the kvm group,
+//!   0660 — the Looking Glass project's own rule — so both the client (the
+//!   user) and QEMU (libvirt-qemu, in kvm) can open it; created now too.
+//! * `kvmfr`: the kvmfr module (the project's recommended way) loaded at
+//!   boot with `static_size_mb`, its device given to the user by a udev
+//!   rule, and `/dev/kvmfr0` added to libvirt's `cgroup_device_acl` (the
+//!   defaults kept, the qemu-conf change) so QEMU may open it. Only where
+//!   the module is installed (its DKMS package): else the manual steps.
+//! * `qemu-conf`: libvirt's qemu.conf, `/dev/kvmfr0` added to
+//!   `cgroup_device_acl` for kvmfr, and `user = "USER"` so a system QEMU can
+//!   reach the desktop user's sound server (PulseAudio/PipeWire listen in
+//!   the user's runtime folder, which no other user may enter). Said
+//!   plainly: every VM of the system libvirt then runs as that user.
+//!
+//! The desktop user comes from who asked (pkexec's PKEXEC_UID, sudo's
+//! SUDO_UID; `Request::desktop_user` with `--root`), checked against the
+//! host's own /etc/passwd.
+
+use super::facts::TuneFacts;
+use super::model::{Change, CommandStep, Effect, FileChange, Manual};
+
+pub const LG_TMPFILES: &str = "/etc/tmpfiles.d/10-looking-glass.conf";
+pub const KVMFR_MODPROBE: &str = "/etc/modprobe.d/kvmfr.conf";
+pub const KVMFR_LOAD: &str = "/etc/modules-load.d/kvmfr.conf";
+pub const KVMFR_UDEV: &str = "/etc/udev/rules.d/99-kvmfr.rules";
+pub const QEMU_CONF: &str = "/etc/libvirt/qemu.conf";
+
+/// libvirt's own default `cgroup_device_acl` (qemu.conf's commented list).
+const DEFAULT_ACL: &[&str] = &[
+    "/dev/null",
+    "/dev/full",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/ptmx",
+    "/dev/kvm",
+];
+
+/// A user name we put into config files: what useradd takes.
+pub fn valid_user(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-".contains(&b))
+}
+
+fn cmd(argv: &[&str], why: &str) -> CommandStep {
+    CommandStep {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        run: true,
+        why: why.into(),
+    }
+}
+
+fn daemon(f: &TuneFacts) -> &'static str {
+    if f.markers.contains("/run/libvirt/virtqemud-sock") {
+        "virtqemud.service"
+    } else {
+        "libvirtd.service"
+    }
+}
+
+fn file_change(f: &TuneFacts, path: &str, after: String) -> Option<FileChange> {
+    let before = f.file(path).map(str::to_string);
+    (before.as_deref() != Some(after.as_str())).then(|| FileChange {
+        path: path.into(),
+        before,
+        after: Some(after),
+    })
+}
+
+/// The values of an uncommented `key = [ … ]` list in qemu.conf.
+fn conf_list(text: &str, key: &str) -> Option<Vec<String>> {
+    let start = text
+        .lines()
+        .position(|l| l.trim_start().starts_with(key) && l.contains('='))?;
+    let mut body = String::new();
+    for l in text.lines().skip(start) {
+        body.push_str(l);
+        body.push('\n');
+        if l.contains(']') {
+            break;
+        }
+    }
+    Some(
+        body.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// qemu.conf with `key` set to `value` (its own lines replaced where an
+/// uncommented setting is, appended with a comment of ours where not).
+pub fn set_conf(text: &str, key: &str, value: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    let mut done = false;
+    while let Some(l) = lines.next() {
+        let t = l.trim_start();
+        let is_key = t.starts_with(key) && t[key.len()..].trim_start().starts_with('=');
+        if is_key && !done {
+            // A list may span lines up to its `]`.
+            if l.contains('[') && !l.contains(']') {
+                for more in lines.by_ref() {
+                    if more.contains(']') {
+                        break;
+                    }
+                }
+            }
+            out.push_str(&format!("{key} = {value}\n"));
+            done = true;
+            continue;
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    if !done {
+        out.push_str(&format!(
+            "\n# Written by vfio-assistant (tune). Undo: `vfio-assistant tune undo`.\n{key} = {value}\n"
+        ));
+    }
+    out
+}
+
+/// The change that gives `/dev/shm/looking-glass` to the user and QEMU.
+pub fn looking_glass_shm(f: &TuneFacts, user: &str) -> Option<Change> {
+    let after = format!(
+        "# Written by vfio-assistant (tune): Looking Glass's shared memory, for the client\n# ({user}) and QEMU (the kvm group). Undo: `vfio-assistant tune undo`.\nf /dev/shm/looking-glass 0660 {user} kvm -\n"
+    );
+    let fc = file_change(f, LG_TMPFILES, after)?;
+    Some(Change {
+        id: "looking-glass-shm".into(),
+        title: format!("/dev/shm/looking-glass for {user} and QEMU (tmpfiles.d)"),
+        why: "The Looking Glass client (you) and QEMU (libvirt's user, in the kvm group) share the frames through this file; created by QEMU it would be QEMU's alone and the client could not open it. The rule makes it at every boot with the right owner, as the Looking Glass project's guide does.".into(),
+        effect: Effect::Now,
+        files: vec![fc],
+        commands: vec![cmd(
+            &["systemd-tmpfiles", "--create", LG_TMPFILES],
+            "creates it now, without a reboot",
+        )],
+        ..Change::default()
+    })
+}
+
+/// The kvmfr module set up for `mib` of shared memory, or the manual steps
+/// when it is not installed.
+pub fn kvmfr(f: &TuneFacts, user: &str, mib: u64) -> Result<Option<Change>, Manual> {
+    if !f.kvmfr_module {
+        return Err(Manual {
+            id: "kvmfr".into(),
+            title: "Install the kvmfr module (Looking Glass)".into(),
+            why: "kvmfr is not in the kernel: it comes with Looking Glass's source (module/), usually as a DKMS package.".into(),
+            steps: vec![
+                "Debian/Ubuntu: `sudo apt install looking-glass-module-dkms` where packaged, else build module/ from the Looking Glass release with `sudo dkms install .`".into(),
+                "Arch: `looking-glass-module-dkms` from the AUR. Fedora: the kvmfr COPR or DKMS from the source.".into(),
+                "Then plan again: the tuning sets it up (its size, the udev rule, libvirt's device list).".into(),
+            ],
+        });
+    }
+    let mut files = Vec::new();
+    files.extend(file_change(
+        f,
+        KVMFR_MODPROBE,
+        format!("# Written by vfio-assistant (tune): Looking Glass's kvmfr device, {mib} MiB.\noptions kvmfr static_size_mb={mib}\n"),
+    ));
+    files.extend(file_change(
+        f,
+        KVMFR_LOAD,
+        "# Written by vfio-assistant (tune): load kvmfr at boot for Looking Glass.\nkvmfr\n".into(),
+    ));
+    files.extend(file_change(
+        f,
+        KVMFR_UDEV,
+        format!("# Written by vfio-assistant (tune): /dev/kvmfr0 for {user} and QEMU.\nSUBSYSTEM==\"kvmfr\", OWNER=\"{user}\", GROUP=\"kvm\", MODE=\"0660\"\n"),
+    ));
+    if files.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Change {
+        id: "kvmfr".into(),
+        title: format!("kvmfr for Looking Glass: {mib} MiB at /dev/kvmfr0"),
+        why: "kvmfr gives the Looking Glass client the guest's frames without a copy through /dev/shm (the project's recommended way). It is loaded at every boot with the size the VM's resolution needs and /dev/kvmfr0 belongs to you and QEMU; libvirt's qemu.conf lets QEMU open it (the qemu-conf change).".into(),
+        effect: Effect::Now,
+        files,
+        commands: vec![cmd(&["modprobe", "kvmfr"], "loads it now with the size from its modprobe.d file")],
+        ..Change::default()
+    }))
+}
+
+/// libvirt's qemu.conf, one change for everything asked of it: `/dev/kvmfr0`
+/// in `cgroup_device_acl` (libvirt's defaults kept) so QEMU may open it,
+/// and `user = "USER"` so a system QEMU reaches the desktop user's sound
+/// server. Every other line stays as it is.
+pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<Change> {
+    let mut conf = f.file(QEMU_CONF).unwrap_or("").to_string();
+    let mut what = Vec::new();
+    let mut notes = Vec::new();
+    if kvmfr {
+        let mut acl: Vec<String> = conf_list(&conf, "cgroup_device_acl")
+            .unwrap_or_else(|| DEFAULT_ACL.iter().map(|s| s.to_string()).collect());
+        if !acl.iter().any(|d| d == "/dev/kvmfr0") {
+            acl.push("/dev/kvmfr0".into());
+            let value = format!(
+                "[\n    {}\n]",
+                acl.iter()
+                    .map(|d| format!("\"{d}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            conf = set_conf(&conf, "cgroup_device_acl", &value);
+            what.push("/dev/kvmfr0 for QEMU".to_string());
+        }
+    }
+    if sound {
+        let want = format!("\"{user}\"");
+        let current = conf
+            .lines()
+            .find(|l| {
+                let t = l.trim_start();
+                t.starts_with("user") && t[4..].trim_start().starts_with('=')
+            })
+            .and_then(|l| l.split('=').nth(1))
+            .map(|v| v.trim().to_string());
+        if current.as_deref() != Some(want.as_str()) {
+            conf = set_conf(&conf, "user", &want);
+            what.push(format!("QEMU runs as {user}"));
+            notes.push(format!("Every VM of the system libvirt then runs as {user}: its disk images must be readable by {user} (libvirt's dynamic ownership hands them over at start), and a VM no longer runs as the unprivileged libvirt-qemu."));
+        }
+    }
+    let fc = file_change(f, QEMU_CONF, conf)?;
+    if f.unreadable.contains(QEMU_CONF) {
+        notes.push("qemu.conf is readable by root only: the exact lines are planned again by the helper, as root, when you apply.".into());
+    }
+    let unit = daemon(f);
+    Some(Change {
+        id: "qemu-conf".into(),
+        title: format!("libvirt's qemu.conf: {}", what.join("; ")),
+        why: format!(
+            "QEMU may open only the devices qemu.conf lists (kvmfr's is not among libvirt's defaults); and PulseAudio and PipeWire listen in {user}'s runtime folder (/run/user/UID), which no other user may enter, so a QEMU running as libvirt-qemu cannot play through them — running it as {user} is the simple, documented way (an ACL on the runtime folder is lost at every login). libvirt reads the file when it starts."
+        ),
+        effect: Effect::AtVmStart,
+        files: vec![fc],
+        commands: vec![cmd(
+            &["systemctl", "try-restart", unit],
+            "libvirt reads qemu.conf when it starts; running VMs keep running",
+        )],
+        undo_commands: vec![cmd(
+            &["systemctl", "try-restart", unit],
+            "libvirt reads the restored qemu.conf",
+        )],
+        notes,
+        ..Change::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEBIAN: &str = "# Master configuration file for the QEMU driver.\n#user = \"libvirt-qemu\"\n#cgroup_device_acl = [\n#    \"/dev/null\", \"/dev/full\", \"/dev/zero\",\n#    \"/dev/random\", \"/dev/urandom\",\n#    \"/dev/ptmx\", \"/dev/kvm\"\n#]\n";
+
+    #[test]
+    fn qemu_conf_keeps_every_line_and_sets_one() {
+        let out = set_conf(DEBIAN, "user", "\"anna\"");
+        assert!(out.starts_with(DEBIAN), "{out}");
+        assert!(out.ends_with("user = \"anna\"\n"), "{out}");
+        // Set again: replaced in place, not appended twice.
+        let again = set_conf(&out, "user", "\"bert\"");
+        assert_eq!(
+            again.lines().filter(|l| l.starts_with("user = ")).count(),
+            1,
+            "{again}"
+        );
+        assert!(again.contains("user = \"bert\"") && !again.contains("\"anna\""));
+        let acl = set_conf(
+            DEBIAN,
+            "cgroup_device_acl",
+            "[\n    \"/dev/null\", \"/dev/kvmfr0\"\n]",
+        );
+        assert_eq!(
+            conf_list(&acl, "cgroup_device_acl").unwrap(),
+            vec!["/dev/null", "/dev/kvmfr0"]
+        );
+        let replaced = set_conf(&acl, "cgroup_device_acl", "[ \"/dev/kvm\" ]");
+        assert_eq!(
+            conf_list(&replaced, "cgroup_device_acl").unwrap(),
+            vec!["/dev/kvm"]
+        );
+        assert!(!replaced.contains("/dev/kvmfr0"), "{replaced}");
+    }
+
+    #[test]
+    fn user_names_are_what_useradd_takes() {
+        assert!(valid_user("anna"));
+        assert!(valid_user("gamer_01"));
+        for bad in ["", "-rf", "Anna", "a b", "a\"b", "root;x", &"x".repeat(33)] {
+            assert!(!valid_user(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The host's side of a usable VM, on Debian 12's real qemu.conf
+//! (libvirt-daemon-system 9.0, tests/fixtures/tuning/debian12): Looking
+//! Glass's shared memory for the desktop user and QEMU, the kvmfr module
+//! where it is installed (manual steps where not), and QEMU running as the
+//! desktop user for the sound server — applied with the stand-in tools,
+//! undone byte for byte; the desktop user is the one who asked.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use crate::support::tuning::{differ, tree, tuning_host};
+use std::path::{Path, PathBuf};
+use vfio_assistant::host::scan;
+use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant::tuning::apply::{Env, apply, undo};
+use vfio_assistant::tuning::facts::gather;
+use vfio_assistant::tuning::journal::EntryState;
+use vfio_assistant::tuning::model::Request;
+use vfio_assistant::tuning::plan::{PlanError, plan};
+
+fn standins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/standins")
+}
+
+fn host(kvmfr_installed: bool) -> tempfile::TempDir {
+    let dir = tuning_host();
+    let r = dir.path();
+    let put = |rel: &str, text: &str| crate::support::hosts::put(r, rel, text);
+    put(
+        "etc/passwd",
+        "root:x:0:0:root:/root:/bin/bash\nlibvirt-qemu:x:64055:993:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin\nanna:x:1000:1000:Anna,,,:/home/anna:/bin/bash\n",
+    );
+    let dep = if kvmfr_installed {
+        "kernel/drivers/vfio/pci/vfio-pci.ko:\nupdates/dkms/kvmfr.ko.xz:\n"
+    } else {
+        "kernel/drivers/vfio/pci/vfio-pci.ko:\n"
+    };
+    put("lib/modules/6.1.0-18-amd64/modules.dep", dep);
+    dir
+}
+
+fn request() -> Request {
+    Request {
+        looking_glass_mib: Some(64),
+        kvmfr: true,
+        sound: true,
+        desktop_user: Some("anna".into()),
+        ..Request::default()
+    }
+}
+
+fn env(r: &Path) -> Env {
+    let mut e = Env::new(HostRoot::at(r), None, true);
+    e.tool_dir = Some(standins());
+    e
+}
+
+#[test]
+fn looking_glass_and_sound_are_set_up_and_undone() {
+    let dir = host(true);
+    let r = dir.path();
+    let original = tree(r);
+    let root = HostRoot::at(r);
+    let p = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
+    let ids: Vec<&str> = p.changes.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        ids.contains(&"kvmfr") && ids.contains(&"qemu-conf"),
+        "{ids:?}"
+    );
+    let o = apply(&env(r), &gather(&root), &p, &request(), &mut |_| {}).unwrap();
+    assert_eq!(o.state, EntryState::Applied, "{o:?}");
+    let read = |rel: &str| std::fs::read_to_string(r.join(rel)).unwrap();
+    assert!(read("etc/modprobe.d/kvmfr.conf").contains("options kvmfr static_size_mb=64"));
+    assert!(
+        read("etc/modules-load.d/kvmfr.conf")
+            .lines()
+            .any(|l| l == "kvmfr")
+    );
+    assert!(read("etc/udev/rules.d/99-kvmfr.rules").contains("OWNER=\"anna\", GROUP=\"kvm\""));
+    // qemu.conf: every line of Debian's file kept, two settings added.
+    let conf = read("etc/libvirt/qemu.conf");
+    let orig = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tuning/debian12/etc/libvirt/qemu.conf"),
+    )
+    .unwrap();
+    assert!(conf.starts_with(&orig), "lines of the original changed");
+    assert!(conf.contains("user = \"anna\""), "{conf}");
+    for d in ["/dev/null", "/dev/kvm", "/dev/urandom", "/dev/kvmfr0"] {
+        assert!(
+            conf[orig.len()..].contains(&format!("\"{d}\"")),
+            "{d}: {conf}"
+        );
+    }
+    // The same request again: nothing.
+    let again = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
+    let left: Vec<&str> = again.changes.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        !left.contains(&"kvmfr") && !left.contains(&"qemu-conf"),
+        "{left:?}"
+    );
+    let u = undo(&env(r), &o.id, false, &mut |_| {}).unwrap();
+    assert_eq!(u.failure, None);
+    assert_eq!(differ(&original, &tree(r)), Vec::<String>::new());
+}
+
+#[test]
+fn without_the_module_kvmfr_is_a_manual_step_and_shm_gets_its_rule() {
+    let dir = host(false);
+    let root = HostRoot::at(dir.path());
+    let p = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
+    assert!(!p.changes.iter().any(|c| c.id == "kvmfr"));
+    let m = p.manual.iter().find(|m| m.id == "kvmfr").unwrap();
+    assert!(m.steps.iter().any(|s| s.contains("dkms")), "{m:?}");
+    let shm = Request {
+        kvmfr: false,
+        ..request()
+    };
+    let p = plan(&scan(&root).unwrap(), &gather(&root), &shm).unwrap();
+    let c = p
+        .changes
+        .iter()
+        .find(|c| c.id == "looking-glass-shm")
+        .unwrap();
+    assert_eq!(
+        c.files[0].after.as_deref().unwrap().lines().last(),
+        Some("f /dev/shm/looking-glass 0660 anna kvm -")
+    );
+}
+
+#[test]
+fn only_a_person_of_this_host_is_the_desktop_user() {
+    let dir = host(true);
+    let root = HostRoot::at(dir.path());
+    for who in ["mallory", "root", "libvirt-qemu", "anna\nuser = \"root\""] {
+        let req = Request {
+            desktop_user: Some(who.into()),
+            ..request()
+        };
+        let e = plan(&scan(&root).unwrap(), &gather(&root), &req).unwrap_err();
+        assert!(matches!(e, PlanError::User(_)), "{who}: {e}");
+    }
+}
+
+#[test]
+fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
+    let dir = host(true);
+    let env = vfio_assistant::helper::HelperEnv {
+        root: HostRoot::at(dir.path()),
+        journal: None,
+        fail_at: None,
+        asking_uid: Some(1000),
+    };
+    let req = vfio_assistant::helper::HelperRequest::Apply {
+        request: Request {
+            desktop_user: Some("mallory".into()),
+            ..request()
+        },
+    };
+    let mut lines = Vec::new();
+    let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l));
+    assert_eq!(code, 0, "{lines:#?}");
+    let conf = std::fs::read_to_string(dir.path().join("etc/libvirt/qemu.conf")).unwrap();
+    assert!(
+        conf.contains("user = \"anna\"") && !conf.contains("mallory"),
+        "{lines:#?}"
+    );
+}

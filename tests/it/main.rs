@@ -34,6 +34,7 @@ mod gui_wizard;
 mod helper;
 mod hostile_inputs;
 mod initramfs;
+mod input_picker;
 mod json_snapshots;
 mod libvirt_driver;
 mod lspci_yardstick;

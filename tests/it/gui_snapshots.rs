@@ -184,6 +184,32 @@ fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
             results.extend_harness(&mut h);
         }
     }
+    // A Debian 12 host as the real-host run boots it (QEMU: a USB keyboard
+    // and mouse, a boot GPU and the VM's GPU): the New VM's "Use it" step
+    // with its keyboard and mouse, and single-GPU's checks on the Tuning
+    // page for the boot GPU.
+    let e2e = tempfile::tempdir().unwrap();
+    crate::support::tree::copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/hosts/e2e-debian12-grub"),
+        e2e.path(),
+    );
+    let mut s = on(Page::NewVm);
+    s.wizard.step = vfio_assistant::ui::wizard_state::Step::UseIt;
+    s.wizard.looking_glass = true;
+    s.wizard.sound = true;
+    let label = "Debian 12 in QEMU (captured by scripts/e2e)";
+    let mut h = on_root(e2e.path(), label, s);
+    h.snapshot_options("e2e-new-vm-use-it", &o);
+    results.extend_harness(&mut h);
+    let mut s = on(Page::Tuning);
+    s.tuning.single_gpu_vm = "win11".into();
+    let mut h = on_root(e2e.path(), label, s);
+    wait_for(&mut h, 60, |a| {
+        a.tuning.single_gpu.is_some() && a.tuning.facts.is_some()
+    });
+    h.snapshot_options("e2e-tuning-single-gpu", &o);
+    results.extend_harness(&mut h);
     let bad = crate::support::hosts::bad_host();
     let mut h = on_root(
         bad.path(),

@@ -43,6 +43,7 @@ mod next_step_gpu;
 mod pci_listings;
 mod pinning;
 mod pinning_hybrid;
+mod playable_host;
 mod rom;
 mod single_gpu_checks;
 mod single_gpu_hook;

@@ -5,7 +5,7 @@
 //! emulated sound card. Each choice says what it needs; the domain is
 //! rebuilt from them like every other step's.
 
-use crate::domain::playable::{GRAB_TOGGLES, looking_glass_mib};
+use crate::domain::playable::{AudioBackend, GRAB_TOGGLES, looking_glass_mib};
 use crate::host::HostSnapshot;
 use crate::host::input::InputKind;
 use crate::ui::app::Command;
@@ -178,8 +178,10 @@ fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
         let l = ui.label("Resolution");
         ui.add(egui::DragValue::new(&mut w.lg_width).range(640..=7680))
             .labelled_by(l.id);
-        ui.label("x");
-        ui.add(egui::DragValue::new(&mut w.lg_height).range(480..=4320));
+        let x = ui.label("x");
+        ui.add(egui::DragValue::new(&mut w.lg_height).range(480..=4320))
+            .labelled_by(x.id)
+            .on_hover_text("Height in pixels");
         ui.checkbox(&mut w.lg_hdr, "HDR");
     });
     let mib = looking_glass_mib(w.lg_width, w.lg_height, w.lg_hdr);
@@ -201,11 +203,14 @@ fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
 
 fn sound_ui(ui: &mut egui::Ui, w: &mut WizardState) {
     ui.label(RichText::new("Sound").strong());
-    ui.checkbox(
-        &mut w.sound,
-        "An emulated sound card played through the desktop's sound server",
-    );
-    ui.label(theme::detail(if w.sound {
+    ui.checkbox(&mut w.sound, "An emulated sound card, heard on the host");
+    let spice = w
+        .playable()
+        .sound
+        .is_some_and(|s| s.backend == AudioBackend::Spice);
+    ui.label(theme::detail(if w.sound && spice {
+        "ich9 HD Audio at 48 kHz into SPICE: the Looking Glass client plays it (B6 and later), so the system QEMU needs no way into your desktop session."
+    } else if w.sound {
         "ich9 HD Audio at 48 kHz on PulseAudio (PipeWire desktops answer it too), at your session's socket. A system QEMU runs as another user: the Tuning page's sound change lets it reach your session."
     } else {
         "The GPU's own HDMI/DisplayPort audio goes with the card: with speakers on the monitor that is all the VM needs."

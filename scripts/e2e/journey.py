@@ -169,7 +169,12 @@ def press_keys():
         for key in ("v", "f", "i", "o"):
             for down in (True, False):
                 events.append({"type": "key", "data": {"down": down, "key": {"type": "qcode", "data": key}}})
-        guest.qmp("input-send-event", device="kbd", events=events)
+        # `device` names the console's display device (virtio-vga, id
+        # vga0), whose bound keyboard is the USB one (usb-kbd display=vga0):
+        # the keys reach it, not the PS/2 keyboard on the LPC bridge.
+        if "error" in guest.qmp("input-send-event", device="vga0", events=events):
+            # Then to whichever keyboard has the focus.
+            guest.qmp("input-send-event", events=events)
         for _ in range(3):
             guest.qmp("input-send-event",
                       events=[{"type": "rel", "data": {"axis": "x", "value": 40}},

@@ -164,6 +164,19 @@ pub(super) fn inverse(
             let before = saved
                 .as_deref()
                 .and_then(|p| artifacts::sha256_file(p).ok().flatten());
+            // update-initramfs keeps the image it replaces as
+            // IMAGE.dpkg-bak and deletes it when it is done
+            // (backup_initramfs=no): a cut in between leaves it. When it is
+            // the image from before, byte for byte, it is only a copy of
+            // what is put back; anything else is the user's and stays.
+            let bak = format!("{}.dpkg-bak", rec.path);
+            if before.is_some()
+                && artifacts::artifact_allowed(&bak)
+                && artifacts::sha256(root, &bak).ok().flatten() == before
+            {
+                let r = artifacts::put(root, &bak, None, None, false).map_err(|e| e.to_string());
+                rep.result(format!("remove {bak} (update-initramfs's copy of the image before, left by an interrupted rebuild)"), r);
+            }
             if now == before {
                 continue;
             }

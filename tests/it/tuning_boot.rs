@@ -291,6 +291,26 @@ fn a_failure_at_any_step_puts_the_boot_files_back_too() {
     }
 }
 
+/// update-initramfs killed in the middle of its rebuild (as the real-host
+/// run's power cut found on Debian 12) leaves the image it replaced as
+/// IMAGE.dpkg-bak: the rollback removes that copy with the rest.
+#[test]
+fn update_initramfs_killed_midway_leaves_no_backup_behind() {
+    let dir = grub_host();
+    let r = dir.path();
+    let original = tree(r);
+    std::fs::write(r.join(".standin-dies-in-update-initramfs"), "").unwrap();
+    let (o, lines) = apply_once(r, &env(r));
+    std::fs::remove_file(r.join(".standin-dies-in-update-initramfs")).unwrap();
+    assert_eq!(o.state, EntryState::RolledBack, "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| format!("{l:?}").contains(".dpkg-bak")),
+        "{lines:#?}"
+    );
+    assert!(!r.join(format!("boot/initrd.img-{REL}.dpkg-bak")).exists());
+    assert_eq!(differ(&original, &tree(r)), Vec::<String>::new());
+}
+
 #[test]
 fn a_power_cut_at_any_step_is_named_offered_and_undone() {
     let dir = grub_host();

@@ -32,6 +32,9 @@ if [ "$what" = test ]; then
     # sfdisk, e2fsprogs' mkfs.ext4 -d, dosfstools and mtools for the ESP),
     # booted in qemu-system-x86 (OVMF for UEFI).
     pkgs="$pkgs mmdebstrap debian-archive-keyring fdisk e2fsprogs dosfstools mtools python3"
+    # Remote hosts (--host ssh://…): the tests start their own sshd on
+    # 127.0.0.1 with throwaway keys, and reach it with the OpenSSH client.
+    pkgs="$pkgs openssh-server openssh-client"
 fi
 missing_packages() {
     missing=""

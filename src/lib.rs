@@ -14,6 +14,7 @@ pub mod libvirt;
 pub mod monitor;
 pub mod parse;
 pub mod pinning;
+pub mod remote;
 pub mod report;
 pub mod romread;
 pub mod sysroot;

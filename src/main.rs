@@ -80,7 +80,36 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text).trim()
 }
 
-fn run(cli: Cli) -> anyhow::Result<i32> {
+/// With `--host ssh://…`: the other machine's snapshot, fetched into a
+/// temporary folder (kept while it is read) and named as the root. Only the
+/// commands that read a host take it.
+fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
+    let Some(target) = cli.host.host.clone() else {
+        return Ok(None);
+    };
+    let reads = matches!(
+        cli.command,
+        None | Some(Command::Scan(_))
+            | Some(Command::Check(_))
+            | Some(Command::Doctor(_))
+            | Some(Command::Pin(_))
+            | Some(Command::Snapshot(_))
+    );
+    if !reads {
+        anyhow::bail!(
+            "--host reads another machine (scan, check, doctor, pin, snapshot and the app); to tune or run VMs there, run vfio-assistant on it (ssh HOST vfio-assistant …), or give domain commands --connect qemu+ssh://HOST/system"
+        );
+    }
+    let t = vfio_assistant::remote::SshTarget::parse(&target)?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join(format!("{}.tar.gz", t.host));
+    t.fetch_snapshot(&file)?;
+    cli.host.root = Some(file);
+    Ok(Some(dir))
+}
+
+fn run(mut cli: Cli) -> anyhow::Result<i32> {
+    let _remote = remote_root(&mut cli)?;
     // A folder or a snapshot file (unpacked, kept while `opened` lives); the
     // app opens its own, and latency only asks whether a root was named.
     let opened = match (&cli.command, &cli.host.root) {

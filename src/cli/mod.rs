@@ -51,8 +51,13 @@ pub struct Cli {
 pub struct HostArgs {
     /// Read the host from this folder (an extracted snapshot or a fixture tree) or
     /// snapshot file (.tar.gz) instead of the running machine.
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, conflicts_with = "host")]
     pub root: Option<PathBuf>,
+    /// Read another machine over SSH: ssh://[user@]host[:port][/root]. Its own
+    /// vfio-assistant (the same version) takes the snapshot there with your
+    /// SSH keys and config; scan, check, doctor, pin and the app read it.
+    #[arg(long, value_name = "ssh://[USER@]HOST[:PORT]", global = true)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

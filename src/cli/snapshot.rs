@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
-    /// Where to write the archive (`.tar.gz`).
+    /// Where to write the archive (`.tar.gz`); `-` for standard output (what
+    /// `--host ssh://…` runs on the other machine).
     #[arg(value_name = "OUT.tar.gz")]
     pub out: PathBuf,
     /// Replace OUT if it exists (it is never written through a link).
@@ -18,6 +19,17 @@ pub struct SnapshotArgs {
 }
 
 pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
+    if args.out.as_os_str() == "-" {
+        // Whole or not at all here too: into a file of our own first.
+        let dir = tempfile::tempdir().context("a temporary folder for the snapshot")?;
+        let file = dir.path().join("snapshot.tar.gz");
+        capture(root, &file, false).context("capturing the snapshot")?;
+        let mut f = std::fs::File::open(&file).context("reading the snapshot back")?;
+        let mut out = std::io::stdout().lock();
+        std::io::copy(&mut f, &mut out).context("writing the snapshot to standard output")?;
+        std::io::Write::flush(&mut out).context("writing the snapshot to standard output")?;
+        return Ok(0);
+    }
     let report = capture(root, &args.out, args.force)
         .with_context(|| format!("capturing {}", args.out.display()))?;
     println!(

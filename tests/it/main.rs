@@ -44,6 +44,7 @@ mod pci_listings;
 mod pinning;
 mod pinning_hybrid;
 mod playable_host;
+mod remote_ssh;
 mod rom;
 mod single_gpu_checks;
 mod single_gpu_hook;

@@ -1,0 +1,373 @@
+//! Another machine, reached over the user's SSH: `ssh://[user@]host[:port][/root]`.
+//!
+//! Reading it runs our own binary there (`vfio-assistant snapshot -`) through
+//! the OpenSSH client with the user's keys, `~/.ssh/config` and host-key
+//! checking as they set them, and opens the streamed snapshot like a snapshot
+//! file: every read-only command (scan, check, doctor, pin) then works on it
+//! unchanged. A path after the host names a captured root on that machine
+//! (`--root` there). A password is never typed into us: `BatchMode=yes`
+//! makes a host that wants one say so instead of asking.
+//!
+//! The other side must run the same version: a different one is refused
+//! with both versions named, never guessed around. Every failure is said in
+//! words with what to do (unreachable, key refused, host key changed or
+//! unknown, not installed).
+//!
+//! `VFIO_ASSISTANT_SSH` replaces the `ssh` command (words split on spaces,
+//! e.g. `ssh -F /path/config`), `VFIO_ASSISTANT_REMOTE_PROGRAM` the program
+//! run there (default `vfio-assistant`): the tests reach a local sshd with
+//! them.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Where the host is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshTarget {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+    /// A captured root on that machine, read instead of the machine itself.
+    pub root: Option<String>,
+}
+
+/// The largest snapshot taken from a remote host (a real one is a few MB).
+const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RemoteError {
+    #[error(
+        "{0:?}: give ssh://[user@]host[:port][/path], e.g. ssh://anna@server or ssh://server:2222"
+    )]
+    BadTarget(String),
+    #[error(
+        "{host} cannot be reached: {detail}. Check the name and that the machine is on and runs an SSH server (ssh {host} should log you in)."
+    )]
+    Unreachable { host: String, detail: String },
+    #[error(
+        "{host} refused your key ({detail}). Add your public key to its ~/.ssh/authorized_keys (ssh-copy-id {host}) or name the key in ~/.ssh/config; a password is never asked here."
+    )]
+    KeyRefused { host: String, detail: String },
+    #[error(
+        "{host}'s host key is {what}: {detail}. If you know why, remove the old key (ssh-keygen -R {host}) and connect once with ssh {host} to check and accept the new one."
+    )]
+    HostKey {
+        host: String,
+        what: &'static str,
+        detail: String,
+    },
+    #[error(
+        "{host} has no vfio-assistant ({detail}). Install the same package there (.deb, .rpm or the AUR package, version {ours})."
+    )]
+    NotInstalled {
+        host: String,
+        ours: String,
+        detail: String,
+    },
+    #[error(
+        "{host} runs vfio-assistant {theirs}, this is {ours}: install {ours} there (or this one's version of {theirs}); different versions are not mixed."
+    )]
+    Version {
+        host: String,
+        ours: String,
+        theirs: String,
+    },
+    #[error("{what} on {host} failed: {detail}")]
+    Failed {
+        host: String,
+        what: String,
+        detail: String,
+    },
+    #[error("the ssh command could not be run: {0} (install the OpenSSH client: openssh-client)")]
+    NoSsh(String),
+}
+
+impl SshTarget {
+    /// `ssh://[user@]host[:port][/path]`.
+    pub fn parse(s: &str) -> Result<SshTarget, RemoteError> {
+        let bad = || RemoteError::BadTarget(s.to_string());
+        let rest = s.strip_prefix("ssh://").ok_or_else(bad)?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], Some(&rest[i..])),
+            None => (rest, None),
+        };
+        let (user, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => (
+                h,
+                Some(p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad)?),
+            ),
+            _ => (hostport, None),
+        };
+        let word = |w: &str| {
+            !w.is_empty()
+                && !w.starts_with('-')
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        };
+        if !word(host) || user.is_some_and(|u| !word(u)) {
+            return Err(bad());
+        }
+        let root = path.filter(|p| *p != "/").map(str::to_string);
+        if root
+            .as_deref()
+            .is_some_and(|p| p.contains('\0') || p.contains('\n'))
+        {
+            return Err(bad());
+        }
+        Ok(SshTarget {
+            user: user.map(str::to_string),
+            host: host.to_string(),
+            port,
+            root,
+        })
+    }
+
+    /// How it is shown: `user@host:port`.
+    pub fn shown(&self) -> String {
+        let mut s = String::new();
+        if let Some(u) = &self.user {
+            s.push_str(u);
+            s.push('@');
+        }
+        s.push_str(&self.host);
+        if let Some(p) = self.port {
+            s.push_str(&format!(":{p}"));
+        }
+        s
+    }
+
+    fn command(&self, remote: &str) -> Result<Command, RemoteError> {
+        let ssh = std::env::var("VFIO_ASSISTANT_SSH").unwrap_or_else(|_| "ssh".into());
+        let mut words = ssh.split_whitespace();
+        let program = words.next().unwrap_or("ssh");
+        let mut c = Command::new(program);
+        c.args(words);
+        c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]);
+        if let Some(p) = self.port {
+            c.args(["-p", &p.to_string()]);
+        }
+        if let Some(u) = &self.user {
+            c.args(["-l", u]);
+        }
+        c.arg("--").arg(&self.host).arg(remote);
+        c.stdin(Stdio::null());
+        Ok(c)
+    }
+
+    fn program() -> String {
+        std::env::var("VFIO_ASSISTANT_REMOTE_PROGRAM").unwrap_or_else(|_| "vfio-assistant".into())
+    }
+
+    /// Run `remote` there; its standard output (at most `limit` bytes).
+    fn run(&self, what: &str, remote: &str, limit: u64) -> Result<Vec<u8>, RemoteError> {
+        let mut child = self
+            .command(remote)?
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| RemoteError::NoSsh(e.to_string()))?;
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let stderr = child.stderr.take();
+        let reader = std::thread::spawn(move || {
+            let mut e = Vec::new();
+            if let Some(s) = stderr {
+                let _ = s.take(64 * 1024).read_to_end(&mut e);
+            }
+            e
+        });
+        if let Some(o) = child.stdout.take() {
+            let _ = o.take(limit + 1).read_to_end(&mut out);
+        }
+        if out.len() as u64 > limit {
+            let _ = child.kill();
+        }
+        let status = child
+            .wait()
+            .map_err(|e| RemoteError::NoSsh(e.to_string()))?;
+        if let Ok(e) = reader.join() {
+            err = e;
+        }
+        if out.len() as u64 > limit {
+            return Err(RemoteError::Failed {
+                host: self.shown(),
+                what: what.into(),
+                detail: format!("it sent more than {} MiB", limit >> 20),
+            });
+        }
+        if status.success() {
+            return Ok(out);
+        }
+        Err(self.classify(what, status.code(), &String::from_utf8_lossy(&err)))
+    }
+
+    /// ssh's words (exit 255) and the remote command's (127: not there).
+    pub fn classify(&self, what: &str, code: Option<i32>, stderr: &str) -> RemoteError {
+        let host = self.shown();
+        let detail = stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|l| {
+                !l.is_empty() && !l.starts_with("@@@") && !l.starts_with("Warning: Permanently")
+            })
+            .unwrap_or("no message")
+            .to_string();
+        let has = |s: &str| stderr.contains(s);
+        if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
+            return RemoteError::HostKey {
+                host,
+                what: "not the one known before",
+                detail,
+            };
+        }
+        if has("Host key verification failed")
+            || has("No ED25519 host key is known")
+            || has("host key is known")
+        {
+            return RemoteError::HostKey {
+                host,
+                what: "not known yet",
+                detail,
+            };
+        }
+        if has("Permission denied") || has("Too many authentication failures") {
+            return RemoteError::KeyRefused { host, detail };
+        }
+        if has("Could not resolve hostname")
+            || has("Connection refused")
+            || has("timed out")
+            || has("No route to host")
+            || has("Network is unreachable")
+            || has("Connection closed by")
+            || has("kex_exchange_identification")
+        {
+            return RemoteError::Unreachable { host, detail };
+        }
+        if code == Some(127) || has("command not found") || has("No such file or directory") {
+            return RemoteError::NotInstalled {
+                host,
+                ours: env!("CARGO_PKG_VERSION").into(),
+                detail,
+            };
+        }
+        RemoteError::Failed {
+            host,
+            what: what.into(),
+            detail,
+        }
+    }
+
+    /// The version of vfio-assistant there; refused when it is not ours.
+    pub fn check_version(&self) -> Result<(), RemoteError> {
+        let out = self.run(
+            "vfio-assistant --version",
+            &format!("{} --version", quote(&Self::program())),
+            4096,
+        )?;
+        let text = String::from_utf8_lossy(&out);
+        let theirs = text
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("unknown")
+            .to_string();
+        let ours = env!("CARGO_PKG_VERSION");
+        if theirs != ours {
+            return Err(RemoteError::Version {
+                host: self.shown(),
+                ours: ours.into(),
+                theirs,
+            });
+        }
+        Ok(())
+    }
+
+    /// The host's snapshot, written to `dest` (a `.tar.gz` to open as a root).
+    pub fn fetch_snapshot(&self, dest: &Path) -> Result<(), RemoteError> {
+        self.check_version()?;
+        let mut cmd = quote(&Self::program());
+        if let Some(r) = &self.root {
+            cmd.push_str(&format!(" --root {}", quote(r)));
+        }
+        cmd.push_str(" snapshot -");
+        let bytes = self.run("vfio-assistant snapshot", &cmd, MAX_SNAPSHOT_BYTES)?;
+        std::fs::write(dest, bytes).map_err(|e| RemoteError::Failed {
+            host: self.shown(),
+            what: "keeping the snapshot".into(),
+            detail: format!("{}: {e}", dest.display()),
+        })
+    }
+}
+
+/// One word for the remote shell.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_bad_ones_are_refused() {
+        let t = SshTarget::parse("ssh://anna@server.lan:2222/srv/host").unwrap();
+        assert_eq!(t.user.as_deref(), Some("anna"));
+        assert_eq!(t.host, "server.lan");
+        assert_eq!(t.port, Some(2222));
+        assert_eq!(t.root.as_deref(), Some("/srv/host"));
+        assert_eq!(t.shown(), "anna@server.lan:2222");
+        let t = SshTarget::parse("ssh://server").unwrap();
+        assert_eq!((t.user, t.port, t.root), (None, None, None));
+        for bad in [
+            "server",
+            "ssh://",
+            "ssh://-oProxyCommand=x",
+            "ssh://a b",
+            "ssh://host:0",
+            "ssh://host:port",
+            "ssh://-l@host",
+        ] {
+            assert!(SshTarget::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sshs_words_become_what_to_do() {
+        let t = SshTarget::parse("ssh://anna@server").unwrap();
+        let k = t.classify(
+            "x",
+            Some(255),
+            "anna@server: Permission denied (publickey).\n",
+        );
+        assert!(matches!(k, RemoteError::KeyRefused { .. }), "{k}");
+        assert!(k.to_string().contains("ssh-copy-id anna@server"));
+        let h = t.classify("x", Some(255), "@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@\nHost key verification failed.\n");
+        assert!(
+            matches!(
+                h,
+                RemoteError::HostKey {
+                    what: "not the one known before",
+                    ..
+                }
+            ),
+            "{h}"
+        );
+        let u = t.classify(
+            "x",
+            Some(255),
+            "ssh: Could not resolve hostname server: Name or service not known\n",
+        );
+        assert!(matches!(u, RemoteError::Unreachable { .. }), "{u}");
+        let n = t.classify(
+            "x",
+            Some(127),
+            "bash: line 1: vfio-assistant: command not found\n",
+        );
+        assert!(matches!(n, RemoteError::NotInstalled { .. }), "{n}");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+    }
+}

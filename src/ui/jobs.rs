@@ -23,10 +23,15 @@ fn open(uri: &str) -> Result<Libvirt, String> {
     Libvirt::open(uri).map_err(|e| e.to_string())
 }
 
-/// Domain capabilities of a URI (for the Hyper-V set and the loaders).
-pub fn caps(uri: &str) -> Result<DomainCaps, String> {
+/// A connection's domain capabilities and its (QEMU, libvirt) versions.
+pub type CapsAndVersions = (DomainCaps, Option<(u64, u64)>);
+
+/// Domain capabilities of a URI (for the Hyper-V set and the loaders), and
+/// its QEMU's and libvirt's versions (for the sound backend).
+pub fn caps(uri: &str) -> Result<CapsAndVersions, String> {
     let hv = open(uri)?;
-    caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities"))
+    let caps = caps_of(&hv).ok_or_else(|| format!("{uri} gives no domain capabilities"))?;
+    Ok((caps, hv.versions().ok()))
 }
 
 /// The one preflight (the CLI's `domain validate`), with a trial start on

@@ -58,7 +58,9 @@ pub struct WizardRuntime {
     /// The URI used when the user leaves it empty.
     pub default_uri: String,
     pub caps: Option<DomainCaps>,
-    pub caps_job: Slot<Result<DomainCaps, String>>,
+    /// The connection's (QEMU, libvirt) versions, with the caps.
+    pub versions: Option<(u64, u64)>,
+    pub caps_job: Slot<Result<super::jobs::CapsAndVersions, String>>,
     /// The URI whose capabilities were asked for.
     pub caps_asked: Option<String>,
     pub validate_job: Slot<Result<Preflight, String>>,
@@ -88,6 +90,7 @@ impl WizardRuntime {
         WizardRuntime {
             default_uri: default_uri.to_string(),
             caps: None,
+            versions: None,
             caps_job: Slot::new("reading the domain capabilities"),
             caps_asked: None,
             validate_job: Slot::new("checking the domain on this host"),

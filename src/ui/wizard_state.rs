@@ -122,6 +122,10 @@ pub struct WizardState {
     pub lg_kvmfr: bool,
     /// An emulated sound card on the desktop's sound server.
     pub sound: bool,
+    /// (QEMU's, libvirt's) versions from the wizard's connection: which
+    /// sound backend they offer. Read each time, not saved.
+    #[serde(skip)]
+    pub versions: Option<(u64, u64)>,
     /// Where "Define in libvirt" goes; empty = the default for the source.
     pub uri: String,
     /// Where "Save" writes.
@@ -161,6 +165,7 @@ impl Default for WizardState {
             lg_hdr: false,
             lg_kvmfr: false,
             sound: false,
+            versions: None,
             uri: String::new(),
             save_path: String::new(),
         }
@@ -198,7 +203,11 @@ impl WizardState {
                 kvmfr: self.lg_kvmfr,
             }),
             sound: self.sound.then(|| Sound {
-                backend: audio_backend(None, None, self.looking_glass),
+                backend: audio_backend(
+                    self.versions.map(|v| v.0),
+                    self.versions.map(|v| v.1),
+                    self.looking_glass,
+                ),
                 runtime_dir: crate::domain::playable::session_runtime_dir(),
             }),
             usb: self

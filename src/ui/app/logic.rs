@@ -135,7 +135,10 @@ impl App {
     fn poll_jobs(&mut self) {
         let w = &mut self.wizard;
         if let Some(r) = w.caps_job.poll() {
-            w.caps = flatten(r).ok();
+            let r = flatten(r).ok();
+            w.versions = r.as_ref().and_then(|x| x.1);
+            w.caps = r.map(|x| x.0);
+            self.state.wizard.versions = w.versions;
         }
         if let Some(r) = w.validate_job.poll() {
             w.preflight = Some((String::new(), flatten(r)));

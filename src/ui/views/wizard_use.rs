@@ -204,17 +204,22 @@ fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
 fn sound_ui(ui: &mut egui::Ui, w: &mut WizardState) {
     ui.label(RichText::new("Sound").strong());
     ui.checkbox(&mut w.sound, "An emulated sound card, heard on the host");
-    let spice = w
-        .playable()
-        .sound
-        .is_some_and(|s| s.backend == AudioBackend::Spice);
-    ui.label(theme::detail(if w.sound && spice {
-        "ich9 HD Audio at 48 kHz into SPICE: the Looking Glass client plays it (B6 and later), so the system QEMU needs no way into your desktop session."
-    } else if w.sound {
-        "ich9 HD Audio at 48 kHz on PulseAudio (PipeWire desktops answer it too), at your session's socket. A system QEMU runs as another user: the Tuning page's sound change lets it reach your session."
-    } else {
-        "The GPU's own HDMI/DisplayPort audio goes with the card: with speakers on the monitor that is all the VM needs."
-    }));
+    let backend = w.playable().sound.map(|s| s.backend);
+    let text = match backend {
+        Some(AudioBackend::Spice) => {
+            "ich9 HD Audio at 48 kHz into SPICE: the Looking Glass client plays it (B6 and later), so the system QEMU needs no way into your desktop session."
+        }
+        Some(AudioBackend::Pipewire) => {
+            "ich9 HD Audio at 48 kHz on PipeWire (this host's QEMU and libvirt know it), at your session's socket. A system QEMU runs as another user: the Tuning page's sound change lets it reach your session."
+        }
+        Some(_) => {
+            "ich9 HD Audio at 48 kHz on PulseAudio (PipeWire desktops answer it too), at your session's socket. A system QEMU runs as another user: the Tuning page's sound change lets it reach your session."
+        }
+        None => {
+            "The GPU's own HDMI/DisplayPort audio goes with the card: with speakers on the monitor that is all the VM needs."
+        }
+    };
+    ui.label(theme::detail(text));
 }
 
 pub fn use_it_step(

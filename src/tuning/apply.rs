@@ -275,6 +275,10 @@ impl Run<'_> {
                 None,
             )
             .map_err(|e| format!("{step}: {e}"))?;
+            if super::artifacts::read_by_boot_loader(&f.path) {
+                super::artifacts::make_durable(&env.root, &f.path)
+                    .map_err(|e| format!("{step}: {e}"))?;
+            }
             progress(Progress::Done { step });
         }
         for cmd in &c.prepare {

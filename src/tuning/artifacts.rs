@@ -187,6 +187,14 @@ fn mount_point(p: &Path) -> Option<std::path::PathBuf> {
 }
 
 // _IOWR('X', 119, int) and _IOWR('X', 120, int) (linux/fs.h).
+/// A file the boot loader reads (an entry on the ESP, a config under
+/// /boot): written files there are made durable at once, before anything
+/// points the boot at them (a cut right after must not leave the boot a
+/// one-shot entry whose file never reached a vfat disk).
+pub fn read_by_boot_loader(path: &str) -> bool {
+    path.starts_with("/boot/") || path.starts_with("/efi/")
+}
+
 const FIFREEZE: libc::c_ulong = 0xC004_5877;
 const FITHAW: libc::c_ulong = 0xC004_5878;
 

@@ -95,7 +95,13 @@ pub(super) fn inverse(
                 fb.uid.unwrap_or(u32::MAX),
                 fb.gid.unwrap_or(u32::MAX),
             );
-            let r = write_file(root, &fb.path, before.as_deref(), Some(meta));
+            let r = write_file(root, &fb.path, before.as_deref(), Some(meta)).and_then(|()| {
+                if artifacts::read_by_boot_loader(&fb.path) {
+                    artifacts::make_durable(root, &fb.path).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
             rep.result(format!("restore {}", fb.path), r.map_err(|e| e.to_string()));
         }
         // 2. Values, then what hands devices back.

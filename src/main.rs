@@ -81,26 +81,24 @@ fn first_line(text: &str) -> &str {
 }
 
 /// With `--host ssh://…`: the other machine's snapshot, fetched into a
-/// temporary folder (kept while it is read) and named as the root. Only the
-/// commands that read a host take it.
+/// temporary folder (kept while it is read) and named as the root, for the
+/// commands that read a host (and `domain`, whose libvirt is then that
+/// machine's, `qemu+ssh://`).
 fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
     let Some(target) = cli.host.host.clone() else {
         return Ok(None);
     };
-    let reads = matches!(
-        cli.command,
-        None | Some(Command::Scan(_))
-            | Some(Command::Check(_))
-            | Some(Command::Doctor(_))
-            | Some(Command::Pin(_))
-            | Some(Command::Snapshot(_))
-    );
-    if !reads {
-        anyhow::bail!(
-            "--host reads another machine (scan, check, doctor, pin, snapshot and the app); to tune or run VMs there, run vfio-assistant on it (ssh HOST vfio-assistant …), or give domain commands --connect qemu+ssh://HOST/system"
-        );
-    }
     let t = vfio_assistant::remote::SshTarget::parse(&target)?;
+    if let Some(Command::Domain(d)) = &mut cli.command {
+        d.connect_default(&t.libvirt_uri());
+        if !d.reads_host() {
+            // Nothing of this machine stands in for that one's (its QEMU
+            // log is read there): an empty root.
+            let dir = tempfile::tempdir()?;
+            cli.host.root = Some(dir.path().to_path_buf());
+            return Ok(Some(dir));
+        }
+    }
     let dir = tempfile::tempdir()?;
     let file = dir.path().join(format!("{}.tar.gz", t.host));
     t.fetch_snapshot(&file)?;
@@ -108,7 +106,33 @@ fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
     Ok(Some(dir))
 }
 
+/// The commands that act on the other machine itself run there (our own
+/// program, over the same SSH): `tune`, `monitor`, `latency`, `input`, `rom`.
+/// None when the command is not one of them.
+fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
+    use vfio_assistant::remote::{Privilege, SshTarget, forwarded_args};
+    let Some(target) = &cli.host.host else {
+        return Ok(None);
+    };
+    let privilege = match &cli.command {
+        Some(Command::Tune(t)) if t.changes_host() => Privilege::Root,
+        Some(Command::Tune(_) | Command::Monitor(_) | Command::Latency(_) | Command::Input(_)) => {
+            Privilege::User
+        }
+        // The card's ROM is read as root there (a file named is read here).
+        Some(Command::Rom(r)) if r.reads_card() => Privilege::Root,
+        Some(Command::Rom(_)) => return Ok(None),
+        _ => return Ok(None),
+    };
+    let t = SshTarget::parse(target)?;
+    let args = forwarded_args(std::env::args_os())?;
+    Ok(Some(t.forward(&args, privilege)?))
+}
+
 fn run(mut cli: Cli) -> anyhow::Result<i32> {
+    if let Some(code) = run_there(&cli)? {
+        return Ok(code);
+    }
     let _remote = remote_root(&mut cli)?;
     // A folder or a snapshot file (unpacked, kept while `opened` lives); the
     // app opens its own, and latency only asks whether a root was named.
@@ -147,7 +171,11 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Domain(args)) => {
             let root = demo_or(root, cli.demo)?;
-            vfio_assistant::cli::domain::run(&root.0, args, cli.demo)
+            let remote = match &cli.host.host {
+                Some(t) => Some(vfio_assistant::remote::SshTarget::parse(t)?),
+                None => None,
+            };
+            vfio_assistant::cli::domain::run(&root.0, args, cli.demo, remote.as_ref())
         }
         Some(Command::Monitor(args)) => {
             let root = demo_or(root, cli.demo)?;

@@ -82,14 +82,53 @@ pub struct TuneArgs {
     pub play: super::domain_new::PlayArgs,
 }
 
-pub fn run(root: &HostRoot, args: &DomainArgs, demo: bool) -> anyhow::Result<i32> {
+impl DomainArgs {
+    /// The libvirt used where `--connect` is not given: another machine's
+    /// (`qemu+ssh://…`, with `--host`).
+    pub fn connect_default(&mut self, uri: &str) {
+        let c = match &mut self.command {
+            DomainCommand::New(a) => &mut a.connect,
+            DomainCommand::Tune(a) => &mut a.connect,
+            DomainCommand::List(a) => &mut a.connect,
+            DomainCommand::Validate(a) => &mut a.connect,
+            DomainCommand::Define(a) => &mut a.connect,
+            DomainCommand::Start(a) | DomainCommand::Stop(a) | DomainCommand::Destroy(a) => {
+                &mut a.connect
+            }
+        };
+        if c.connect.is_none() {
+            c.connect = Some(uri.to_string());
+        }
+    }
+
+    /// Whether the command reads the host (its devices, CPUs, files):
+    /// with `--host`, that machine's snapshot is fetched for it.
+    pub fn reads_host(&self) -> bool {
+        matches!(
+            self.command,
+            DomainCommand::New(_)
+                | DomainCommand::Tune(_)
+                | DomainCommand::Validate(_)
+                | DomainCommand::Define(_)
+        )
+    }
+}
+
+/// With `remote`, the domains are that machine's (the connection defaults
+/// to its `qemu+ssh://`, set by the caller) and its QEMU log is read there.
+pub fn run(
+    root: &HostRoot,
+    args: &DomainArgs,
+    demo: bool,
+    remote: Option<&crate::remote::SshTarget>,
+) -> anyhow::Result<i32> {
     match &args.command {
         DomainCommand::New(a) => domain_new::run(root, a, demo),
         DomainCommand::Tune(t) => run_tune(root, t, demo),
         DomainCommand::List(c) => domain_virt::run_list(c, demo),
         DomainCommand::Validate(v) => domain_virt::run_validate(root, v, demo),
         DomainCommand::Define(d) => domain_virt::run_define(root, d, demo),
-        DomainCommand::Start(a) => domain_life::run_start(root, a, demo),
+        DomainCommand::Start(a) => domain_life::run_start(root, a, demo, remote),
         DomainCommand::Stop(a) => domain_life::run_stop(a, demo),
         DomainCommand::Destroy(a) => domain_life::run_destroy(a, demo),
     }

@@ -55,9 +55,21 @@ pub fn print_start(o: &StartOutcome, uri: &str) -> Result<(), StdoutError> {
     Ok(())
 }
 
-pub fn run_start(root: &HostRoot, args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
+/// Start it; with `remote`, the domain is that machine's and a failure is
+/// explained from its QEMU log, read there.
+pub fn run_start(
+    root: &HostRoot,
+    args: &LifeArgs,
+    demo: bool,
+    remote: Option<&crate::remote::SshTarget>,
+) -> anyhow::Result<i32> {
     let hv = args.connect.open(demo)?;
-    let o = start(&hv, root, &args.name);
+    let mut o = start(&hv, root, &args.name);
+    if let (false, Some(t)) = (o.started, remote)
+        && let Some(log) = t.qemu_log(&args.name)
+    {
+        o.explain_from_log(&log);
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&o)?)?;
     } else {

@@ -53,9 +53,11 @@ pub struct HostArgs {
     /// snapshot file (.tar.gz) instead of the running machine.
     #[arg(long, value_name = "PATH", global = true, conflicts_with = "host")]
     pub root: Option<PathBuf>,
-    /// Read another machine over SSH: ssh://[user@]host[:port][/root]. Its own
-    /// vfio-assistant (the same version) takes the snapshot there with your
-    /// SSH keys and config; scan, check, doctor, pin and the app read it.
+    /// Another machine over SSH: ssh://[user@]host[:port][/root], with your
+    /// SSH keys and config. Its own vfio-assistant (the same version) takes
+    /// the snapshot scan, check, doctor, pin and the app read; tune,
+    /// monitor, latency, input and rom run there (sudo for what needs
+    /// root); domain uses its libvirt (qemu+ssh://…/system).
     #[arg(long, value_name = "ssh://[USER@]HOST[:PORT]", global = true)]
     pub host: Option<String>,
 }

@@ -34,6 +34,13 @@ pub struct RomArgs {
     pub json: bool,
 }
 
+impl RomArgs {
+    /// Whether the card itself is read (root's to do), not a file.
+    pub fn reads_card(&self) -> bool {
+        self.file.is_none()
+    }
+}
+
 pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
     if args.address.is_none() && args.file.is_none() {
         anyhow::bail!("name a card (e.g. `rom 01:00.0`) or a file (`rom --file vbios.rom`)");

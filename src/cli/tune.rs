@@ -41,6 +41,13 @@ pub enum TuneCommand {
     List(JournalArgs),
 }
 
+impl TuneArgs {
+    /// Whether it changes the host (root's to do), not only reads it.
+    pub fn changes_host(&self) -> bool {
+        matches!(self.command, TuneCommand::Apply(_) | TuneCommand::Undo(_))
+    }
+}
+
 #[derive(Debug, Args, Clone, Default)]
 pub struct RequestArgs {
     /// A GPU for the VM (its whole passthrough set goes with it). Repeatable.

@@ -237,6 +237,18 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
     out
 }
 
+impl StartOutcome {
+    /// A failed start explained again from a QEMU log read elsewhere (the
+    /// other machine's, over SSH, when the domain runs there).
+    pub fn explain_from_log(&mut self, log: &str) {
+        if let Some(msg) = &self.message {
+            let log = crate::domain::start_failure::last_start(log, log.len());
+            self.causes = explain(msg, log);
+            self.log_read = true;
+        }
+    }
+}
+
 /// Preflight, then define or update, for callers that need no diff step
 /// (the test guest, scripts with `--yes`).
 pub fn define_adapted(

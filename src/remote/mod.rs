@@ -16,7 +16,16 @@
 //! `VFIO_ASSISTANT_SSH` replaces the `ssh` command (words split on spaces,
 //! e.g. `ssh -F /path/config`), `VFIO_ASSISTANT_REMOTE_PROGRAM` the program
 //! run there (default `vfio-assistant`): the tests reach a local sshd with
-//! them.
+//! them. A one-word `VFIO_ASSISTANT_SSH` (a wrapper's path) is given to
+//! libvirt's `qemu+ssh://` too, as its `command=`.
+//!
+//! Commands that act on the machine itself (tune, monitor, latency, input,
+//! a card's ROM) run there: `forward.rs`. `domain` talks to its libvirt
+//! over `qemu+ssh://` from here and reads a failed start's QEMU log there.
+
+mod forward;
+
+pub use forward::{Privilege, forwarded_args};
 
 use std::io::Read;
 use std::path::Path;
@@ -79,6 +88,18 @@ pub enum RemoteError {
         what: String,
         detail: String,
     },
+    #[error(
+        "sudo on {host} asks for a password, and there is no terminal here to type it in. Run the same command in a terminal (it asks there), or let your user run {program} without a password on {host}: a sudoers line `{user} ALL=(root) NOPASSWD: {program}` in /etc/sudoers.d/vfio-assistant (visudo -f)."
+    )]
+    SudoPassword {
+        host: String,
+        user: String,
+        program: String,
+    },
+    #[error(
+        "{host} has no sudo and you log in there as a user, not root: changing that machine needs root (log in as root with ssh://root@{name}, or install sudo there)."
+    )]
+    NoSudo { host: String, name: String },
     #[error("the ssh command could not be run: {0} (install the OpenSSH client: openssh-client)")]
     NoSsh(String),
 }
@@ -141,7 +162,33 @@ impl SshTarget {
         s
     }
 
-    fn command(&self, remote: &str) -> Result<Command, RemoteError> {
+    /// The libvirt of that machine, reached through the same SSH:
+    /// `qemu+ssh://[user@]host[:port]/system`.
+    /// When `VFIO_ASSISTANT_SSH` names one program (a wrapper), libvirt
+    /// runs it too (`?command=`).
+    pub fn libvirt_uri(&self) -> String {
+        let mut uri = format!("qemu+ssh://{}/system", self.shown());
+        if let Ok(ssh) = std::env::var("VFIO_ASSISTANT_SSH")
+            && !ssh.trim().contains(char::is_whitespace)
+            && ssh.trim().starts_with('/')
+            && ssh
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
+        {
+            uri.push_str("?command=");
+            uri.push_str(ssh.trim());
+        }
+        uri
+    }
+
+    pub(crate) fn command(&self, remote: &str) -> Result<Command, RemoteError> {
+        self.command_tty(remote, false)
+    }
+
+    /// With `tty`, a terminal there (`-t`) on this one's, for sudo to ask
+    /// its password on.
+    pub(crate) fn command_tty(&self, remote: &str, tty: bool) -> Result<Command, RemoteError> {
         let ssh = std::env::var("VFIO_ASSISTANT_SSH").unwrap_or_else(|_| "ssh".into());
         let mut words = ssh.split_whitespace();
         let program = words.next().unwrap_or("ssh");
@@ -154,17 +201,20 @@ impl SshTarget {
         if let Some(u) = &self.user {
             c.args(["-l", u]);
         }
+        if tty {
+            c.arg("-t");
+        }
         c.arg("--").arg(&self.host).arg(remote);
-        c.stdin(Stdio::null());
+        c.stdin(if tty { Stdio::inherit() } else { Stdio::null() });
         Ok(c)
     }
 
-    fn program() -> String {
+    pub(crate) fn program() -> String {
         std::env::var("VFIO_ASSISTANT_REMOTE_PROGRAM").unwrap_or_else(|_| "vfio-assistant".into())
     }
 
     /// Run `remote` there; its standard output (at most `limit` bytes).
-    fn run(&self, what: &str, remote: &str, limit: u64) -> Result<Vec<u8>, RemoteError> {
+    pub(crate) fn run(&self, what: &str, remote: &str, limit: u64) -> Result<Vec<u8>, RemoteError> {
         let mut child = self
             .command(remote)?
             .stdout(Stdio::piped())
@@ -304,7 +354,7 @@ impl SshTarget {
 }
 
 /// One word for the remote shell.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 

@@ -191,9 +191,22 @@ pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureRepo
     let file = NewFile::create(out, replace)?;
     let rec = root.recording();
     let snapshot = scan(&rec)?;
+    // What the Tuning page plans from and where the journal stands, so a
+    // snapshot (another machine's over SSH, a bug report) shows them too.
+    // (The journal's records are listed, not read through the root.)
+    let _ = crate::tuning::facts::gather(&rec);
+    let env = crate::tuning::apply::Env::new(rec.clone(), None, false);
+    let _ = crate::tuning::status::status(&env);
+    let journal: Vec<PathBuf> = env
+        .journal
+        .list()
+        .iter()
+        .filter_map(|e| env.journal.entry_file(&e.id).ok())
+        .filter_map(|f| f.strip_prefix(root.base()).ok().map(Path::to_path_buf))
+        .collect();
     let base = root.base().to_path_buf();
     let mut entries: BTreeMap<PathBuf, Entry> = BTreeMap::new();
-    for rel in rec.recorded() {
+    for rel in rec.recorded().into_iter().chain(journal) {
         if let Some(physical) = walk(root, &rel, &mut entries)
             && let Some(at) = HostPath::from_relative(&physical)
             && let Ok(meta) = root.symlink_metadata(&at)

@@ -217,8 +217,13 @@ impl Journal {
         Ok(())
     }
 
+    /// Where an entry's record is kept.
+    pub fn entry_file(&self, id: &str) -> Result<PathBuf, JournalError> {
+        Ok(self.entry_dir(id)?.join("entry.json"))
+    }
+
     pub fn load(&self, id: &str) -> Result<Entry, JournalError> {
-        let p = self.entry_dir(id)?.join("entry.json");
+        let p = self.entry_file(id)?;
         let bytes =
             crate::userfile::read_bytes(&p, 64 * 1024 * 1024).map_err(|e| JournalError::Bad {
                 path: p.display().to_string(),

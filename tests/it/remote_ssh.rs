@@ -236,6 +236,25 @@ fn tuning_runs_there_and_is_undone_from_here() {
         "{}",
         error_of_any(&status)
     );
+    // The snapshot taken there carries the journal and the tuning facts:
+    // the app's Tuning page on that machine reads them from it.
+    let snap = s.dir.path().join("after-apply.tar.gz");
+    let taken = run(
+        &["snapshot", snap.to_str().unwrap(), "--host", &target],
+        &ssh,
+        ours(),
+    );
+    assert_eq!(taken.status.code(), Some(0), "{}", error_of_any(&taken));
+    let seen = run(
+        &["tune", "status", "--root", snap.to_str().unwrap()],
+        &ssh,
+        ours(),
+    );
+    assert!(
+        String::from_utf8_lossy(&seen.stdout).contains("waiting for a reboot"),
+        "{}",
+        error_of_any(&seen)
+    );
     let undo = run(
         &["tune", "undo", "--last", "--yes", "--host", &target],
         &ssh,

@@ -89,6 +89,10 @@ fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
         return Ok(None);
     };
     let t = vfio_assistant::remote::SshTarget::parse(&target)?;
+    // The app fetches it itself, on a worker, with its progress shown.
+    if cli.command.is_none() {
+        return Ok(None);
+    }
     if let Some(Command::Domain(d)) = &mut cli.command {
         d.connect_default(&t.libvirt_uri());
         if !d.reads_host() {
@@ -152,6 +156,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         None => vfio_assistant::ui::run_app(vfio_assistant::ui::Source::from_args(
             cli.demo,
             cli.host.root.clone(),
+            cli.host.host.clone(),
         )),
         Some(Command::Scan(args)) => {
             let root = demo_or(root, cli.demo)?;

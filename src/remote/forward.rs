@@ -83,7 +83,7 @@ impl SshTarget {
     /// `sudo` (the way to root, or nothing).
     fn remote_line(&self, args: &[String], sudo: &str) -> String {
         let mut line = String::from(sudo);
-        line.push_str(&quote(&Self::program()));
+        line.push_str(&quote(&self.program()));
         if let Some(r) = &self.root {
             line.push_str(" --root ");
             line.push_str(&quote(r));
@@ -141,6 +141,60 @@ impl SshTarget {
         );
         let out = self.run("reading the QEMU log", &line, 512 * 1024).ok()?;
         Some(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// The privileged helper there, as the app runs it: the request on its
+    /// standard input, its progress lines on its output, exactly as
+    /// locally. Root as the login has it without a terminal (root, or
+    /// `sudo -n`: a password asked ends it with sudo's words, which
+    /// `helper_words` turns into what to do). A captured root there is
+    /// written as the login. `VFIO_ASSISTANT_REMOTE_HELPER` names another
+    /// helper (tests).
+    pub fn helper_command(&self) -> Result<std::process::Command, RemoteError> {
+        let named = self
+            .via
+            .helper
+            .clone()
+            .ok_or(())
+            .or_else(|_| std::env::var("VFIO_ASSISTANT_REMOTE_HELPER"));
+        let helper = named.map_or_else(
+            |_| {
+                "h=/usr/libexec/vfio-assistant/vfio-assistant-helper; \
+[ -x \"$h\" ] || h=/usr/lib/vfio-assistant/vfio-assistant-helper; "
+                    .to_string()
+            },
+            |h| format!("h={}; ", quote(&h)),
+        );
+        let line = match &self.root {
+            Some(r) => format!("{helper}exec \"$h\" --root {}", quote(r)),
+            None => format!(
+                "{helper}if [ \"$(id -u)\" = 0 ]; then exec \"$h\"; else exec sudo -n \"$h\"; fi"
+            ),
+        };
+        let mut c = self.command(&line)?;
+        c.stdin(Stdio::piped());
+        Ok(c)
+    }
+
+    /// How a helper run there ended, in words, when it was not the
+    /// helper's own ending: ssh failed (255), sudo wanted a password, no
+    /// helper there.
+    pub fn helper_words(&self, code: Option<i32>, stderr: &str) -> Option<String> {
+        if stderr.contains("a password is required") || stderr.contains("a terminal is required") {
+            let user = self.user.clone().unwrap_or_else(|| "you".into());
+            return Some(
+                RemoteError::SudoPassword {
+                    host: self.shown(),
+                    user,
+                    program: "/usr/libexec/vfio-assistant/vfio-assistant-helper".into(),
+                }
+                .to_string(),
+            );
+        }
+        match code {
+            Some(255) | Some(127) => Some(self.classify("the helper", code, stderr).to_string()),
+            _ => None,
+        }
     }
 
     /// Run our program there with `args`: its output here as it comes, its

@@ -39,6 +39,18 @@ pub struct SshTarget {
     pub port: Option<u16>,
     /// A captured root on that machine, read instead of the machine itself.
     pub root: Option<String>,
+    /// How it is reached and what runs there, when not the defaults (or
+    /// the environment's, see above): the ssh command's words, our program
+    /// there, its helper there. Tests and embedders set them.
+    pub via: Via,
+}
+
+/// The ssh command and the programs run there, when not the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Via {
+    pub ssh: Option<String>,
+    pub program: Option<String>,
+    pub helper: Option<String>,
 }
 
 /// The largest snapshot taken from a remote host (a real one is a few MB).
@@ -145,6 +157,7 @@ impl SshTarget {
             host: host.to_string(),
             port,
             root,
+            via: Via::default(),
         })
     }
 
@@ -168,7 +181,7 @@ impl SshTarget {
     /// runs it too (`?command=`).
     pub fn libvirt_uri(&self) -> String {
         let mut uri = format!("qemu+ssh://{}/system", self.shown());
-        if let Ok(ssh) = std::env::var("VFIO_ASSISTANT_SSH")
+        if let Some(ssh) = self.ssh_words()
             && !ssh.trim().contains(char::is_whitespace)
             && ssh.trim().starts_with('/')
             && ssh
@@ -189,7 +202,7 @@ impl SshTarget {
     /// With `tty`, a terminal there (`-t`) on this one's, for sudo to ask
     /// its password on.
     pub(crate) fn command_tty(&self, remote: &str, tty: bool) -> Result<Command, RemoteError> {
-        let ssh = std::env::var("VFIO_ASSISTANT_SSH").unwrap_or_else(|_| "ssh".into());
+        let ssh = self.ssh_words().unwrap_or_else(|| "ssh".into());
         let mut words = ssh.split_whitespace();
         let program = words.next().unwrap_or("ssh");
         let mut c = Command::new(program);
@@ -209,8 +222,19 @@ impl SshTarget {
         Ok(c)
     }
 
-    pub(crate) fn program() -> String {
-        std::env::var("VFIO_ASSISTANT_REMOTE_PROGRAM").unwrap_or_else(|_| "vfio-assistant".into())
+    fn ssh_words(&self) -> Option<String> {
+        self.via
+            .ssh
+            .clone()
+            .or_else(|| std::env::var("VFIO_ASSISTANT_SSH").ok())
+    }
+
+    pub(crate) fn program(&self) -> String {
+        self.via
+            .program
+            .clone()
+            .or_else(|| std::env::var("VFIO_ASSISTANT_REMOTE_PROGRAM").ok())
+            .unwrap_or_else(|| "vfio-assistant".into())
     }
 
     /// Run `remote` there; its standard output (at most `limit` bytes).
@@ -316,7 +340,7 @@ impl SshTarget {
     pub fn check_version(&self) -> Result<(), RemoteError> {
         let out = self.run(
             "vfio-assistant --version",
-            &format!("{} --version", quote(&Self::program())),
+            &format!("{} --version", quote(&self.program())),
             4096,
         )?;
         let text = String::from_utf8_lossy(&out);
@@ -339,7 +363,7 @@ impl SshTarget {
     /// The host's snapshot, written to `dest` (a `.tar.gz` to open as a root).
     pub fn fetch_snapshot(&self, dest: &Path) -> Result<(), RemoteError> {
         self.check_version()?;
-        let mut cmd = quote(&Self::program());
+        let mut cmd = quote(&self.program());
         if let Some(r) = &self.root {
             cmd.push_str(&format!(" --root {}", quote(r)));
         }

@@ -326,10 +326,14 @@ pub struct HelperProgram {
     pub args: Vec<String>,
 }
 
+///
+/// With `remote`, the helper is that machine's, run over SSH
+/// (`SshTarget::helper_command`); `root` is then the snapshot, unused.
 pub fn run_helper(
     root: &HostRoot,
     request: &crate::helper::HelperRequest,
     program: Option<&HelperProgram>,
+    remote: Option<&crate::remote::SshTarget>,
     tx: std::sync::mpsc::Sender<HelperMsg>,
     wake: impl Fn() + Send + 'static,
 ) {
@@ -339,7 +343,16 @@ pub fn run_helper(
         Some(p) if !root.is_live() => (p.path.clone(), p.args.clone()),
         _ => (helper_path(), Vec::new()),
     };
-    let mut cmd = if root.is_live() {
+    let mut cmd = if let Some(t) = remote {
+        match t.helper_command() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send(HelperMsg::NotStarted(e.to_string()));
+                wake();
+                return;
+            }
+        }
+    } else if root.is_live() {
         let mut c = std::process::Command::new("pkexec");
         c.arg(&helper);
         c
@@ -392,6 +405,11 @@ pub fn run_helper(
         let _ = e.by_ref().take(64 * 1024).read_to_string(&mut err);
     }
     let code = child.wait().ok().and_then(|s| s.code());
+    if let Some(words) = remote.and_then(|t| t.helper_words(code, &err)) {
+        let _ = tx.send(HelperMsg::NotStarted(words));
+        wake();
+        return;
+    }
     let _ = tx.send(HelperMsg::Exit(code, err));
     wake();
 }

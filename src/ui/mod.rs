@@ -26,14 +26,19 @@ pub enum Source {
     Root(PathBuf),
     /// The bundled sample host.
     Demo,
+    /// Another machine over SSH (`ssh://[user@]host[:port][/root]`): its
+    /// snapshot, taken there by its own vfio-assistant; its libvirt over
+    /// `qemu+ssh://`; its tuning through its helper, under sudo.
+    Remote(String),
 }
 
 impl Source {
-    pub fn from_args(demo: bool, root: Option<PathBuf>) -> Self {
-        match (demo, root) {
-            (true, _) => Source::Demo,
-            (false, Some(r)) => Source::Root(r),
-            (false, None) => Source::Live,
+    pub fn from_args(demo: bool, root: Option<PathBuf>, host: Option<String>) -> Self {
+        match (demo, root, host) {
+            (true, _, _) => Source::Demo,
+            (false, _, Some(h)) => Source::Remote(h),
+            (false, Some(r), None) => Source::Root(r),
+            (false, None, None) => Source::Live,
         }
     }
 }

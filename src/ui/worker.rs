@@ -47,3 +47,33 @@ pub fn spawn_scan(
     }
     rx
 }
+
+/// Another machine's snapshot, fetched over SSH and opened (kept unpacked
+/// while the app shows it).
+pub type FetchResult = Result<crate::sysroot::OpenedRoot, String>;
+
+/// Fetch `target`'s snapshot off the UI thread; `wake` when it is there.
+pub fn spawn_fetch(
+    target: crate::remote::SshTarget,
+    wake: impl FnOnce() + Send + 'static,
+) -> Receiver<FetchResult> {
+    let (tx, rx) = channel();
+    let spawned = std::thread::Builder::new()
+        .name("fetch".into())
+        .spawn(move || {
+            let fetched = (|| {
+                let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+                let file = dir.path().join("snapshot.tar.gz");
+                target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
+                crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))
+            })();
+            let _ = tx.send(fetched);
+            wake();
+        });
+    if let Err(e) = spawned {
+        let (tx2, rx2) = channel();
+        let _ = tx2.send(Err(format!("could not start the fetch thread: {e}")));
+        return rx2;
+    }
+    rx
+}

@@ -24,6 +24,8 @@ pub enum VmPage {
 #[derive(Debug, Clone)]
 pub enum Command {
     Rescan,
+    /// Show another host (the top bar's picker).
+    SwitchHost(crate::ui::Source),
     ShowPage(Page),
     /// Show this device on the Devices page.
     ShowDevice(String),
@@ -132,6 +134,10 @@ impl App {
         let uri = self.wizard_uri();
         // Each job in its page's slot; a busy slot says so on its page.
         let refused: Option<String> = match cmd {
+            Command::SwitchHost(source) => {
+                self.switch_to = Some(source);
+                None
+            }
             Command::Rescan => {
                 let ctx = ctx.clone();
                 self.start_scan(move || ctx.request_repaint());
@@ -365,6 +371,7 @@ impl App {
         }
         let root = self.root_or_live();
         let program = self.tuning.helper.clone();
+        let remote = self.remote.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let waker = self.waker.clone();
         self.tuning.run = Some(rx);
@@ -374,11 +381,18 @@ impl App {
         let spawned = std::thread::Builder::new()
             .name("helper".into())
             .spawn(move || {
-                jobs::run_helper(&root, &req, program.as_ref(), tx, move || {
-                    if let Some(c) = &waker {
-                        c.request_repaint();
-                    }
-                })
+                jobs::run_helper(
+                    &root,
+                    &req,
+                    program.as_ref(),
+                    remote.as_ref(),
+                    tx,
+                    move || {
+                        if let Some(c) = &waker {
+                            c.request_repaint();
+                        }
+                    },
+                )
             });
         if let Err(e) = spawned {
             self.tuning.run = None;

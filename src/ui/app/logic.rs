@@ -17,11 +17,36 @@ const VM_STATE_EVERY: Duration = Duration::from_secs(2);
 impl App {
     /// Everything that arrived since the last frame.
     pub fn poll(&mut self) {
+        self.poll_fetch();
         self.poll_scan();
         self.poll_jobs();
         self.poll_monitor();
         self.refresh_vm_state();
         self.poll_tuning();
+    }
+
+    /// Another machine's snapshot arrived: it is the root now (the last
+    /// one dropped), scanned like any other; the Tuning page reads it anew.
+    fn poll_fetch(&mut self) {
+        let Some(rx) = &self.fetching else { return };
+        let got = match rx.try_recv() {
+            Ok(r) => r,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => Err("the fetch stopped without a result".into()),
+        };
+        self.fetching = None;
+        match got {
+            Ok(opened) => {
+                self.root = Some(opened.root().clone());
+                self._unpacked = Some(super::Unpacked::Snapshot(opened));
+                self.tuning.facts = None;
+                self.tuning.single_gpu = None;
+                self.tuning.status_asked = false;
+                let wake = self.wake();
+                self.scan_root(wake);
+            }
+            Err(e) => self.error = Some(e),
+        }
     }
 
     /// The Tuning page: its facts and journal when it shows (read again
@@ -62,12 +87,19 @@ impl App {
         }
         if finished {
             t.run = None;
-            // The host changed: read it again.
+            // The host changed: read it again (another machine's snapshot
+            // is fetched anew).
             t.facts = None;
             t.single_gpu = None;
             t.status_asked = false;
+            if self.remote.is_some() {
+                let wake = self.wake();
+                self.start_scan(wake);
+            }
         }
-        if self.state.page != Page::Tuning {
+        // Nothing is read before the host is there (another machine's
+        // snapshot still on its way).
+        if self.state.page != Page::Tuning || self.root.is_none() && self.remote.is_some() {
             return;
         }
         let root = self.root_or_live();

@@ -41,6 +41,17 @@ pub struct App {
     /// Keeps an unpacked host (the demo, a snapshot file) alive.
     _unpacked: Option<Unpacked>,
     source_label: String,
+    /// The host shown, to go back to it or switch (the top bar's picker).
+    pub source: Option<Source>,
+    /// Another machine over SSH: its snapshot is fetched (`fetching`), its
+    /// tuning runs through its helper there.
+    pub remote: Option<crate::remote::SshTarget>,
+    fetching: Option<Receiver<super::worker::FetchResult>>,
+    /// A host the picker asks to switch to (done in `logic`, where the
+    /// saved choices of both are at hand).
+    pub switch_to: Option<Source>,
+    /// What the picker's fields hold while typed.
+    pub picker: HostPicker,
     /// The libvirt this host's VMs are on (None for a captured host).
     libvirt_uri: Option<String>,
     pub snapshot: Option<Arc<HostSnapshot>>,
@@ -67,6 +78,13 @@ pub struct App {
     waker: Option<egui::Context>,
 }
 
+/// The top bar's host picker while the user types.
+#[derive(Debug, Clone, Default)]
+pub struct HostPicker {
+    pub ssh: String,
+    pub snapshot: String,
+}
+
 /// What names the host whose choices are saved: the demo, a captured root
 /// by its path, this machine by its machine-id (its hostname where there is
 /// none). Choices made on one are never loaded on another.
@@ -74,6 +92,8 @@ pub fn host_identity(source: &Source) -> String {
     match source {
         Source::Demo => "demo".into(),
         Source::Root(path) => format!("root:{}", path.display()),
+        // The place as the user names it (user, host, port, captured root).
+        Source::Remote(target) => format!("ssh:{}", target.trim()),
         Source::Live => {
             let live = HostRoot::live();
             let read = |rel: &str| {
@@ -116,6 +136,11 @@ impl App {
             root: None,
             _unpacked: None,
             source_label: String::new(),
+            source: None,
+            remote: None,
+            fetching: None,
+            switch_to: None,
+            picker: HostPicker::default(),
             libvirt_uri: None,
             snapshot: None,
             findings: Arc::new(Vec::new()),
@@ -137,13 +162,41 @@ impl App {
     }
 
     fn from_source(source: Source, state: State) -> Self {
-        let default_uri = if source == Source::Demo {
-            crate::libvirt::TEST_URI
-        } else {
-            crate::libvirt::DEFAULT_URI
+        let remote = match &source {
+            Source::Remote(t) => Some(crate::remote::SshTarget::parse(t.trim())),
+            _ => None,
         };
-        let mut app = Self::empty(state, default_uri);
+        let remote_uri = remote
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .map(crate::remote::SshTarget::libvirt_uri);
+        let default_uri = match (&source, &remote_uri) {
+            (Source::Demo, _) => crate::libvirt::TEST_URI.to_string(),
+            (_, Some(u)) => u.clone(),
+            _ => crate::libvirt::DEFAULT_URI.to_string(),
+        };
+        let mut app = Self::empty(state, &default_uri);
+        app.source = Some(source.clone());
+        if let Source::Remote(t) = &source {
+            app.picker.ssh = t.clone();
+        }
         match source {
+            Source::Remote(text) => match remote {
+                Some(Ok(t)) => {
+                    app.source_label = format!("{} (over SSH)", t.shown());
+                    // A captured root there has no daemon, as here.
+                    app.libvirt_uri = remote_uri.filter(|_| t.root.is_none());
+                    app.remote = Some(t);
+                }
+                _ => {
+                    app.source_label = text.clone();
+                    app.error = Some(
+                        crate::remote::SshTarget::parse(text.trim())
+                            .err()
+                            .map_or_else(|| "not an ssh:// address".into(), |e| e.to_string()),
+                    );
+                }
+            },
             Source::Live => {
                 app.root = Some(HostRoot::live());
                 app.source_label = "this machine".into();
@@ -183,6 +236,27 @@ impl App {
         app
     }
 
+    /// Another machine reached through `target` exactly as given (its ssh
+    /// command and programs there named: tests, embedding).
+    pub fn with_remote(
+        target: crate::remote::SshTarget,
+        state: State,
+        wake: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        let text = format!(
+            "ssh://{}{}",
+            target.shown(),
+            target.root.clone().unwrap_or_default()
+        );
+        let mut app = Self::from_source(Source::Remote(text), state);
+        if app.remote.is_some() {
+            app.libvirt_uri = target.root.is_none().then(|| target.libvirt_uri());
+            app.remote = Some(target);
+        }
+        app.start_scan(wake);
+        app
+    }
+
     /// An app showing an already scanned host (tests, embedding).
     pub fn with_snapshot(snapshot: HostSnapshot, state: State) -> Self {
         let mut app = Self::empty(state, crate::libvirt::DEFAULT_URI);
@@ -193,6 +267,18 @@ impl App {
     }
 
     fn start_scan(&mut self, wake: impl FnOnce() + Send + 'static) {
+        // Another machine: its snapshot is fetched again first (then scanned).
+        if let Some(t) = &self.remote {
+            if self.fetching.is_none() {
+                self.fetching = Some(super::worker::spawn_fetch(t.clone(), wake));
+            }
+            return;
+        }
+        self.scan_root(wake);
+    }
+
+    /// Scan the root as it is (another machine's: the snapshot fetched).
+    fn scan_root(&mut self, wake: impl FnOnce() + Send + 'static) {
         if let Some(root) = &self.root {
             self.scanning = Some(spawn_scan(root.clone(), self.libvirt_uri.clone(), wake));
         }
@@ -205,7 +291,12 @@ impl App {
     }
 
     pub fn is_scanning(&self) -> bool {
-        self.scanning.is_some()
+        self.scanning.is_some() || self.fetching.is_some()
+    }
+
+    /// Whether another machine's snapshot is being fetched over SSH.
+    pub fn is_fetching(&self) -> bool {
+        self.fetching.is_some()
     }
 
     /// Whether the monitor's sampler runs.
@@ -268,10 +359,45 @@ impl App {
     }
 }
 
+impl App {
+    /// Show `source` instead: this host's choices are saved in `storage`,
+    /// the other's loaded from it (each host keeps its own).
+    pub fn switch_host(
+        &mut self,
+        source: Source,
+        storage: Option<&mut (dyn eframe::Storage + '_)>,
+    ) {
+        let key = state_key(&host_identity(&source));
+        let state = match storage {
+            Some(st) => {
+                eframe::set_value(st, &self.state_key, &self.state);
+                eframe::get_value(st, &key).unwrap_or_default()
+            }
+            None => State::default(),
+        };
+        let waker = self.waker.clone();
+        let mut next = Self::with_source(source, state, {
+            let w = waker.clone();
+            move || {
+                if let Some(c) = w {
+                    c.request_repaint();
+                }
+            }
+        });
+        next.state_key = key;
+        next.waker = waker;
+        self.stop_monitor();
+        *self = next;
+    }
+}
+
 impl eframe::App for App {
-    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+    fn logic(&mut self, ctx: &egui::Context, frame: &mut eframe::Frame) {
         if self.waker.is_none() {
             self.waker = Some(ctx.clone());
+        }
+        if let Some(source) = self.switch_to.take() {
+            self.switch_host(source, frame.storage_mut());
         }
         self.poll();
     }

@@ -3,6 +3,7 @@
 
 use super::{App, Command};
 use crate::sysroot::HostRoot;
+use crate::ui::Source;
 use crate::ui::state::Page;
 use crate::ui::views;
 
@@ -30,12 +31,15 @@ impl App {
                 if rescan.clicked() {
                     self.commands.push(Command::Rescan);
                 }
-                if self.is_scanning() {
+                if self.is_fetching() {
+                    ui.spinner();
+                    ui.label("Taking the snapshot there over SSH…");
+                } else if self.is_scanning() {
                     ui.spinner();
                     ui.label("Scanning…");
                 }
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    ui.weak(format!("Host: {}", self.source_label));
+                    self.host_picker_ui(ui);
                 });
             });
             if let Some(n) = &self.note {
@@ -47,6 +51,61 @@ impl App {
         for cmd in std::mem::take(&mut self.commands) {
             self.run(cmd, &ctx);
         }
+    }
+
+    /// The host shown, and the places to switch to: this machine, the
+    /// demo, another machine over SSH, a snapshot. Each keeps its own
+    /// saved choices.
+    fn host_picker_ui(&mut self, ui: &mut egui::Ui) {
+        let label = format!("Host: {} (change)", self.source_label);
+        ui.menu_button(label, |ui| {
+            ui.set_min_width(340.0);
+            if ui.button("This machine").clicked() {
+                self.commands.push(Command::SwitchHost(Source::Live));
+                ui.close();
+            }
+            if ui.button("Demo host (sample data)").clicked() {
+                self.commands.push(Command::SwitchHost(Source::Demo));
+                ui.close();
+            }
+            ui.separator();
+            ui.label("Another machine over SSH");
+            let typed = ui.add(
+                egui::TextEdit::singleline(&mut self.picker.ssh)
+                    .hint_text("ssh://user@server[:port]")
+                    .desired_width(300.0),
+            );
+            let parsed = crate::remote::SshTarget::parse(self.picker.ssh.trim());
+            let enter = typed.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+            let connect = ui.add_enabled(parsed.is_ok(), egui::Button::new("Connect"));
+            if parsed.is_ok() && (connect.clicked() || enter) {
+                self.commands
+                    .push(Command::SwitchHost(Source::Remote(self.picker.ssh.trim().into())));
+                ui.close();
+            }
+            if let (Err(e), false) = (&parsed, self.picker.ssh.trim().is_empty()) {
+                ui.colored_label(crate::ui::theme::WARN, e.to_string());
+            }
+            ui.weak(crate::ui::theme::detail(
+                "Your SSH keys and ~/.ssh/config are used (no password is asked here). That machine needs the same vfio-assistant installed; its VMs are reached over qemu+ssh, its tuning runs there through sudo.",
+            ));
+            ui.separator();
+            ui.label("A snapshot (file or folder)");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.picker.snapshot)
+                    .hint_text("/path/to/host.tar.gz")
+                    .desired_width(300.0),
+            );
+            let path = self.picker.snapshot.trim();
+            if ui
+                .add_enabled(!path.is_empty(), egui::Button::new("Open"))
+                .clicked()
+            {
+                self.commands
+                    .push(Command::SwitchHost(Source::Root(path.into())));
+                ui.close();
+            }
+        });
     }
 
     fn page_ui(&mut self, ui: &mut egui::Ui) {
@@ -104,7 +163,10 @@ impl App {
                 )
             }
             Page::Tuning => {
-                let live = self.root.as_ref().is_some_and(HostRoot::is_live);
+                // Another machine itself (not a captured root there) is
+                // tuned for real, through its helper under sudo.
+                let live = self.root.as_ref().is_some_and(HostRoot::is_live)
+                    || self.remote.as_ref().is_some_and(|t| t.root.is_none());
                 views::tuning::tuning_ui(ui, &snap, &mut self.state, &self.tuning, live, &mut out)
             }
             Page::NewVm => {

@@ -1,0 +1,91 @@
+//! The app on another machine over SSH (a real sshd on 127.0.0.1, the
+//! "remote" a captured root there): its snapshot fetched and scanned, the
+//! host picker, and the Tuning page's Apply run by the helper there,
+//! changing that root and read back from a new snapshot.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use crate::support::gui::{wait_for, wgpu_harness};
+use crate::support::sshd::sshd;
+use crate::support::tuning::{differ, runtime_host, tree};
+use egui_kittest::SnapshotOptions;
+use egui_kittest::kittest::Queryable;
+use vfio_assistant::remote::{SshTarget, Via};
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::state::{Page, State, TuningChoices};
+
+#[test]
+fn another_machine_is_read_shown_and_tuned_from_the_app() {
+    let s = sshd();
+    let host = runtime_host();
+    let before = tree(host.path());
+    let mut target = SshTarget::parse(&s.target(Some(host.path()))).unwrap();
+    target.via = Via {
+        ssh: Some(s.ssh("client", &s.known_hosts())),
+        program: Some(env!("CARGO_BIN_EXE_vfio-assistant").into()),
+        helper: Some(env!("CARGO_BIN_EXE_vfio-assistant-helper").into()),
+    };
+    let state = State {
+        page: Page::Overview,
+        tuning: TuningChoices {
+            gpus: vec!["0000:0b:00.0".into()],
+            vcpus: 4,
+            memory_gib: 1,
+            ..TuningChoices::default()
+        },
+        ..State::default()
+    };
+    let app = App::with_remote(target, state, || {});
+    let mut h = wgpu_harness(app, [1280.0, 2400.0]);
+    wait_for(&mut h, 90, |a| {
+        (a.snapshot.is_some() || a.error.is_some()) && !a.is_scanning() && !a.is_busy()
+    });
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    // The label is the place, whatever the port this run got.
+    h.get_by_label_contains("(over SSH)");
+    // Tune that machine from its Tuning page.
+    h.state_mut().state.page = Page::Tuning;
+    wait_for(&mut h, 60, |a| a.tuning.facts.is_some() && !a.is_busy());
+    h.get_by_label("Apply to this captured host's files")
+        .click();
+    wait_for(&mut h, 120, |a| {
+        !a.tuning.is_running()
+            && a.tuning.ended.is_some()
+            && !a.is_scanning()
+            && !a.is_busy()
+            && a.tuning.facts.is_some()
+            && !a.tuning.status.is_empty()
+    });
+    let lines = h.state().tuning.lines.clone();
+    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    let changed = differ(&before, &tree(host.path()));
+    assert!(
+        changed.iter().any(|p| p.contains("vfio-assistant")),
+        "the helper there wrote that root: {changed:?}"
+    );
+    // The journal read back from the new snapshot: Undo, there too.
+    h.get_by_label("Undo").click();
+    wait_for(&mut h, 120, |a| {
+        !a.tuning.is_running() && a.tuning.ended.is_some() && !a.is_scanning() && !a.is_busy()
+    });
+    let left: Vec<String> = differ(&before, &tree(host.path()))
+        .into_iter()
+        .filter(|p| !p.contains("var/lib/vfio-assistant"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+    // The Overview of that machine with the host picker open.
+    h.state_mut().state.page = Page::Overview;
+    h.run();
+    h.get_by_label_contains("Host: ").click();
+    h.run();
+    h.get_by_label("Another machine over SSH");
+    h.get_by_label("Connect");
+    h.state_mut().set_source_label("anna@server (over SSH)");
+    h.state_mut().picker.ssh = "ssh://anna@server".into();
+    h.run();
+    let options = SnapshotOptions::new()
+        .output_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots"))
+        .threshold(0.6)
+        .max_failed_pixels(400);
+    h.snapshot_options("remote-overview-host-picker", &options);
+}

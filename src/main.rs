@@ -125,7 +125,6 @@ fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
         }
         // The card's ROM is read as root there (a file named is read here).
         Some(Command::Rom(r)) if r.reads_card() => Privilege::Root,
-        Some(Command::Rom(_)) => return Ok(None),
         _ => return Ok(None),
     };
     let t = SshTarget::parse(target)?;

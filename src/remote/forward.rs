@@ -155,16 +155,13 @@ impl SshTarget {
             .via
             .helper
             .clone()
-            .ok_or(())
-            .or_else(|_| std::env::var("VFIO_ASSISTANT_REMOTE_HELPER"));
-        let helper = named.map_or_else(
-            |_| {
-                "h=/usr/libexec/vfio-assistant/vfio-assistant-helper; \
+            .or_else(|| std::env::var("VFIO_ASSISTANT_REMOTE_HELPER").ok());
+        let helper = match named {
+            Some(h) => format!("h={}; ", quote(&h)),
+            None => "h=/usr/libexec/vfio-assistant/vfio-assistant-helper; \
 [ -x \"$h\" ] || h=/usr/lib/vfio-assistant/vfio-assistant-helper; "
-                    .to_string()
-            },
-            |h| format!("h={}; ", quote(&h)),
-        );
+                .to_string(),
+        };
         let line = match &self.root {
             Some(r) => format!("{helper}exec \"$h\" --root {}", quote(r)),
             None => format!(

@@ -19,30 +19,41 @@ pub fn spawn_scan(
     libvirt: Option<String>,
     wake: impl FnOnce() + Send + 'static,
 ) -> Receiver<ScanResult> {
+    spawn_one("scan", wake, move || {
+        scan(&root)
+            .map(|snap| {
+                // The same findings as `check` (one composition, in
+                // report::findings), without a password dialog.
+                let req = FindingsRequest {
+                    libvirt: libvirt.as_deref(),
+                    quiet: true,
+                    ..FindingsRequest::default()
+                };
+                let findings = host_findings(&root, &snap, &req);
+                (snap, findings)
+            })
+            .map_err(|e| format!("{e:#}"))
+    })
+}
+
+/// Run `work` on a thread of its own; its one result comes on the
+/// receiver (the app may have closed meanwhile: then it is dropped), then
+/// `wake`. A thread that cannot start is said as the result.
+fn spawn_one<T: Send + 'static>(
+    name: &str,
+    wake: impl FnOnce() + Send + 'static,
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Receiver<Result<T, String>> {
     let (tx, rx) = channel();
     let spawned = std::thread::Builder::new()
-        .name("scan".into())
+        .name(name.into())
         .spawn(move || {
-            let result = scan(&root)
-                .map(|snap| {
-                    // The same findings as `check` (one composition, in
-                    // report::findings), without a password dialog.
-                    let req = FindingsRequest {
-                        libvirt: libvirt.as_deref(),
-                        quiet: true,
-                        ..FindingsRequest::default()
-                    };
-                    let findings = host_findings(&root, &snap, &req);
-                    (snap, findings)
-                })
-                .map_err(|e| format!("{e:#}"));
-            // The app may have closed meanwhile; nothing to do then.
-            let _ = tx.send(result);
+            let _ = tx.send(work());
             wake();
         });
     if let Err(e) = spawned {
         let (tx2, rx2) = channel();
-        let _ = tx2.send(Err(format!("could not start the scan thread: {e}")));
+        let _ = tx2.send(Err(format!("could not start the {name} thread: {e}")));
         return rx2;
     }
     rx
@@ -57,23 +68,10 @@ pub fn spawn_fetch(
     target: crate::remote::SshTarget,
     wake: impl FnOnce() + Send + 'static,
 ) -> Receiver<FetchResult> {
-    let (tx, rx) = channel();
-    let spawned = std::thread::Builder::new()
-        .name("fetch".into())
-        .spawn(move || {
-            let fetched = (|| {
-                let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-                let file = dir.path().join("snapshot.tar.gz");
-                target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
-                crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))
-            })();
-            let _ = tx.send(fetched);
-            wake();
-        });
-    if let Err(e) = spawned {
-        let (tx2, rx2) = channel();
-        let _ = tx2.send(Err(format!("could not start the fetch thread: {e}")));
-        return rx2;
-    }
-    rx
+    spawn_one("fetch", wake, move || {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let file = dir.path().join("snapshot.tar.gz");
+        target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
+        crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))
+    })
 }

@@ -188,14 +188,11 @@ impl App {
                     app.libvirt_uri = remote_uri.filter(|_| t.root.is_none());
                     app.remote = Some(t);
                 }
-                _ => {
+                Some(Err(e)) => {
                     app.source_label = text.clone();
-                    app.error = Some(
-                        crate::remote::SshTarget::parse(text.trim())
-                            .err()
-                            .map_or_else(|| "not an ssh:// address".into(), |e| e.to_string()),
-                    );
+                    app.error = Some(e.to_string());
                 }
+                None => {}
             },
             Source::Live => {
                 app.root = Some(HostRoot::live());

@@ -185,6 +185,9 @@ pub struct HelperEnv {
     /// Tests only (`--fail-at N` with `--root`): the n-th step fails, to
     /// show the rollback.
     pub fail_at: Option<usize>,
+    /// Tests only (`--pause-at N` with `--root`): the n-th step waits a
+    /// few seconds first, for a test to cut the connection mid-apply.
+    pub pause_at: Option<usize>,
     /// Under pkexec, the user who asked (PKEXEC_UID): the desktop user the
     /// Looking Glass and sound changes are for, whatever the request says.
     pub asking_uid: Option<u32>,
@@ -196,6 +199,7 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
     let run_commands = env.root.is_live();
     let mut e = Env::new(env.root.clone(), env.journal.clone(), run_commands);
     e.fail_at = env.fail_at;
+    e.pause_at = env.pause_at;
     let mut line = |v: serde_json::Value| out(v.to_string());
     let mut progress = |p: Progress| {
         if let Ok(v) = serde_json::to_value(&p) {

@@ -7,8 +7,18 @@ use std::process::ExitCode;
 use vfio_assistant::helper::{HelperEnv, Refusal, read_request, serve};
 use vfio_assistant::sysroot::HostRoot;
 
+use std::io::Write;
+
+/// One line out; a reader that went away (the app closed, the SSH
+/// connection dropped) does not stop the helper: what it started runs to
+/// its end and the journal says how it ended.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
 fn refuse(why: &str) -> ExitCode {
-    println!("{}", serde_json::json!({ "error": why }));
+    say(&serde_json::json!({ "error": why }).to_string());
     ExitCode::from(2)
 }
 
@@ -16,6 +26,7 @@ fn main() -> ExitCode {
     let mut root = None;
     let mut journal = None;
     let mut fail_at = None;
+    let mut pause_at = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
@@ -25,20 +36,27 @@ fn main() -> ExitCode {
                 Ok(n) => fail_at = Some(n),
                 Err(_) => return refuse(&format!("--fail-at takes a step number, not {n:?}")),
             },
+            ("--pause-at", Some(n)) => match n.parse::<usize>() {
+                Ok(n) => pause_at = Some(n),
+                Err(_) => return refuse(&format!("--pause-at takes a step number, not {n:?}")),
+            },
             _ => {
                 return refuse(&format!(
-                    "unknown argument {a:?}: the helper takes --root DIR, --journal DIR and --fail-at N (tests only)"
+                    "unknown argument {a:?}: the helper takes --root DIR, --journal DIR, and --fail-at N and --pause-at N (tests only)"
                 ));
             }
         }
     }
     let pkexec = std::env::var_os("PKEXEC_UID").is_some();
-    if pkexec && (root.is_some() || journal.is_some() || fail_at.is_some()) {
+    let testing = fail_at.is_some() || pause_at.is_some();
+    if pkexec && (root.is_some() || journal.is_some() || testing) {
         return refuse(&Refusal::RootUnderPkexec.to_string());
     }
     // A failure on purpose (to show the rollback) only ever on a test tree.
-    if fail_at.is_some() && root.is_none() {
-        return refuse("--fail-at is for tests on a --root tree, never the live host");
+    if testing && root.is_none() {
+        return refuse(
+            "--fail-at and --pause-at are for tests on a --root tree, never the live host",
+        );
     }
     let req = match read_request(&mut std::io::stdin().lock()) {
         Ok(r) => r,
@@ -48,10 +66,12 @@ fn main() -> ExitCode {
         root: root.map_or_else(HostRoot::live, HostRoot::at),
         journal,
         fail_at,
+        pause_at,
         asking_uid: std::env::var("PKEXEC_UID")
             .ok()
             .and_then(|u| u.trim().parse().ok()),
     };
-    let code = serve(&env, &req, &mut |line| println!("{line}"));
+    vfio_assistant::tuning::apply::keep_on_hangup();
+    let code = serve(&env, &req, &mut |line| say(&line));
     ExitCode::from(u8::try_from(code).unwrap_or(2))
 }

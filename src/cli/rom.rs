@@ -5,6 +5,7 @@
 //! for this card. `--save` writes the ROM proper (header cut off) for
 //! `<rom file='…'/>`. Exit 0 when usable, 1 when not, 2 when nothing could be read.
 
+use super::out::{errln, outln};
 use crate::checks::model::Status;
 use crate::checks::rom::{Card, rom_finding};
 use crate::host::pci::full_address;
@@ -74,15 +75,15 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
         (None, None) => anyhow::bail!("name a card or a file"),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&f)?);
+        outln!("{}", serde_json::to_string_pretty(&f)?)?;
     } else {
-        println!("[{}] {}", f.status.word(), f.title);
+        outln!("[{}] {}", f.status.word(), f.title)?;
         for e in &f.evidence {
-            println!("  seen: {} = {}", e.source, e.value);
+            outln!("  seen: {} = {}", e.source, e.value)?;
         }
-        println!("  why:  {}", f.why);
+        outln!("  why:  {}", f.why)?;
         if let Some(fix) = f.fix_text() {
-            println!("  fix:  {fix}");
+            outln!("  fix:  {fix}")?;
         }
     }
     if let Some(out) = &args.save {
@@ -117,7 +118,7 @@ fn save(out: &Path, bytes: &Result<Vec<u8>, String>, replace: bool) -> anyhow::R
     let (b, rom) = match rom {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("not saved to {}: {e}", out.display());
+            errln!("not saved to {}: {e}", out.display());
             return Ok(());
         }
     };
@@ -128,7 +129,7 @@ fn save(out: &Path, bytes: &Result<Vec<u8>, String>, replace: bool) -> anyhow::R
     let start = rom.leading_bytes.min(end);
     crate::userfile::write_new_atomic(out, &b[start..end], replace)
         .context("the ROM was not saved")?;
-    eprintln!(
+    errln!(
         "saved {} bytes to {}{}",
         end - start,
         out.display(),

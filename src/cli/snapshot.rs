@@ -1,6 +1,7 @@
 //! `vfio-assistant snapshot OUT.tar.gz [--force]`: the files the scan reads,
 //! archived (see capture.rs); OUT is written whole or not at all.
 
+use super::out::outln;
 use crate::capture::capture;
 use crate::sysroot::HostRoot;
 use anyhow::Context;
@@ -32,16 +33,16 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
     }
     let report = capture(root, &args.out, args.force)
         .with_context(|| format!("capturing {}", args.out.display()))?;
-    println!(
+    outln!(
         "Wrote {}: {} files, {} symlinks, {} directories, {} placeholders.",
         args.out.display(),
         report.files,
         report.symlinks,
         report.directories,
         report.placeholders
-    );
+    )?;
     if !report.skipped.is_empty() {
-        println!(
+        outln!(
             "{} file(s) could not be read{} and were left out or kept as empty placeholders, e.g. {}",
             report.skipped.len(),
             if root.is_live() {
@@ -56,9 +57,9 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        )?;
     }
-    println!("MAC addresses, UUIDs and serial numbers are masked. To read it back:");
-    println!("  vfio-assistant scan --root {}", args.out.display());
+    outln!("MAC addresses, UUIDs and serial numbers are masked. To read it back:")?;
+    outln!("  vfio-assistant scan --root {}", args.out.display())?;
     Ok(0)
 }

@@ -7,6 +7,7 @@
 //! listed, not run. Exit codes: 0 done or nothing to do, 1 a change failed
 //! and was rolled back, 2 bad input or a refusal before anything changed.
 
+use super::out::{errln, out, outln};
 use crate::host::scan;
 use crate::parse::cpulist::parse_cpulist;
 use crate::parse::values::parse_memory_mib;
@@ -240,10 +241,10 @@ fn run_plan(root: &HostRoot, a: &RequestArgs) -> anyhow::Result<i32> {
         Err((code, why)) => return fail(a.json, code, &why),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        outln!("{}", serde_json::to_string_pretty(&p)?)?;
     } else {
-        print!("{}", super::tune_text::plan_text(&p));
-        print!("{}", single_gpu_text(root, &request(a, &[])));
+        out!("{}", super::tune_text::plan_text(&p))?;
+        out!("{}", single_gpu_text(root, &request(a, &[])))?;
     }
     Ok(0)
 }
@@ -267,21 +268,25 @@ fn single_gpu_text(root: &HostRoot, req: &Request) -> String {
 /// An error in the mode asked for: `{"error": …}` with --json.
 fn fail(json: bool, code: i32, why: &str) -> anyhow::Result<i32> {
     if json {
-        println!("{}", serde_json::json!({ "error": why }));
+        outln!("{}", serde_json::json!({ "error": why }))?;
     } else {
-        eprintln!("vfio-assistant tune: {why}");
+        errln!("vfio-assistant tune: {why}");
     }
     Ok(code)
 }
 
+/// Progress as it comes. A reader that went away (`| head`, the SSH
+/// connection dropped) does not stop a transaction halfway: the lines are
+/// lost, the apply or undo runs to its end, and the journal says how it
+/// ended (`tune status` on the next connection).
 fn printer(json: bool) -> impl FnMut(Progress) {
     move |p: Progress| {
         if json {
             if let Ok(line) = serde_json::to_string(&p) {
-                println!("{line}");
+                let _ = outln!("{line}");
             }
         } else {
-            println!("{}", super::tune_text::progress_line(&p));
+            let _ = outln!("{}", super::tune_text::progress_line(&p));
         }
     }
 }
@@ -296,43 +301,44 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
     let json = a.req.json;
     if p.changes.is_empty() {
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({ "result": "nothing to do", "manual": p.manual })
-            );
+            )?;
         } else {
-            print!("{}", super::tune_text::plan_text(&p));
-            println!("Nothing to do: this host already has all of it.");
+            out!("{}", super::tune_text::plan_text(&p))?;
+            outln!("Nothing to do: this host already has all of it.")?;
         }
         return Ok(0);
     }
     if a.dry_run {
         if json {
-            println!("{}", serde_json::to_string_pretty(&p)?);
+            outln!("{}", serde_json::to_string_pretty(&p)?)?;
         } else {
-            print!("{}", super::tune_text::plan_text(&p));
-            print!("{}", single_gpu_text(root, &req));
-            println!("Dry run: nothing was changed.");
+            out!("{}", super::tune_text::plan_text(&p))?;
+            out!("{}", single_gpu_text(root, &req))?;
+            outln!("Dry run: nothing was changed.")?;
         }
         return Ok(0);
     }
     if !json {
-        print!("{}", super::tune_text::plan_text(&p));
-        print!("{}", single_gpu_text(root, &req));
+        out!("{}", super::tune_text::plan_text(&p))?;
+        out!("{}", single_gpu_text(root, &req))?;
     }
     if !a.yes && !super::confirm("Apply these changes?")? {
-        eprintln!("Nothing changed.");
+        errln!("Nothing changed.");
         return Ok(2);
     }
     let e = env(root, &a.req.journal, run_commands);
     let facts = gather(root);
+    crate::tuning::apply::keep_on_hangup();
     let mut out = printer(json);
     match apply(&e, &facts, &p, &req, &mut out) {
         Ok(o) => {
             if json {
-                println!("{}", serde_json::json!({ "result": o }));
+                outln!("{}", serde_json::json!({ "result": o }))?;
             } else {
-                print!("{}", super::tune_text::outcome_text(&o, &p));
+                out!("{}", super::tune_text::outcome_text(&o, &p))?;
             }
             Ok(if o.state == EntryState::Applied { 0 } else { 1 })
         }
@@ -347,9 +353,9 @@ fn run_status(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
     let e = env(root, &j.journal, false);
     let s = status(&e);
     if j.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
     } else {
-        print!("{}", super::tune_text::status_text(&s));
+        out!("{}", super::tune_text::status_text(&s))?;
     }
     Ok(0)
 }
@@ -362,12 +368,12 @@ fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|x| serde_json::json!({"id": x.id, "created": x.created, "state": x.state, "changes": x.applied}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
     } else if list.is_empty() {
-        println!("No transactions in {}.", e.journal.dir.display());
+        outln!("No transactions in {}.", e.journal.dir.display())?;
     } else {
         for x in &list {
-            println!("{}  {}  {}", x.id, x.state.label(), x.applied.join(", "));
+            outln!("{}  {}  {}", x.id, x.state.label(), x.applied.join(", "))?;
         }
     }
     Ok(0)
@@ -385,25 +391,26 @@ fn run_undo(root: &HostRoot, u: &UndoArgs) -> anyhow::Result<i32> {
         },
     };
     if !u.yes && !super::confirm(&format!("Undo {id}?"))? {
-        eprintln!("Nothing changed.");
+        errln!("Nothing changed.");
         return Ok(2);
     }
+    crate::tuning::apply::keep_on_hangup();
     let mut out = printer(u.json);
     match undo(&e, &id, u.force, &mut out) {
         Ok(o) => {
             if u.json {
-                println!("{}", serde_json::json!({ "result": o }));
+                outln!("{}", serde_json::json!({ "result": o }))?;
             } else if let Some(f) = &o.failure {
-                println!("Undone, except: {f}");
+                outln!("Undone, except: {f}")?;
             } else {
-                println!(
+                outln!(
                     "Undone: {id}.{}",
                     if o.needs_reboot {
                         " Reboot for the boot changes to go too."
                     } else {
                         ""
                     }
-                );
+                )?;
             }
             Ok(if o.failure.is_some() { 1 } else { 0 })
         }

@@ -14,11 +14,11 @@ pub use verdict::{GOOD_P99_US, POOR_MAX_US, POOR_P99_US, Verdict, thresholds, ve
 
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::sysroot::{HostPath, HostRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     pub cpu: u32,
     pub samples: u64,

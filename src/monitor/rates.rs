@@ -6,11 +6,11 @@ use super::sample::{GovernorCpus, Sample, VmThreads};
 use super::vm::{KvmSource, WHOLE_VM};
 use crate::parse::cpulist::format_cpulist;
 use crate::parse::interrupts::{InterruptRow, VfioIrqMode, vfio_handlers};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceRate {
     /// `16`, `LOC`, `IPI0`…
     pub label: String,
@@ -58,7 +58,7 @@ impl SourceRate {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CpuUse {
     pub cpu: u32,
     /// Fractions of the interval (0..1).
@@ -71,7 +71,7 @@ pub struct CpuUse {
     pub guest: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VcpuRate {
     pub vcpu: u32,
     pub tid: u32,
@@ -88,16 +88,18 @@ pub struct VcpuRate {
     pub involuntary_per_s: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvmRate {
     pub name: String,
     /// All vCPUs together.
     pub per_s: f64,
     pub per_vcpu: Vec<(u32, f64)>,
+    /// Not read back from JSON: `kvm_meaning(name)` again.
+    #[serde(skip_deserializing)]
     pub meaning: &'static str,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     pub dt_s: f64,
     /// (CPU, interrupts per second).

@@ -7,12 +7,12 @@ use crate::parse::interrupts::{Interrupts, parse_interrupts_reusing};
 use crate::parse::procstat::{CpuTimes, parse_cpu_times};
 use crate::parse::task::{parse_ctxt_switches, parse_schedstat, parse_task_stat};
 use crate::sysroot::{HostPath, HostRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A running VM's threads and pinning, found once (see `vm.rs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmThreads {
     pub name: String,
     /// QEMU's process id.
@@ -224,7 +224,7 @@ fn per_cpu_cpufreq<T>(
 }
 
 /// One cpufreq governor and the CPUs that run it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GovernorCpus {
     /// `performance`, `powersave`, `schedutil`, `ondemand`…
     pub governor: String,

@@ -9,7 +9,7 @@ use super::sample::{Sample, VmThreads, read_host_after, read_threads};
 use super::vm::{KvmSource, find_vm, kvm_counters};
 use crate::libvirt::{Hypervisor, Libvirt};
 use crate::sysroot::HostRoot;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,7 @@ pub struct MonitorConfig {
     pub only_changes: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Update {
     /// Seconds since the monitor started.
     pub t_s: f64,
@@ -36,9 +36,24 @@ pub struct Update {
     pub vm: Option<VmThreads>,
     /// Why the VM is not (yet) followed.
     pub vm_problem: Option<String>,
+    /// A feed from another machine that ended: why (the last update, with
+    /// nothing else in it). The local sampler never sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 impl Update {
+    /// The last update of a feed that ended, saying why.
+    pub fn ended(why: String) -> Update {
+        Update {
+            t_s: 0.0,
+            rates: Rates::default(),
+            vm: None,
+            vm_problem: None,
+            ended: Some(why),
+        }
+    }
+
     /// Whether `other` would draw the same page: the same rates, the same VM
     /// and the same problems; only the time and the interval length differ.
     pub fn shows_the_same(&self, other: &Update) -> bool {
@@ -132,6 +147,7 @@ impl Monitor {
             rates: rates(p, &s, self.vm.as_ref()),
             vm: self.vm.clone(),
             vm_problem: self.vm_problem.clone(),
+            ended: None,
         });
         self.prev = Some(s);
         out

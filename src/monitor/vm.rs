@@ -12,7 +12,7 @@ use crate::libvirt::Hypervisor;
 use crate::parse::domstats::kvm_counters_of;
 use crate::parse::qmp::{parse_cpus_fast, parse_vcpu_stats};
 use crate::sysroot::{HostPath, HostRoot, ReadError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Why a running VM's threads or KVM counters could not be found.
@@ -84,7 +84,7 @@ pub fn find_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> Result<VmThr
 }
 
 /// Where KVM's counters came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KvmSource {
     /// libvirt's domain statistics (`virsh domstats --vcpu`).

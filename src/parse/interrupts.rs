@@ -5,7 +5,7 @@
 
 use super::digits::{Before, fixed_width_counts, leading_number};
 use super::paired_lines::{Paired, PairedLines};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -294,7 +294,7 @@ pub fn parse_interrupts_reusing(text: &str, prev: Option<(&str, &Interrupts)>) -
 }
 
 /// How a passed-through device signals: legacy INTx or message-signalled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VfioIrqMode {
     Intx,

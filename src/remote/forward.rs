@@ -81,7 +81,7 @@ impl SshTarget {
 
     /// The shell command that runs our program there with `args`, after
     /// `sudo` (the way to root, or nothing).
-    fn remote_line(&self, args: &[String], sudo: &str) -> String {
+    pub(super) fn remote_line(&self, args: &[String], sudo: &str) -> String {
         let mut line = String::from(sudo);
         line.push_str(&quote(&self.program()));
         if let Some(r) = &self.root {
@@ -97,7 +97,7 @@ impl SshTarget {
 
     /// How to get root there for this run: the prefix and whether a
     /// terminal is needed. A captured root there needs none.
-    fn sudo_prefix(
+    pub(super) fn sudo_prefix(
         &self,
         privilege: Privilege,
         interactive: bool,
@@ -197,10 +197,9 @@ impl SshTarget {
     /// Run our program there with `args`: its output here as it comes, its
     /// exit code returned. ssh's own failures (exit 255) come back in words.
     pub fn forward(&self, args: &[String], privilege: Privilege) -> Result<i32, RemoteError> {
-        self.check_version()?;
         let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         let (sudo, tty) = self.sudo_prefix(privilege, interactive)?;
-        let line = self.remote_line(args, sudo);
+        let line = self.same_version_then(&self.remote_line(args, sudo));
         let mut child = self
             .command_tty(&line, tty)?
             .stdout(Stdio::inherit())
@@ -228,11 +227,14 @@ impl SshTarget {
             .wait()
             .map_err(|e| RemoteError::NoSsh(e.to_string()))?;
         match status.code() {
-            Some(255) => Err(self.classify(
-                "the command",
-                Some(255),
-                &String::from_utf8_lossy(&kept),
-            )),
+            Some(c @ (255 | 127 | super::OTHER_VERSION)) => {
+                let kept = String::from_utf8_lossy(&kept);
+                match self.classify("the command", Some(c), &kept) {
+                    // The program there ran and ended so (its own words shown).
+                    RemoteError::Failed { .. } if c != 255 => Ok(c),
+                    e => Err(e),
+                }
+            }
             Some(c) => Ok(c),
             // Killed by a signal (the connection's end): like a cut.
             None => Err(RemoteError::Failed {

@@ -24,8 +24,10 @@
 //! over `qemu+ssh://` from here and reads a failed start's QEMU log there.
 
 mod forward;
+mod live;
 
 pub use forward::{Privilege, forwarded_args};
+pub use live::{LatencyPair, parse_update};
 
 use std::io::Read;
 use std::path::Path;
@@ -55,6 +57,11 @@ pub struct Via {
 
 /// The largest snapshot taken from a remote host (a real one is a few MB).
 const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+
+/// How the version guard there (`same_version_then`) ends when the
+/// versions differ: this exit status and this mark before theirs.
+const OTHER_VERSION: i32 = 86;
+const VERSION_MARK: &str = "vfio-assistant-version-there:";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RemoteError {
@@ -292,6 +299,17 @@ impl SshTarget {
             .unwrap_or("no message")
             .to_string();
         let has = |s: &str| stderr.contains(s);
+        if code == Some(OTHER_VERSION)
+            && let Some(theirs) = stderr
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(VERSION_MARK))
+        {
+            return RemoteError::Version {
+                host,
+                ours: env!("CARGO_PKG_VERSION").into(),
+                theirs: theirs.trim().to_string(),
+            };
+        }
         if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
             return RemoteError::HostKey {
                 host,
@@ -336,39 +354,31 @@ impl SshTarget {
         }
     }
 
-    /// The version of vfio-assistant there; refused when it is not ours.
-    pub fn check_version(&self) -> Result<(), RemoteError> {
-        let out = self.run(
-            "vfio-assistant --version",
-            &format!("{} --version", quote(&self.program())),
-            4096,
-        )?;
-        let text = String::from_utf8_lossy(&out);
-        let theirs = text
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("unknown")
-            .to_string();
-        let ours = env!("CARGO_PKG_VERSION");
-        if theirs != ours {
-            return Err(RemoteError::Version {
-                host: self.shown(),
-                ours: ours.into(),
-                theirs,
-            });
-        }
-        Ok(())
+    /// `line` run there only when our program there is this version: the
+    /// check and the command in one session (a new SSH session costs a
+    /// handshake). Not there: exit 127 with the shell's words; another
+    /// version: `OTHER_VERSION` with it named after `VERSION_MARK`, which
+    /// `classify` turns into `RemoteError::Version`.
+    pub(crate) fn same_version_then(&self, line: &str) -> String {
+        format!(
+            "v=$({p} --version) || exit 127; set -- $v; if [ \"$2\" != {ours} ]; then echo \"{VERSION_MARK} ${{2:-unknown}}\" >&2; exit {OTHER_VERSION}; fi; {line}",
+            p = quote(&self.program()),
+            ours = quote(env!("CARGO_PKG_VERSION")),
+        )
     }
 
     /// The host's snapshot, written to `dest` (a `.tar.gz` to open as a root).
     pub fn fetch_snapshot(&self, dest: &Path) -> Result<(), RemoteError> {
-        self.check_version()?;
         let mut cmd = quote(&self.program());
         if let Some(r) = &self.root {
             cmd.push_str(&format!(" --root {}", quote(r)));
         }
         cmd.push_str(" snapshot -");
-        let bytes = self.run("vfio-assistant snapshot", &cmd, MAX_SNAPSHOT_BYTES)?;
+        let bytes = self.run(
+            "vfio-assistant snapshot",
+            &self.same_version_then(&cmd),
+            MAX_SNAPSHOT_BYTES,
+        )?;
         std::fs::write(dest, bytes).map_err(|e| RemoteError::Failed {
             host: self.shown(),
             what: "keeping the snapshot".into(),

@@ -41,6 +41,10 @@ pub struct Env {
     /// Tests only: the process "dies" as the n-th step starts (a power
     /// cut): no rollback, the journal left as it was at that moment.
     pub crash_at: Option<usize>,
+    /// Tests only: the n-th step waits `TEST_PAUSE` before it starts, so a
+    /// test can cut the connection (or the process) in the middle of a
+    /// transaction, at a step it chose.
+    pub pause_at: Option<usize>,
     /// Tests only: commands are looked up in this folder instead of PATH,
     /// and get the root in `VFIO_ASSISTANT_ROOT` (stand-ins for
     /// update-grub, update-initramfs, dracut, kernel-install that act on
@@ -62,8 +66,25 @@ impl Env {
             run_commands,
             fail_at: None,
             crash_at: None,
+            pause_at: None,
             tool_dir: None,
         }
+    }
+}
+
+/// How long `Env::pause_at` waits.
+pub const TEST_PAUSE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A transaction is not cut by a terminal that goes away: from here on this
+/// process ignores SIGHUP (`ssh -t` dropped, the terminal window closed), so
+/// an apply or undo runs to its end and its journal says so. (A real power
+/// cut is still what the journal is for.) Called by the CLI and the helper
+/// just before a transaction starts.
+pub fn keep_on_hangup() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler
+    // code; it is async-signal-safe and valid at any point.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
 }
 
@@ -245,6 +266,9 @@ impl Run<'_> {
     fn inject(&mut self, what: &str) -> Result<(), String> {
         let n = self.step;
         self.step += 1;
+        if self.env.pause_at == Some(n) {
+            std::thread::sleep(TEST_PAUSE);
+        }
         if self.env.crash_at == Some(n) {
             self.crashed = true;
             return Err(format!("power cut at step {n} ({what})"));

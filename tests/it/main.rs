@@ -45,6 +45,8 @@ mod pci_listings;
 mod pinning;
 mod pinning_hybrid;
 mod playable_host;
+mod remote_cut;
+mod remote_live;
 mod remote_ssh;
 mod rom;
 mod single_gpu_checks;

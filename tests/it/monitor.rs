@@ -598,6 +598,7 @@ fn frequencies_and_governors_per_cpu() {
         rates: r,
         vm: None,
         vm_problem: None,
+        ended: None,
     });
     assert!(
         block.contains("MHz per CPU           0:3400 1:800"),

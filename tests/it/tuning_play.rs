@@ -148,6 +148,7 @@ fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
         root: HostRoot::at(dir.path()),
         journal: None,
         fail_at: None,
+        pause_at: None,
         asking_uid: Some(1000),
     };
     let req = vfio_assistant::helper::HelperRequest::Apply {

@@ -1,10 +1,10 @@
 //! How good a CPU's timer latency is for a gaming VM, in one word, against
 //! thresholds kept here only: the CLI, the app and the docs say the same.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A CPU's latency for a VM pinned there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Good,

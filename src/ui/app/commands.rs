@@ -227,11 +227,23 @@ impl App {
                 cpus,
                 seconds,
                 compare_idle,
-            } => self
-                .monitor_rt
-                .latency_job
-                .start(move || jobs::latency(&cpus, seconds, compare_idle), wake)
-                .err(),
+            } => {
+                let remote = self.live_remote().cloned();
+                self.monitor_rt
+                    .latency_job
+                    .start(
+                        move || match remote {
+                            // The probe runs there, on that machine's CPUs.
+                            Some(t) => match t.latency(&cpus, seconds, compare_idle) {
+                                Ok((c, h)) => (Ok(c), h),
+                                Err(e) => (Err(e), None),
+                            },
+                            None => jobs::latency(&cpus, seconds, compare_idle),
+                        },
+                        wake,
+                    )
+                    .err()
+            }
             Command::PickFile(field) => self
                 .wizard
                 .pick_job
@@ -413,6 +425,23 @@ impl App {
         };
         self.monitor.restart();
         let domain = self.state.monitor_domain.trim();
+        let stop = Arc::new(AtomicBool::new(false));
+        if let Some(target) = self.live_remote().cloned() {
+            // That machine's own monitor, streamed (the snapshot here never moves).
+            self.monitor.from = Some(target.shown());
+            let ctx = ctx.clone();
+            let domain = (!domain.is_empty()).then(|| domain.to_string());
+            match target.spawn_monitor(
+                domain.as_deref(),
+                Duration::from_secs(1),
+                stop.clone(),
+                move || ctx.request_repaint(),
+            ) {
+                Ok(rx) => self.sampler = Some((rx, stop)),
+                Err(e) => self.monitor.ended = Some(e.to_string()),
+            }
+            return;
+        }
         let config = MonitorConfig {
             root,
             uri: Some(self.wizard_uri()),
@@ -420,7 +449,6 @@ impl App {
             interval: Duration::from_secs(1),
             only_changes: true,
         };
-        let stop = Arc::new(AtomicBool::new(false));
         let ctx = ctx.clone();
         if let Ok(rx) = spawn(config, stop.clone(), move || ctx.request_repaint()) {
             self.sampler = Some((rx, stop));

@@ -260,8 +260,17 @@ impl App {
     /// Take the monitor's new samples.
     fn poll_monitor(&mut self) {
         let Some((rx, _)) = &self.sampler else { return };
+        let mut ended = None;
         while let Ok(u) = rx.try_recv() {
-            self.monitor.push(u);
+            match u.ended {
+                Some(why) => ended = Some(why),
+                None => self.monitor.push(u),
+            }
+        }
+        // Said on the page, and not started again by itself: Start does.
+        if ended.is_some() {
+            self.monitor.ended = ended;
+            self.stop_monitor();
         }
     }
 

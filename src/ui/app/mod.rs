@@ -296,6 +296,18 @@ impl App {
         self.fetching.is_some()
     }
 
+    /// Another machine itself (not a captured root there): its live pages
+    /// run there, its tuning is done there.
+    pub fn live_remote(&self) -> Option<&crate::remote::SshTarget> {
+        self.remote.as_ref().filter(|t| t.root.is_none())
+    }
+
+    /// Whether the host shown is a running machine (this one or another
+    /// over SSH), not a capture that never moves.
+    pub fn shows_a_live_machine(&self) -> bool {
+        self.root.as_ref().is_some_and(HostRoot::is_live) || self.live_remote().is_some()
+    }
+
     /// Whether the monitor's sampler runs.
     pub fn is_monitoring(&self) -> bool {
         self.sampler.is_some()

@@ -2,7 +2,6 @@
 //! runtime; the views' commands run after the frame is drawn.
 
 use super::{App, Command};
-use crate::sysroot::HostRoot;
 use crate::ui::Source;
 use crate::ui::state::Page;
 use crate::ui::views;
@@ -145,13 +144,13 @@ impl App {
                 &mut out,
             ),
             Page::Monitor => {
-                if self.sampler.is_none() && self.root.is_some() {
+                if self.sampler.is_none() && self.root.is_some() && self.monitor.ended.is_none() {
                     out.push(Command::StartMonitor);
                 }
                 let mode = views::monitor::PageMode {
                     running: self.sampler.is_some(),
                     busy: self.monitor_rt.latency_job.is_busy(),
-                    live: self.root.as_ref().is_some_and(HostRoot::is_live),
+                    live: self.shows_a_live_machine(),
                 };
                 views::monitor::monitor_ui(
                     ui,
@@ -165,8 +164,7 @@ impl App {
             Page::Tuning => {
                 // Another machine itself (not a captured root there) is
                 // tuned for real, through its helper under sudo.
-                let live = self.root.as_ref().is_some_and(HostRoot::is_live)
-                    || self.remote.as_ref().is_some_and(|t| t.root.is_none());
+                let live = self.shows_a_live_machine();
                 views::tuning::tuning_ui(ui, &snap, &mut self.state, &self.tuning, live, &mut out)
             }
             Page::NewVm => {

@@ -29,6 +29,10 @@ pub struct MonitorView {
     pub latency: Option<Result<Vec<LatencyStats>, String>>,
     /// The same probe with every CPU held out of deep idle states, when asked.
     pub latency_held: Option<Result<Vec<LatencyStats>, String>>,
+    /// The other machine the samples come from (its monitor runs there).
+    pub from: Option<String>,
+    /// Why that machine's feed ended (not started again by itself).
+    pub ended: Option<String>,
 }
 
 impl MonitorView {
@@ -40,6 +44,8 @@ impl MonitorView {
             busy_avg: Series::new(600),
             latency: None,
             latency_held: None,
+            from: None,
+            ended: None,
         }
     }
     /// A new sampler starts from scratch; the last probe result stays.
@@ -358,6 +364,14 @@ fn page(
     let PageMode { running, live, .. } = mode;
     if !live {
         ui.colored_label(WARN, CAPTURED_HOST);
+    }
+    if let Some(host) = &v.from {
+        ui.weak(format!(
+            "Samples from {host}: its monitor runs there and sends them over one SSH session; the latency probe runs there too."
+        ));
+    }
+    if let Some(why) = &v.ended {
+        ui.colored_label(WARN, format!("The feed ended: {why}"));
     }
     ui.horizontal(|ui| {
         let l = ui.label("Follow VM");

@@ -1,0 +1,170 @@
+//! The live pages on another machine (a real sshd on 127.0.0.1; "there" is
+//! this machine itself, logged into over SSH): its monitor runs there and
+//! streams its samples over one session, a refused one ends with why; its
+//! latency probe runs there; and the app's Monitor page shows that
+//! machine's samples and runs its probe there.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use crate::support::gui::{harness, wait_for};
+use crate::support::sshd::{Sshd, sshd};
+use egui_kittest::kittest::Queryable;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use vfio_assistant::remote::{SshTarget, Via};
+use vfio_assistant::ui::app::App;
+use vfio_assistant::ui::state::{Page, State};
+
+fn ours() -> &'static str {
+    env!("CARGO_BIN_EXE_vfio-assistant")
+}
+
+/// This machine itself, over SSH, its program there `program`.
+fn there(s: &Sshd, program: &str) -> SshTarget {
+    let mut t = SshTarget::parse(&s.target(None)).unwrap();
+    t.via = Via {
+        ssh: Some(s.ssh("client", &s.known_hosts())),
+        program: Some(program.into()),
+        helper: None,
+    };
+    t
+}
+
+fn online_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    vfio_assistant::parse::cpulist::parse_cpulist(text.trim())
+        .unwrap()
+        .len()
+}
+
+/// Processes running our monitor with this interval (their command lines).
+fn monitors_with(interval: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| {
+            let w: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            w.contains(&b"monitor".as_slice()) && w.contains(&interval.as_bytes())
+        })
+        .count()
+}
+
+#[test]
+fn the_monitor_runs_there_and_streams_its_samples() {
+    let s = sshd();
+    let t = there(&s, ours());
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = t
+        .spawn_monitor(None, Duration::from_millis(190), stop.clone(), || {})
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let u = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert_eq!(u.ended, None, "{:?}", u.ended);
+        got.push(u);
+    }
+    for u in &got {
+        assert_eq!(u.rates.irq_per_cpu.len(), online_cpus(), "{u:?}");
+        assert_eq!(u.rates.cpu_use.len(), online_cpus(), "{u:?}");
+    }
+    assert!(got[2].t_s > got[0].t_s, "one session, its clock going on");
+    assert_eq!(
+        monitors_with("190"),
+        1,
+        "one monitor there, not one per sample"
+    );
+    // Stopped from here: the session ends, and the monitor there with it.
+    stop.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    while rx.recv_timeout(Duration::from_secs(10)).is_ok() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the feed ended");
+    }
+    while monitors_with("190") > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "the monitor there ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_monitor_that_cannot_run_there_says_why() {
+    let s = sshd();
+    let t = there(&s, "/nonexistent/vfio-assistant");
+    let rx = t
+        .spawn_monitor(
+            None,
+            Duration::from_secs(1),
+            Arc::new(AtomicBool::new(false)),
+            || {},
+        )
+        .unwrap();
+    let u = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    let why = u.ended.unwrap();
+    assert!(
+        why.contains("has no vfio-assistant") && why.contains("Install the same package"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_latency_probe_runs_there() {
+    let s = sshd();
+    let t = there(&s, ours());
+    let (stats, held) = t.latency(&[0], 1, true).unwrap();
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0].cpu, 0);
+    assert!(stats[0].samples > 100, "{:?}", stats[0]);
+    // Shallow idle states need root there: as root it is measured, else
+    // refused in words.
+    match held.unwrap() {
+        Ok(h) => {
+            assert!(rustix::process::geteuid().is_root());
+            assert_eq!(h[0].cpu, 0);
+        }
+        Err(e) => {
+            assert!(!rustix::process::geteuid().is_root(), "{e}");
+            assert!(e.contains("needs root there"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn the_monitor_page_shows_the_other_machine_and_probes_there() {
+    let s = sshd();
+    let t = there(&s, ours());
+    let state = State {
+        page: Page::Overview,
+        ..State::default()
+    };
+    let app = App::with_remote(t, state, || {});
+    let mut h = harness(app, [1280.0, 1600.0]);
+    wait_for(&mut h, 120, |a| {
+        (a.snapshot.is_some() || a.error.is_some()) && !a.is_scanning()
+    });
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    h.state_mut().state.page = Page::Monitor;
+    wait_for(&mut h, 60, |a| {
+        a.monitor.irq_total.len() >= 2 || a.monitor.ended.is_some()
+    });
+    assert_eq!(h.state().monitor.ended, None);
+    let last = h.state().monitor.last.clone().unwrap();
+    assert_eq!(last.rates.irq_per_cpu.len(), online_cpus());
+    h.get_by_label_contains("its monitor runs there");
+    // Not the captured-host warning: that machine is live.
+    assert!(h.query_by_label_contains("A captured host").is_none());
+    h.state_mut().state.latency_cpus = "0".into();
+    h.step();
+    h.get_by_label("Run the probe (5 s)").click();
+    wait_for(&mut h, 60, |a| a.monitor.latency.is_some());
+    let stats = h.state().monitor.latency.clone().unwrap().unwrap();
+    assert_eq!(stats[0].cpu, 0);
+    assert!(stats[0].samples > 1000, "{:?}", stats[0]);
+    // Leaving the page ends the session there.
+    h.get_by_label("Overview").click();
+    h.step();
+    assert!(!h.state().is_monitoring());
+}

@@ -58,6 +58,20 @@ pub struct Via {
 /// The largest snapshot taken from a remote host (a real one is a few MB).
 const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
 
+/// Said on the snapshot session's error output before the snapshot: the
+/// machine's id (`/etc/machine-id`), which names it whatever address
+/// reaches it (the app keeps its choices per machine). Not in the snapshot
+/// itself: a snapshot goes into bug reports, the id stays here.
+const MACHINE_MARK: &str = "vfio-assistant-machine-id:";
+
+/// What fetching a snapshot learnt besides the snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    /// That machine's `/etc/machine-id` (32 hex digits), when it has one
+    /// and the machine itself was read (not a captured root there).
+    pub machine_id: Option<String>,
+}
+
 /// How the version guard there (`same_version_then`) ends when the
 /// versions differ: this exit status and this mark before theirs.
 const OTHER_VERSION: i32 = 86;
@@ -246,6 +260,17 @@ impl SshTarget {
 
     /// Run `remote` there; its standard output (at most `limit` bytes).
     pub(crate) fn run(&self, what: &str, remote: &str, limit: u64) -> Result<Vec<u8>, RemoteError> {
+        self.run_both(what, remote, limit).map(|(out, _)| out)
+    }
+
+    /// Run `remote` there; its standard output (at most `limit` bytes) and
+    /// the start of its error output (64 KiB).
+    fn run_both(
+        &self,
+        what: &str,
+        remote: &str,
+        limit: u64,
+    ) -> Result<(Vec<u8>, Vec<u8>), RemoteError> {
         let mut child = self
             .command(remote)?
             .stdout(Stdio::piped())
@@ -282,7 +307,7 @@ impl SshTarget {
             });
         }
         if status.success() {
-            return Ok(out);
+            return Ok((out, err));
         }
         Err(self.classify(what, status.code(), &String::from_utf8_lossy(&err)))
     }
@@ -367,14 +392,21 @@ impl SshTarget {
         )
     }
 
-    /// The host's snapshot, written to `dest` (a `.tar.gz` to open as a root).
-    pub fn fetch_snapshot(&self, dest: &Path) -> Result<(), RemoteError> {
-        let mut cmd = quote(&self.program());
+    /// The host's snapshot, written to `dest` (a `.tar.gz` to open as a
+    /// root), and the machine's id, in one session.
+    pub fn fetch_snapshot(&self, dest: &Path) -> Result<Fetched, RemoteError> {
+        let mut cmd = String::new();
+        if self.root.is_none() {
+            cmd.push_str(&format!(
+                "echo \"{MACHINE_MARK} $(head -c 64 /etc/machine-id 2>/dev/null)\" >&2; "
+            ));
+        }
+        cmd.push_str(&quote(&self.program()));
         if let Some(r) = &self.root {
             cmd.push_str(&format!(" --root {}", quote(r)));
         }
         cmd.push_str(" snapshot -");
-        let bytes = self.run(
+        let (bytes, err) = self.run_both(
             "vfio-assistant snapshot",
             &self.same_version_then(&cmd),
             MAX_SNAPSHOT_BYTES,
@@ -383,8 +415,20 @@ impl SshTarget {
             host: self.shown(),
             what: "keeping the snapshot".into(),
             detail: format!("{}: {e}", dest.display()),
+        })?;
+        Ok(Fetched {
+            machine_id: machine_id_in(&String::from_utf8_lossy(&err)),
         })
     }
+}
+
+/// The machine id said after `MACHINE_MARK`, when it is one (32 hex digits).
+fn machine_id_in(stderr: &str) -> Option<String> {
+    let id = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(MACHINE_MARK))?
+        .trim();
+    (id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_ascii_lowercase())
 }
 
 /// One word for the remote shell.
@@ -453,5 +497,19 @@ mod tests {
         );
         assert!(matches!(n, RemoteError::NotInstalled { .. }), "{n}");
         assert_eq!(quote("it's"), "'it'\\''s'");
+        let v = t.classify("x", Some(OTHER_VERSION), &format!("{VERSION_MARK} 0.0.9\n"));
+        assert!(
+            matches!(&v, RemoteError::Version { theirs, .. } if theirs == "0.0.9"),
+            "{v}"
+        );
+        assert_eq!(
+            machine_id_in(&format!(
+                "motd\n{MACHINE_MARK} 624D595F25B9403C9679457A72C2CBFE\n"
+            ))
+            .as_deref(),
+            Some("624d595f25b9403c9679457a72c2cbfe")
+        );
+        assert_eq!(machine_id_in(&format!("{MACHINE_MARK} \n")), None);
+        assert_eq!(machine_id_in(&format!("{MACHINE_MARK} ../../x\n")), None);
     }
 }

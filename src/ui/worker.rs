@@ -61,7 +61,8 @@ fn spawn_one<T: Send + 'static>(
 
 /// Another machine's snapshot, fetched over SSH and opened (kept unpacked
 /// while the app shows it).
-pub type FetchResult = Result<crate::sysroot::OpenedRoot, String>;
+/// With the machine's id (see `remote::Fetched`).
+pub type FetchResult = Result<(crate::sysroot::OpenedRoot, Option<String>), String>;
 
 /// Fetch `target`'s snapshot off the UI thread; `wake` when it is there.
 pub fn spawn_fetch(
@@ -71,7 +72,8 @@ pub fn spawn_fetch(
     spawn_one("fetch", wake, move || {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let file = dir.path().join("snapshot.tar.gz");
-        target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
-        crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))
+        let fetched = target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
+        let opened = crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))?;
+        Ok((opened, fetched.machine_id))
     })
 }

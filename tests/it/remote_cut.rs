@@ -130,9 +130,7 @@ fn helper_there(host: &Path) -> Vec<i32> {
             .split(|b| *b == 0)
             .map(|w| String::from_utf8_lossy(w).into_owned())
             .collect();
-        if words.iter().any(|w| w.ends_with("vfio-assistant-helper"))
-            && words.contains(&root)
-        {
+        if words.iter().any(|w| w.ends_with("vfio-assistant-helper")) && words.contains(&root) {
             pids.push(pid);
         }
     }

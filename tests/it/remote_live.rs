@@ -168,3 +168,76 @@ fn the_monitor_page_shows_the_other_machine_and_probes_there() {
     h.step();
     assert!(!h.state().is_monitoring());
 }
+
+/// eframe's storage, in memory.
+#[derive(Default)]
+struct Memory(std::collections::HashMap<String, String>);
+
+impl eframe::Storage for Memory {
+    fn get_string(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+    fn set_string(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_string(), value);
+    }
+    fn remove_string(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+    fn flush(&mut self) {}
+}
+
+/// Another machine's choices are kept under its machine id (the key the
+/// app running there uses), whatever address reached it: the ones saved
+/// before are taken up once its snapshot says who it is.
+#[test]
+fn the_choices_follow_the_machine_not_the_address() {
+    let s = sshd();
+    let t = there(&s, ours());
+    let id = std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| t.len() == 32 && t.chars().all(|c| c.is_ascii_hexdigit()));
+    let machine_key = id
+        .as_ref()
+        .map(|id| vfio_assistant::ui::state::state_key(&format!("live:{id}")));
+    let mut storage = Memory::default();
+    if let Some(k) = &machine_key {
+        let saved = State {
+            monitor_domain: "chosen-on-that-machine".into(),
+            ..State::default()
+        };
+        eframe::set_value(&mut storage, k, &saved);
+    }
+    let app = App::with_remote(
+        t,
+        State {
+            page: Page::Cpu,
+            ..State::default()
+        },
+        || {},
+    );
+    let address_key = app.state_key().to_string();
+    assert!(address_key.contains("ssh:ssh://"), "{address_key}");
+    let mut h = egui_kittest::Harness::builder()
+        .with_size([1000.0, 800.0])
+        .build_ui_state(
+            move |ui, app: &mut App| {
+                app.logic_with(Some(&mut storage));
+                app.ui_content(ui);
+            },
+            app,
+        );
+    wait_for(&mut h, 120, |a| {
+        (a.snapshot.is_some() || a.error.is_some()) && !a.is_scanning()
+    });
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    match machine_key {
+        Some(k) => {
+            assert_eq!(h.state().state_key(), k);
+            assert_eq!(h.state().state.monitor_domain, "chosen-on-that-machine");
+            assert_eq!(h.state().state.page, Page::Cpu, "the page shown stays");
+        }
+        // A machine without an id keeps the address's key.
+        None => assert_eq!(h.state().state_key(), address_key),
+    }
+}

@@ -7,7 +7,7 @@ use super::App;
 use crate::ui::jobs::{self, PickField};
 use crate::ui::pages::VmControl;
 use crate::ui::runtime::flatten;
-use crate::ui::state::Page;
+use crate::ui::state::{Page, state_key};
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,10 @@ impl App {
         };
         self.fetching = None;
         match got {
-            Ok(opened) => {
+            Ok((opened, machine_id)) => {
+                // That machine's choices are kept under its own id, the
+                // one the app running there uses too, whatever the address.
+                self.rekey = machine_id.map(|id| state_key(&format!("live:{id}")));
                 self.root = Some(opened.root().clone());
                 self._unpacked = Some(super::Unpacked::Snapshot(opened));
                 self.tuning.facts = None;

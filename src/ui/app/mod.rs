@@ -47,6 +47,9 @@ pub struct App {
     /// tuning runs through its helper there.
     pub remote: Option<crate::remote::SshTarget>,
     fetching: Option<Receiver<super::worker::FetchResult>>,
+    /// The key the choices move to once the fetched machine's id is known
+    /// (done with the storage at hand, in `logic`).
+    rekey: Option<String>,
     /// A host the picker asks to switch to (done in `logic`, where the
     /// saved choices of both are at hand).
     pub switch_to: Option<Source>,
@@ -139,6 +142,7 @@ impl App {
             source: None,
             remote: None,
             fetching: None,
+            rekey: None,
             switch_to: None,
             picker: HostPicker::default(),
             libvirt_uri: None,
@@ -176,6 +180,7 @@ impl App {
             _ => crate::libvirt::DEFAULT_URI.to_string(),
         };
         let mut app = Self::empty(state, &default_uri);
+        app.state_key = state_key(&host_identity(&source));
         app.source = Some(source.clone());
         if let Source::Remote(t) = &source {
             app.picker.ssh = t.clone();
@@ -371,6 +376,41 @@ impl App {
 impl App {
     /// Show `source` instead: this host's choices are saved in `storage`,
     /// the other's loaded from it (each host keeps its own).
+    /// One frame's work besides drawing: a host switch asked for (the old
+    /// host's choices saved, the new one's loaded), the jobs' results, and
+    /// the choices' key once a fetched machine's id is known. `storage` is
+    /// eframe's (tests pass their own).
+    pub fn logic_with(&mut self, mut storage: Option<&mut (dyn eframe::Storage + '_)>) {
+        if let Some(source) = self.switch_to.take() {
+            self.switch_host(source, storage.as_deref_mut());
+        }
+        self.poll();
+        if let Some(key) = self.rekey.take() {
+            self.adopt_key(key, storage);
+        }
+    }
+
+    /// The choices are kept under `key` from now on (another machine's id,
+    /// learnt with its snapshot): the ones saved there before are taken
+    /// up (the page shown stays), or, when there are none, the ones made so
+    /// far move there.
+    pub fn adopt_key(&mut self, key: String, storage: Option<&mut (dyn eframe::Storage + '_)>) {
+        if key == self.state_key {
+            return;
+        }
+        if let Some(saved) = storage.and_then(|st| eframe::get_value::<State>(st, &key)) {
+            let page = self.state.page;
+            self.state = saved;
+            self.state.page = page;
+        }
+        self.state_key = key;
+    }
+
+    /// The key the choices are saved under.
+    pub fn state_key(&self) -> &str {
+        &self.state_key
+    }
+
     pub fn switch_host(
         &mut self,
         source: Source,
@@ -405,10 +445,7 @@ impl eframe::App for App {
         if self.waker.is_none() {
             self.waker = Some(ctx.clone());
         }
-        if let Some(source) = self.switch_to.take() {
-            self.switch_host(source, frame.storage_mut());
-        }
-        self.poll();
+        self.logic_with(frame.storage_mut());
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {

@@ -77,3 +77,12 @@ if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 95 ]; }; then
     echo "cargo $ver is too old: VFIO Assistant needs Rust 1.95 or newer (rustup update)." >&2
     exit 1
 fi
+# The SSH tests also log in as a second local user, the "remote" machine's
+# user (tests/it/remote_user.rs). Its password field is '*': no password
+# ever matches it, and it has no key of its own, so only a test's own sshd
+# (with its throwaway key) lets it in.
+if [ "$what" = test ] && ! id vfio-remote >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo useradd --create-home --shell /bin/sh --password '*' vfio-remote
+fi

@@ -288,9 +288,21 @@ fn append_file<W: Write>(
     data: &[u8],
     out: &Path,
 ) -> Result<(), CaptureError> {
+    append_file_mode(tar, rel, data, out, 0o644)
+}
+
+/// A file with its mode: 0o755 keeps that a file is executable (a libvirt
+/// hook that is not would not run, and the checks say so), nothing more.
+fn append_file_mode<W: Write>(
+    tar: &mut tar::Builder<W>,
+    rel: &Path,
+    data: &[u8],
+    out: &Path,
+    mode: u32,
+) -> Result<(), CaptureError> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(0o644);
+    h.set_mode(mode);
     h.set_size(data.len() as u64);
     tar.append_data(&mut h, rel, data)
         .map_err(|e| io_err(out, e))
@@ -349,7 +361,12 @@ fn store_file<W: Write>(
         mask_identifiers(&text)
     };
     report.files += 1;
-    append_file(tar, rel, masked.as_bytes(), out)
+    let mode = if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    };
+    append_file_mode(tar, rel, masked.as_bytes(), out, mode)
 }
 
 /// Unpack a snapshot archive into `dest` (which must exist), safely and

@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// How much an archive may unpack to.
@@ -216,9 +217,13 @@ pub fn unpack_tar_gz(
                     )));
                 }
                 // create_new: never through a link or over an earlier entry.
+                // Executable stays executable (a hook script); no other bit
+                // of the archive's mode is taken.
+                let exec = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
                 let mut out = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
+                    .mode(if exec { 0o755 } else { 0o644 })
                     .open(&full)
                     .map_err(|e| io_at(&rel, e))?;
                 let copied =

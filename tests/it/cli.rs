@@ -216,6 +216,40 @@ fn snapshot_of_every_fixture_scans_the_same() {
     assert!(dir.path().join("SNAPSHOT.txt").is_file());
 }
 
+/// A libvirt hook that is executable is still so in the snapshot (found
+/// by reading another machine over SSH: every hook looked not executable).
+#[test]
+fn a_snapshot_keeps_what_is_executable() {
+    let host = crate::support::hosts::good_host();
+    let hook = host.path().join("etc/libvirt/hooks/qemu");
+    let tmp = tempfile::tempdir().unwrap();
+    for (mode, executable) in [(0o755, true), (0o644, false)] {
+        std::fs::set_permissions(
+            &hook,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(mode),
+        )
+        .unwrap();
+        let archive = tmp.path().join(format!("host-{mode:o}.tar.gz"));
+        let out = run(&[
+            "snapshot",
+            "--root",
+            host.path().to_str().unwrap(),
+            archive.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json_of(&["scan", "--json", "--root", archive.to_str().unwrap()]);
+        assert_eq!(
+            v["system"]["libvirt_hooks"][0]["executable"],
+            Value::Bool(executable),
+            "{mode:o}"
+        );
+    }
+}
+
 #[test]
 fn snapshot_of_the_live_host_round_trips_and_masks_identifiers() {
     let tmp = tempfile::tempdir().unwrap();

@@ -48,6 +48,7 @@ mod playable_host;
 mod remote_cut;
 mod remote_live;
 mod remote_ssh;
+mod remote_user;
 mod rom;
 mod single_gpu_checks;
 mod single_gpu_hook;

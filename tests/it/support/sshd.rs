@@ -40,6 +40,11 @@ pub fn free_port() -> u16 {
 }
 
 pub fn sshd() -> Sshd {
+    sshd_with(None)
+}
+
+/// With the sessions' PATH set to `path` (a stand-in sudo, or none).
+pub fn sshd_with(path: Option<&str>) -> Sshd {
     let sshd = Path::new("/usr/sbin/sshd");
     assert!(
         sshd.exists(),
@@ -51,15 +56,25 @@ pub fn sshd() -> Sshd {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // sshd reads the keys as the user logging in: the second user too.
+    std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     keygen(&d.join("hostkey"));
     keygen(&d.join("client"));
     keygen(&d.join("stranger"));
     std::fs::copy(d.join("client.pub"), d.join("authorized_keys")).unwrap();
+    std::fs::set_permissions(
+        d.join("authorized_keys"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
     let port = free_port();
-    let config = format!(
+    let mut config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nMaxAuthTries 3\n",
         d = d.display()
     );
+    if let Some(p) = path {
+        config.push_str(&format!("SetEnv PATH={p}\n"));
+    }
     std::fs::write(d.join("sshd_config"), config).unwrap();
     let child = Command::new(sshd)
         .args(["-D", "-e", "-f"])
@@ -83,7 +98,11 @@ pub fn sshd() -> Sshd {
 impl Sshd {
     pub fn target(&self, root: Option<&Path>) -> String {
         let user = rustix::process::getuid().as_raw();
-        let name = users_name(user);
+        self.target_as(&users_name(user), root)
+    }
+
+    /// Logging in as `name`.
+    pub fn target_as(&self, name: &str, root: Option<&Path>) -> String {
         let mut t = format!("ssh://{name}@127.0.0.1:{}", self.port);
         if let Some(r) = root {
             t.push_str(&r.display().to_string());

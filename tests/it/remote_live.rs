@@ -241,3 +241,48 @@ fn the_choices_follow_the_machine_not_the_address() {
         None => assert_eq!(h.state().state_key(), address_key),
     }
 }
+
+/// A feed that ends (the program there fails) is said on the page, and the
+/// page does not start it again by itself: "Connect again" does.
+#[test]
+fn the_monitor_page_says_when_the_feed_ended() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = sshd();
+    let wrapper = s.dir.path().join("monitor-fails");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *monitor*) echo 'monitor: cannot read /proc/interrupts' >&2; exit 3;; esac\nexec {} \"$@\"\n",
+            ours()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = there(&s, wrapper.to_str().unwrap());
+    let app = App::with_remote(
+        t,
+        State {
+            page: Page::Overview,
+            ..State::default()
+        },
+        || {},
+    );
+    let mut h = harness(app, [1280.0, 1000.0]);
+    wait_for(&mut h, 120, |a| {
+        (a.snapshot.is_some() || a.error.is_some()) && !a.is_scanning()
+    });
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    h.state_mut().state.page = Page::Monitor;
+    wait_for(&mut h, 60, |a| a.monitor.ended.is_some());
+    let why = h.state().monitor.ended.clone().unwrap();
+    assert!(why.contains("cannot read /proc/interrupts"), "{why}");
+    h.get_by_label_contains("The feed ended: ");
+    for _ in 0..20 {
+        h.step();
+    }
+    assert!(!h.state().is_monitoring(), "not started again by itself");
+    h.get_by_label("Connect again").click();
+    h.step();
+    assert!(h.state().monitor.ended.is_none());
+    wait_for(&mut h, 60, |a| a.monitor.ended.is_some());
+}

@@ -382,7 +382,11 @@ fn page(
         )
         .labelled_by(l.id);
         if ui
-            .button(if running { "Restart" } else { "Start" })
+            .button(match (running, v.ended.is_some()) {
+                (true, _) => "Restart",
+                (false, true) => "Connect again",
+                (false, false) => "Start",
+            })
             .clicked()
         {
             out.push(Command::StartMonitor);

@@ -5,7 +5,7 @@
 use super::domain_virt::ConnectArgs;
 use super::out::{StdoutError, outln};
 use crate::libvirt::Hypervisor;
-use crate::report::lifecycle::{StartOutcome, start};
+use crate::report::lifecycle::{StartOutcome, start_on};
 use crate::sysroot::HostRoot;
 use clap::Args;
 
@@ -64,12 +64,7 @@ pub fn run_start(
     remote: Option<&crate::remote::SshTarget>,
 ) -> anyhow::Result<i32> {
     let hv = args.connect.open(demo)?;
-    let mut o = start(&hv, root, &args.name);
-    if let (false, Some(t)) = (o.started, remote)
-        && let Some(log) = t.qemu_log(&args.name)
-    {
-        o.explain_from_log(&log);
-    }
+    let o = start_on(&hv, root, &args.name, remote);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&o)?)?;
     } else {

@@ -237,14 +237,33 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
     out
 }
 
+/// Start `name`; when the domain is another machine's (`remote`: `hv` is
+/// its libvirt over qemu+ssh), a failure is explained from that machine's
+/// QEMU log read there, never from a log on this side (a snapshot's is
+/// older than this start).
+pub fn start_on(
+    hv: &dyn Hypervisor,
+    root: &HostRoot,
+    name: &str,
+    remote: Option<&crate::remote::SshTarget>,
+) -> StartOutcome {
+    let mut o = start(hv, root, name);
+    if let (false, Some(t)) = (o.started, remote) {
+        o.explain_again(t.qemu_log(name).as_deref());
+    }
+    o
+}
+
 impl StartOutcome {
     /// A failed start explained again from a QEMU log read elsewhere (the
-    /// other machine's, over SSH, when the domain runs there).
-    pub fn explain_from_log(&mut self, log: &str) {
+    /// other machine's, over SSH, when the domain runs there); None when it
+    /// could not be read (libvirt's message alone then).
+    pub fn explain_again(&mut self, log: Option<&str>) {
         if let Some(msg) = &self.message {
-            let log = crate::domain::start_failure::last_start(log, log.len());
-            self.causes = explain(msg, log);
-            self.log_read = true;
+            let text = log.unwrap_or("");
+            let last = crate::domain::start_failure::last_start(text, text.len());
+            self.causes = explain(msg, last);
+            self.log_read = log.is_some();
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::libvirt::{DomainState, Hypervisor, Libvirt};
 use crate::monitor::idle_hold::{IdleHold, probe_compared};
 use crate::monitor::latency::LatencyStats;
 use crate::pinning::PinPlan;
-use crate::report::lifecycle::{DefinePlan, StartOutcome, commit_define, plan_define, start};
+use crate::report::lifecycle::{DefinePlan, StartOutcome, commit_define, plan_define, start_on};
 use crate::report::preflight::{Preflight, PreflightRequest, caps_of, preflight};
 use crate::sysroot::HostRoot;
 use std::sync::Arc;
@@ -105,15 +105,18 @@ pub enum VmDone {
     Stopped(String),
 }
 
+/// A VM button; `remote` when the domain is another machine's (its failed
+/// start explained from its QEMU log, read there).
 pub fn vm_action(
     root: &HostRoot,
     uri: &str,
     name: &str,
     action: VmAction,
+    remote: Option<&crate::remote::SshTarget>,
 ) -> Result<VmDone, String> {
     let hv = open(uri)?;
     match action {
-        VmAction::Start => Ok(VmDone::Started(start(&hv, root, name))),
+        VmAction::Start => Ok(VmDone::Started(start_on(&hv, root, name, remote))),
         VmAction::Shutdown => hv
             .shutdown(name)
             .map(|_| {

@@ -305,6 +305,7 @@ impl App {
                     .err()
             }
             Command::Vm { page, name, action } => {
+                let remote = self.live_remote().cloned();
                 let vm = match page {
                     VmPage::Wizard => &mut self.wizard.vm,
                     VmPage::Troubleshoot => &mut self.troubleshoot.vm,
@@ -317,7 +318,10 @@ impl App {
                     self.cpu.pending_restart.retain(|d| d != &name);
                 }
                 vm.action
-                    .start(move || jobs::vm_action(&root, &uri, &name, action), wake)
+                    .start(
+                        move || jobs::vm_action(&root, &uri, &name, action, remote.as_ref()),
+                        wake,
+                    )
                     .err()
             }
             Command::ProbeVm(domain) => {

@@ -84,19 +84,36 @@ pub enum RemoteError {
     )]
     BadTarget(String),
     #[error(
-        "{host} cannot be reached: {detail}. Check the name and that the machine is on and runs an SSH server (ssh {host} should log you in)."
+        "{host} cannot be reached: {detail}. Check the name and that the machine is on and runs an SSH server (ssh {login} should log you in)."
     )]
-    Unreachable { host: String, detail: String },
-    #[error(
-        "{host} refused your key ({detail}). Add your public key to its ~/.ssh/authorized_keys (ssh-copy-id {host}) or name the key in ~/.ssh/config; a password is never asked here."
-    )]
-    KeyRefused { host: String, detail: String },
-    #[error(
-        "{host}'s host key is {what}: {detail}. If you know why, remove the old key (ssh-keygen -R {host}) and connect once with ssh {host} to check and accept the new one."
-    )]
-    HostKey {
+    Unreachable {
         host: String,
-        what: &'static str,
+        login: String,
+        detail: String,
+    },
+    #[error(
+        "{host} refused your key ({detail}). Add your public key to its ~/.ssh/authorized_keys (ssh-copy-id {login}) or name the key in ~/.ssh/config; a password is never asked here."
+    )]
+    KeyRefused {
+        host: String,
+        login: String,
+        detail: String,
+    },
+    #[error(
+        "{host}'s host key is not the one known before: {detail}. If you know why (the machine was reinstalled), remove the old key (ssh-keygen -R '{known}') and connect once with ssh {login} to check and accept the new one."
+    )]
+    HostKeyChanged {
+        host: String,
+        login: String,
+        known: String,
+        detail: String,
+    },
+    #[error(
+        "{host}'s host key is not known yet: {detail}. Connect once in a terminal with ssh {login}, check the fingerprint it shows and accept it; then try again."
+    )]
+    HostKeyUnknown {
+        host: String,
+        login: String,
         detail: String,
     },
     #[error(
@@ -194,6 +211,29 @@ impl SshTarget {
             s.push_str(&format!(":{p}"));
         }
         s
+    }
+
+    /// The words after `ssh` (or `ssh-copy-id`) that log in there:
+    /// `[-p PORT ]user@host`.
+    pub fn login(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = self.port {
+            s.push_str(&format!("-p {p} "));
+        }
+        if let Some(u) = &self.user {
+            s.push_str(u);
+            s.push('@');
+        }
+        s.push_str(&self.host);
+        s
+    }
+
+    /// The host's name in known_hosts: `[host]:port` off port 22.
+    fn known_name(&self) -> String {
+        match self.port {
+            Some(p) if p != 22 => format!("[{}]:{p}", self.host),
+            _ => self.host.clone(),
+        }
     }
 
     /// The libvirt of that machine, reached through the same SSH:
@@ -335,10 +375,12 @@ impl SshTarget {
                 theirs: theirs.trim().to_string(),
             };
         }
+        let login = self.login();
         if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
-            return RemoteError::HostKey {
+            return RemoteError::HostKeyChanged {
                 host,
-                what: "not the one known before",
+                login,
+                known: self.known_name(),
                 detail,
             };
         }
@@ -346,14 +388,18 @@ impl SshTarget {
             || has("No ED25519 host key is known")
             || has("host key is known")
         {
-            return RemoteError::HostKey {
+            return RemoteError::HostKeyUnknown {
                 host,
-                what: "not known yet",
+                login,
                 detail,
             };
         }
         if has("Permission denied") || has("Too many authentication failures") {
-            return RemoteError::KeyRefused { host, detail };
+            return RemoteError::KeyRefused {
+                host,
+                login,
+                detail,
+            };
         }
         if has("Could not resolve hostname")
             || has("Connection refused")
@@ -363,7 +409,11 @@ impl SshTarget {
             || has("Connection closed by")
             || has("kex_exchange_identification")
         {
-            return RemoteError::Unreachable { host, detail };
+            return RemoteError::Unreachable {
+                host,
+                login,
+                detail,
+            };
         }
         if code == Some(127) || has("command not found") || has("No such file or directory") {
             return RemoteError::NotInstalled {
@@ -474,16 +524,32 @@ mod tests {
         assert!(matches!(k, RemoteError::KeyRefused { .. }), "{k}");
         assert!(k.to_string().contains("ssh-copy-id anna@server"));
         let h = t.classify("x", Some(255), "@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@\nHost key verification failed.\n");
-        assert!(
-            matches!(
-                h,
-                RemoteError::HostKey {
-                    what: "not the one known before",
-                    ..
-                }
-            ),
-            "{h}"
+        assert!(matches!(h, RemoteError::HostKeyChanged { .. }), "{h}");
+        assert!(h.to_string().contains("ssh-keygen -R 'server'"), "{h}");
+        // Off port 22: the words to type name the port, as ssh wants them.
+        let p = SshTarget::parse("ssh://anna@server:2222").unwrap();
+        let h = p.classify(
+            "x",
+            Some(255),
+            "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\n",
         );
+        let said = h.to_string();
+        assert!(
+            said.contains("ssh-keygen -R '[server]:2222'")
+                && said.contains("ssh -p 2222 anna@server"),
+            "{said}"
+        );
+        let k = p.classify("x", Some(255), "Permission denied (publickey).\n");
+        assert!(
+            k.to_string().contains("ssh-copy-id -p 2222 anna@server"),
+            "{k}"
+        );
+        let unknown = t.classify("x", Some(255), "Host key verification failed.\n");
+        assert!(
+            matches!(unknown, RemoteError::HostKeyUnknown { .. }),
+            "{unknown}"
+        );
+        assert!(!unknown.to_string().contains("ssh-keygen -R"), "{unknown}");
         let u = t.classify(
             "x",
             Some(255),

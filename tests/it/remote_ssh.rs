@@ -265,7 +265,25 @@ fn each_failure_says_what_to_do() {
         ours(),
     );
     let e = error_of(&changed);
-    assert!(e.contains("host key") && e.contains("ssh-keygen -R"), "{e}");
+    assert!(
+        e.contains("not the one known before")
+            && e.contains(&format!("ssh-keygen -R '[127.0.0.1]:{}'", s.port)),
+        "{e}"
+    );
+
+    // The host's key is not known yet, and ssh is told to ask first.
+    let strict = format!(
+        "ssh -F none -i {} -o IdentitiesOnly=yes -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes",
+        s.dir.path().join("client").display(),
+        s.dir.path().join("known_hosts_empty").display()
+    );
+    let e = error_of(&run(&["scan", "--host", &target], &strict, ours()));
+    assert!(
+        e.contains("host key is not known yet")
+            && e.contains(&format!("ssh -p {} ", s.port))
+            && e.contains("check the fingerprint"),
+        "{e}"
+    );
 
     let closed = format!("ssh://127.0.0.1:{}", free_port());
     let e = error_of(&run(&["scan", "--host", &closed], &good, ours()));

@@ -304,17 +304,44 @@ pub fn undo(
     })
 }
 
-/// Journaled files whose content is no longer what the transaction wrote.
+/// Journaled files whose content is no longer what the transaction wrote
+/// and not what a lost write of ours leaves (someone's edit, a package's
+/// update): undo asks `--force` before putting the old ones back.
 pub fn drift(env: &Env, e: &Entry) -> Vec<String> {
+    let rebooted = booted_since(env, e);
     e.files
         .iter()
         .filter(|f| {
-            let now = read_file(&env.root, &f.path)
-                .ok()
-                .flatten()
-                .map(|(b, _)| String::from_utf8_lossy(&b).into_owned());
-            now != f.written
+            let now = read_file(&env.root, &f.path).ok().flatten().map(|(b, _)| b);
+            let now_text = now
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned());
+            if now_text == f.written {
+                return false;
+            }
+            // Our own write that did not land (a power cut before it reached
+            // the disk — a vfat ESP keeps nothing unsynced): the file is as
+            // it was before the transaction, or a file we wrote is left
+            // empty by a boot since. Putting the old one back loses no
+            // one's edit.
+            let as_before = match (&f.saved_as, &now) {
+                (None, None) => true,
+                (Some(name), Some(n)) => {
+                    env.journal.read_before(&e.id, name).is_ok_and(|b| b == *n)
+                }
+                _ => false,
+            };
+            let emptied_by_a_cut = rebooted
+                && now.as_deref().is_some_and(<[u8]>::is_empty)
+                && f.written.as_deref().is_some_and(|w| !w.is_empty());
+            !(as_before || emptied_by_a_cut)
         })
         .map(|f| f.path.clone())
         .collect()
+}
+
+/// Whether the host booted since the transaction (its boot id changed).
+fn booted_since(env: &Env, e: &Entry) -> bool {
+    let now = read_value(&env.root, "/proc/sys/kernel/random/boot_id");
+    e.boot_id.is_some() && now.is_some() && e.boot_id != now
 }

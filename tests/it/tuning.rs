@@ -242,6 +242,59 @@ fn apply_twice_is_apply_once_and_undo_gives_the_original() {
     );
 }
 
+/// Undo refuses to put old files over someone's edit, but not over our
+/// own write that a power cut lost: a file back as it was before the
+/// transaction, or left empty by a cut (the host booted since).
+#[test]
+fn undo_tells_a_lost_write_of_ours_from_someones_edit() {
+    let grub_d = "etc/default/grub.d/99-vfio-assistant.cfg";
+    let setup = || {
+        let dir = tuning_host();
+        crate::support::hosts::put(dir.path(), "proc/sys/kernel/random/boot_id", "before\n");
+        let root = HostRoot::at(dir.path());
+        let (snap, facts) = (scan(&root).unwrap(), gather(&root));
+        let p = plan(&snap, &facts, &request()).unwrap();
+        let e = env(dir.path(), None);
+        let o = apply(&e, &facts, &p, &request(), &mut |_| {}).unwrap();
+        assert_eq!(o.state, EntryState::Applied);
+        assert!(dir.path().join(grub_d).is_file());
+        (dir, o.id)
+    };
+    let boot = |dir: &Path| {
+        std::fs::write(
+            dir.join("proc/sys/kernel/random/boot_id"),
+            "after-the-cut\n",
+        )
+        .unwrap();
+    };
+    // The drop-in we created never reached the disk: gone after the cut.
+    let (dir, id) = setup();
+    std::fs::remove_file(dir.path().join(grub_d)).unwrap();
+    boot(dir.path());
+    let u = undo(&env(dir.path(), None), &id, false, &mut |_| {}).unwrap();
+    assert_eq!(u.state, EntryState::Undone, "{u:?}");
+    // Left empty by a cut: the host booted since.
+    let (dir, id) = setup();
+    std::fs::write(dir.path().join(grub_d), "").unwrap();
+    boot(dir.path());
+    let u = undo(&env(dir.path(), None), &id, false, &mut |_| {}).unwrap();
+    assert_eq!(u.state, EntryState::Undone, "{u:?}");
+    // Emptied without a boot since: someone did it; and an edit: refused.
+    for (text, reboot) in [("", false), ("GRUB_TIMEOUT=3\n", true)] {
+        let (dir, id) = setup();
+        std::fs::write(dir.path().join(grub_d), text).unwrap();
+        if reboot {
+            boot(dir.path());
+        }
+        let err = undo(&env(dir.path(), None), &id, false, &mut |_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains("changed since it was applied")
+                && err.to_string().contains(grub_d),
+            "{text:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn refusals_before_anything_changes() {
     let dir = tuning_host();

@@ -36,6 +36,10 @@ pub struct WatchArgs {
     pub seconds: u64,
     #[arg(long)]
     pub json: bool,
+    /// Watch only these event nodes (default: every keyboard and mouse
+    /// under /dev/input/by-id).
+    #[arg(value_name = "NODE")]
+    pub nodes: Vec<String>,
 }
 
 pub fn run(root: &HostRoot, args: &InputArgs) -> anyhow::Result<i32> {
@@ -63,11 +67,15 @@ pub fn run(root: &HostRoot, args: &InputArgs) -> anyhow::Result<i32> {
             Ok(0)
         }
         InputCommand::Watch(a) => {
-            let paths: Vec<String> = devices
-                .iter()
-                .filter(|d| matches!(d.kind, InputKind::Keyboard | InputKind::Mouse))
-                .map(|d| d.by_id.clone())
-                .collect();
+            let paths: Vec<String> = if a.nodes.is_empty() {
+                devices
+                    .iter()
+                    .filter(|d| matches!(d.kind, InputKind::Keyboard | InputKind::Mouse))
+                    .map(|d| d.by_id.clone())
+                    .collect()
+            } else {
+                a.nodes.clone()
+            };
             if !a.json {
                 errln!(
                     "Watching {} keyboards and mice for {} s: press a key on the VM's keyboard and move its mouse…",

@@ -103,7 +103,7 @@ pub fn read_input_devices(root: &HostRoot) -> Vec<InputDevice> {
 }
 
 /// What one candidate did while it was watched.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Reaction {
     pub by_id: String,
     /// Key presses and releases (EV_KEY).

@@ -11,6 +11,7 @@
 //! statistics say (`realtime: false`).
 
 use super::{RemoteError, SshTarget, quote};
+use crate::host::input::Reaction;
 use crate::monitor::latency::LatencyStats;
 use crate::monitor::rates::kvm_meaning;
 use crate::monitor::sampler::Update;
@@ -153,6 +154,28 @@ impl SshTarget {
             Some(0) => format!("the monitor on {} ended", self.shown()),
             code => self.classify("the monitor", code, &stderr).to_string(),
         })
+    }
+
+    /// The "press a key" picker there: which of `nodes` (that machine's
+    /// event nodes; empty: every keyboard and mouse it has) react in
+    /// `seconds`. Reading input devices wants root there (or the input
+    /// group): root is used when the login has it without a password.
+    pub fn watch_input(&self, nodes: &[String], seconds: u64) -> Result<Vec<Reaction>, String> {
+        let sudo = self.root_if_free().unwrap_or("");
+        let mut args = vec![
+            "input".to_string(),
+            "watch".into(),
+            "--json".into(),
+            "--seconds".into(),
+            seconds.clamp(1, 60).to_string(),
+            "--".into(),
+        ];
+        args.extend(nodes.iter().cloned());
+        let line = self.same_version_then(&self.remote_line(&args, sudo));
+        let out = self
+            .run("watching its keyboards and mice", &line, 4 << 20)
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(&out).map_err(|e| format!("the picker's answer unread: {e}"))
     }
 
     /// The latency probe there on `cpus` for `seconds`; with

@@ -286,3 +286,48 @@ fn the_monitor_page_says_when_the_feed_ended() {
     assert!(h.state().monitor.ended.is_none());
     wait_for(&mut h, 60, |a| a.monitor.ended.is_some());
 }
+
+fn input_event(kind: u16, code: u16, value: i32) -> Vec<u8> {
+    let mut b = vec![0u8; 16];
+    b.extend_from_slice(&kind.to_ne_bytes());
+    b.extend_from_slice(&code.to_ne_bytes());
+    b.extend_from_slice(&value.to_ne_bytes());
+    b
+}
+
+/// The "press a key" picker runs there: of two nodes on that machine (FIFOs
+/// standing in for event nodes), the one that gets a key press and a move
+/// while it is watched comes back first with its counts.
+#[test]
+fn the_picker_watches_that_machines_keyboards() {
+    use std::io::Write;
+    let s = sshd();
+    let t = there(&s, ours());
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = dir.path().join("usb-Quiet_Board-event-kbd");
+    let pressed = dir.path().join("usb-Pressed_Board-event-kbd");
+    for p in [&quiet, &pressed] {
+        rustix::fs::mkfifoat(rustix::fs::CWD, p, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+    }
+    let p = pressed.clone();
+    let writer = std::thread::spawn(move || {
+        // Opened once the watch there has opened it (a FIFO's writer waits).
+        let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        let mut buf = Vec::new();
+        for (k, c, v) in [(1, 30, 1), (0, 0, 0), (1, 30, 0), (2, 0, 5)] {
+            buf.extend(input_event(k, c, v));
+        }
+        f.write_all(&buf).unwrap();
+        std::thread::sleep(Duration::from_secs(4));
+    });
+    let nodes = vec![quiet.display().to_string(), pressed.display().to_string()];
+    let r = t.watch_input(&nodes, 3).unwrap_or_else(|e| {
+        // The writer waits for a reader: given one, then the failure said.
+        let _ = std::fs::File::open(&pressed);
+        panic!("{e}")
+    });
+    writer.join().unwrap();
+    assert_eq!(r[0].by_id, pressed.display().to_string(), "{r:?}");
+    assert_eq!((r[0].keys, r[0].moves), (2, 1), "{r:?}");
+    assert_eq!((r[1].keys, r[1].moves), (0, 0), "{r:?}");
+}

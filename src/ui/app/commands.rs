@@ -251,9 +251,17 @@ impl App {
                 .err(),
             Command::WatchInput { devices } => {
                 self.wizard.input_result = None;
+                let remote = self.live_remote().cloned();
                 self.wizard
                     .input_job
-                    .start(move || jobs::watch_input(&root, &devices), wake)
+                    .start(
+                        move || match remote {
+                            // That machine's keyboards, pressed there.
+                            Some(t) => t.watch_input(&devices, 5),
+                            None => jobs::watch_input(&root, &devices),
+                        },
+                        wake,
+                    )
                     .err()
             }
             Command::Validate { xml } => {

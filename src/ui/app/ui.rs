@@ -179,7 +179,15 @@ impl App {
                         .caps_job
                         .start(move || crate::ui::jobs::caps(&uri), wake);
                 }
-                views::wizard::wizard_ui(ui, &snap, &mut self.state.wizard, &self.wizard, &mut out)
+                let live = self.shows_a_live_machine();
+                views::wizard::wizard_ui(
+                    ui,
+                    &snap,
+                    &mut self.state.wizard,
+                    &self.wizard,
+                    live,
+                    &mut out,
+                )
             }
         }
         self.commands.extend(out);

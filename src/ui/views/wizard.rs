@@ -20,11 +20,14 @@ use crate::ui::widgets::vm_control::vm_control_ui;
 use crate::ui::wizard_state::{HugeChoice, NetChoice, Step, WizardState};
 use egui::RichText;
 
+/// `live`: the host shown is a running machine (this one, or another over
+/// SSH), whose keyboards can be pressed for the input picker.
 pub fn wizard_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
     w: &mut WizardState,
     rt: &WizardRuntime,
+    live: bool,
     out: &mut Vec<Command>,
 ) {
     // The VM's name on every step, editable where it is shown.
@@ -85,7 +88,7 @@ pub fn wizard_ui(
             Step::Memory => memory_step(ui, snap, w),
             Step::Storage => storage_step(ui, w, rt, out),
             Step::Network => network_step(ui, w),
-            Step::UseIt => super::wizard_use::use_it_step(ui, snap, w, rt, snap.root == "/", out),
+            Step::UseIt => super::wizard_use::use_it_step(ui, snap, w, rt, live, out),
             Step::Features => features_step(ui, w, built.as_ref().ok()),
             Step::Review if !w.has_disk() => {
                 ui.heading("Review");

@@ -326,6 +326,13 @@ fn store_file<W: Write>(
         }
     };
     let Some(at) = at else { return Ok(()) };
+    // Executable stays executable, placeholders too (a root-only hook
+    // script read as a user is still a hook that runs).
+    let mode = if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    };
     if rel == Path::new("dev/kmsg") {
         // The kernel log device: store the records it gives now, masked.
         let text = root.read_kmsg(&HostPath::dev("kmsg")).unwrap_or_default();
@@ -347,12 +354,12 @@ fn store_file<W: Write>(
         // Root-only files (ACPI tables) still exist: keep a placeholder.
         report.placeholders += 1;
         report.skipped.push(rel.display().to_string());
-        return append_file(tar, rel, b"", out);
+        return append_file_mode(tar, rel, b"", out, mode);
     }
     let body_len = data.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
     if data[..body_len].contains(&0) {
         report.placeholders += 1;
-        return append_file(tar, rel, b"", out);
+        return append_file_mode(tar, rel, b"", out, mode);
     }
     let text = String::from_utf8_lossy(data);
     let masked = if rel.file_name().is_some_and(|n| n == "serial") {
@@ -361,11 +368,6 @@ fn store_file<W: Write>(
         mask_identifiers(&text)
     };
     report.files += 1;
-    let mode = if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0 {
-        0o755
-    } else {
-        0o644
-    };
     append_file_mode(tar, rel, masked.as_bytes(), out, mode)
 }
 

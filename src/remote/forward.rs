@@ -199,6 +199,15 @@ impl SshTarget {
     pub fn forward(&self, args: &[String], privilege: Privilege) -> Result<i32, RemoteError> {
         let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         let (sudo, tty) = self.sudo_prefix(privilege, interactive)?;
+        if tty {
+            // On a terminal there, the program's words come back on this
+            // side's terminal, not to us: the version is checked apart.
+            self.run(
+                "vfio-assistant --version",
+                &self.same_version_then("true"),
+                4096,
+            )?;
+        }
         let line = self.same_version_then(&self.remote_line(args, sudo));
         let mut child = self
             .command_tty(&line, tty)?

@@ -17,9 +17,9 @@ use crate::monitor::rates::kvm_meaning;
 use crate::monitor::sampler::Update;
 use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The longest line one sample may take (a big host's is tens of KiB).
@@ -92,7 +92,7 @@ impl SshTarget {
     fn stream_monitor(
         &self,
         args: &[String],
-        stop: &AtomicBool,
+        stop: &Arc<AtomicBool>,
         mut each: impl FnMut(Update) -> bool,
     ) -> Result<(), String> {
         let sudo = self.root_if_free().unwrap_or("");
@@ -105,15 +105,30 @@ impl SshTarget {
             .spawn()
             .map_err(|e| RemoteError::NoSsh(e.to_string()).to_string())?;
         let stderr = child.stderr.take();
-        let errors = std::thread::spawn(move || {
-            let mut e = Vec::new();
-            if let Some(s) = stderr {
-                let _ = s.take(64 * 1024).read_to_end(&mut e);
-            }
-            e
-        });
+        let errors = std::thread::spawn(move || stderr.map(super::drain_tail).unwrap_or_default());
+        let out = child.stdout.take();
+        // Stopped while nothing comes (a silent connection): the session is
+        // ended from here at once, not at the next line.
+        let child = Arc::new(Mutex::new(Some(child)));
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (child, done, stop) = (child.clone(), done.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) {
+                        if let Ok(mut c) = child.lock()
+                            && let Some(c) = c.as_mut()
+                        {
+                            let _ = c.kill();
+                        }
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
         let mut bad = None;
-        if let Some(out) = child.stdout.take() {
+        if let Some(out) = out {
             let mut out = BufReader::new(out);
             let mut line = String::new();
             loop {
@@ -141,6 +156,12 @@ impl SshTarget {
         }
         // Asked to stop (or a bad line): the session is ended here; the
         // monitor there ends at its next write.
+        done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        let taken = child.lock().ok().and_then(|mut c| c.take());
+        let Some(mut child) = taken else {
+            return Err("the monitor's session was lost".into());
+        };
         let _ = child.kill();
         let status = child.wait().map_err(|e| e.to_string())?;
         let stderr = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();

@@ -268,7 +268,18 @@ impl SshTarget {
         let program = words.next().unwrap_or("ssh");
         let mut c = Command::new(program);
         c.args(words);
-        c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]);
+        // A connection that goes silent (suspend, a Wi-Fi change) is found
+        // dead within a minute, not left hanging for hours.
+        c.args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=15",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=3",
+        ]);
         if let Some(p) = self.port {
             c.args(["-p", &p.to_string()]);
         }
@@ -304,7 +315,7 @@ impl SshTarget {
     }
 
     /// Run `remote` there; its standard output (at most `limit` bytes) and
-    /// the start of its error output (64 KiB).
+    /// the end of its error output (see `drain_tail`).
     fn run_both(
         &self,
         what: &str,
@@ -320,13 +331,7 @@ impl SshTarget {
         let mut out = Vec::new();
         let mut err = Vec::new();
         let stderr = child.stderr.take();
-        let reader = std::thread::spawn(move || {
-            let mut e = Vec::new();
-            if let Some(s) = stderr {
-                let _ = s.take(64 * 1024).read_to_end(&mut e);
-            }
-            e
-        });
+        let reader = std::thread::spawn(move || stderr.map(drain_tail).unwrap_or_default());
         if let Some(o) = child.stdout.take() {
             let _ = o.take(limit + 1).read_to_end(&mut out);
         }
@@ -376,7 +381,11 @@ impl SshTarget {
             };
         }
         let login = self.login();
-        if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
+        // ssh's own words only when ssh failed (255, or killed): a program
+        // there that ends with "Permission denied" on a device is not a
+        // refused key.
+        let ssh_failed = matches!(code, Some(255) | None);
+        if ssh_failed && has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
             return RemoteError::HostKeyChanged {
                 host,
                 login,
@@ -384,9 +393,10 @@ impl SshTarget {
                 detail,
             };
         }
-        if has("Host key verification failed")
-            || has("No ED25519 host key is known")
-            || has("host key is known")
+        if ssh_failed
+            && (has("Host key verification failed")
+                || has("No ED25519 host key is known")
+                || has("host key is known"))
         {
             return RemoteError::HostKeyUnknown {
                 host,
@@ -394,20 +404,21 @@ impl SshTarget {
                 detail,
             };
         }
-        if has("Permission denied") || has("Too many authentication failures") {
+        if ssh_failed && (has("Permission denied") || has("Too many authentication failures")) {
             return RemoteError::KeyRefused {
                 host,
                 login,
                 detail,
             };
         }
-        if has("Could not resolve hostname")
-            || has("Connection refused")
-            || has("timed out")
-            || has("No route to host")
-            || has("Network is unreachable")
-            || has("Connection closed by")
-            || has("kex_exchange_identification")
+        if ssh_failed
+            && (has("Could not resolve hostname")
+                || has("Connection refused")
+                || has("timed out")
+                || has("No route to host")
+                || has("Network is unreachable")
+                || has("Connection closed by")
+                || has("kex_exchange_identification"))
         {
             return RemoteError::Unreachable {
                 host,
@@ -415,7 +426,8 @@ impl SshTarget {
                 detail,
             };
         }
-        if code == Some(127) || has("command not found") || has("No such file or directory") {
+        // The shell there: no such program (127), or not runnable (126).
+        if matches!(code, Some(127) | Some(126)) {
             return RemoteError::NotInstalled {
                 host,
                 ours: env!("CARGO_PKG_VERSION").into(),
@@ -481,6 +493,27 @@ fn machine_id_in(stderr: &str) -> Option<String> {
     (id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_ascii_lowercase())
 }
 
+/// Everything `r` gives, read to its end (a writer is never left blocked on
+/// a full pipe), keeping the last 64 KiB: ssh's and the program's last words.
+pub(crate) fn drain_tail(mut r: impl Read) -> Vec<u8> {
+    const KEEP: usize = 64 * 1024;
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = r.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > 2 * KEEP {
+            kept.drain(..kept.len() - KEEP);
+        }
+    }
+    if kept.len() > KEEP {
+        kept.drain(..kept.len() - KEEP);
+    }
+    kept
+}
+
 /// One word for the remote shell.
 pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -544,6 +577,20 @@ mod tests {
             k.to_string().contains("ssh-copy-id -p 2222 anna@server"),
             "{k}"
         );
+        // The program there failing with words that look like ssh's is the
+        // program's failure, not a refused key or a missing program.
+        let own = t.classify(
+            "x",
+            Some(1),
+            "vfio-assistant: /dev/input/event3: Permission denied (os error 13)\n",
+        );
+        assert!(matches!(own, RemoteError::Failed { .. }), "{own}");
+        let own = t.classify(
+            "x",
+            Some(1),
+            "/dev/input/by-id/x: No such file or directory\n",
+        );
+        assert!(matches!(own, RemoteError::Failed { .. }), "{own}");
         let unknown = t.classify("x", Some(255), "Host key verification failed.\n");
         assert!(
             matches!(unknown, RemoteError::HostKeyUnknown { .. }),

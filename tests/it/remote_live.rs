@@ -90,6 +90,42 @@ fn the_monitor_runs_there_and_streams_its_samples() {
     }
 }
 
+/// Stopped while nothing comes (a sample every 5 s, stopped before the
+/// first): the feed ends at once, not at the next sample, and the monitor
+/// there ends at its next write (no terminal there to hang up).
+#[test]
+fn a_silent_monitor_is_stopped_at_once() {
+    let s = sshd();
+    let t = there(&s, ours());
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = t
+        .spawn_monitor(None, Duration::from_millis(4_950), stop.clone(), || {})
+        .unwrap();
+    let t0 = Instant::now();
+    while monitors_with("4950") == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the monitor there started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    assert!(rx.recv_timeout(Duration::from_secs(4)).is_err());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "the feed ended at once: {:?}",
+        t0.elapsed()
+    );
+    while monitors_with("4950") > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the monitor there ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_monitor_that_cannot_run_there_says_why() {
     let s = sshd();

@@ -103,6 +103,10 @@ fn another_user_there_reads_and_tunes_a_root_of_theirs() {
     let host = tuning_host();
     chown_tree(host.path(), uid, gid);
     std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A hook only root may read: that user's snapshot keeps it executable.
+    let hook = host.path().join("etc/libvirt/hooks/qemu");
+    std::os::unix::fs::chown(&hook, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o700)).unwrap();
     let before = tree(host.path());
     let target = s.target_as(USER, Some(host.path()));
     let root = host.path().display().to_string();

@@ -145,8 +145,11 @@ fn unpack_place() -> std::path::PathBuf {
     }
     let usable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_dir())
-            && rustix::fs::access(p, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
-                .is_ok()
+            && rustix::fs::access(
+                p,
+                rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+            )
+            .is_ok()
     };
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(std::path::PathBuf::from)

@@ -398,10 +398,14 @@ impl App {
         if key == self.state_key {
             return;
         }
-        if let Some(saved) = storage.and_then(|st| eframe::get_value::<State>(st, &key)) {
-            let page = self.state.page;
-            self.state = saved;
-            self.state.page = page;
+        if let Some(st) = storage {
+            // What was chosen under the address so far stays there too.
+            eframe::set_value(st, &self.state_key, &self.state);
+            if let Some(saved) = eframe::get_value::<State>(st, &key) {
+                let page = self.state.page;
+                self.state = saved;
+                self.state.page = page;
+            }
         }
         self.state_key = key;
     }

@@ -95,6 +95,12 @@ impl SshTarget {
         line
     }
 
+    /// Our program there with `args` after `sudo`, run only when it is
+    /// this version (one session: see `same_version_then`).
+    pub(super) fn ours_there(&self, args: &[String], sudo: &str) -> String {
+        self.same_version_then(&self.remote_line(args, sudo))
+    }
+
     /// How to get root there for this run: the prefix and whether a
     /// terminal is needed. A captured root there needs none.
     pub(super) fn sudo_prefix(
@@ -208,7 +214,7 @@ impl SshTarget {
                 4096,
             )?;
         }
-        let line = self.same_version_then(&self.remote_line(args, sudo));
+        let line = self.ours_there(args, sudo);
         let mut child = self
             .command_tty(&line, tty)?
             .stdout(Stdio::inherit())

@@ -96,7 +96,7 @@ impl SshTarget {
         mut each: impl FnMut(Update) -> bool,
     ) -> Result<(), String> {
         let sudo = self.root_if_free().unwrap_or("");
-        let line = self.same_version_then(&self.remote_line(args, sudo));
+        let line = self.ours_there(args, sudo);
         let mut child = self
             .command(&line)
             .map_err(|e| e.to_string())?
@@ -192,7 +192,7 @@ impl SshTarget {
             "--".into(),
         ];
         args.extend(nodes.iter().cloned());
-        let line = self.same_version_then(&self.remote_line(&args, sudo));
+        let line = self.ours_there(&args, sudo);
         let out = self
             .run("watching its keyboards and mice", &line, 4 << 20)
             .map_err(|e| e.to_string())?;
@@ -223,7 +223,7 @@ impl SshTarget {
         if compare {
             args.push("--compare-idle".into());
         }
-        let line = self.same_version_then(&self.remote_line(&args, sudo));
+        let line = self.ours_there(&args, sudo);
         let limit = 16 << 20;
         let out = self
             .run("the latency probe", &line, limit)

@@ -69,6 +69,15 @@ pub struct EntryStatus {
     pub failure: Option<String>,
 }
 
+/// Whether the host booted since the transaction (its boot id changed).
+pub(super) fn booted_since(env: &Env, e: &Entry) -> bool {
+    let now = env
+        .root
+        .read_attr(&HostPath::proc("sys/kernel/random/boot_id"))
+        .ok();
+    e.boot_id.is_some() && now.is_some() && e.boot_id != now
+}
+
 fn tokens_of(e: &Entry) -> Vec<String> {
     let mut out = Vec::new();
     for c in e.plan.changes.iter().filter(|c| e.applied.contains(&c.id)) {
@@ -161,13 +170,9 @@ pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
         .root
         .read_attr(&HostPath::proc("cmdline"))
         .unwrap_or_default();
-    let boot_id = env
-        .root
-        .read_attr(&HostPath::proc("sys/kernel/random/boot_id"))
-        .ok();
     let tokens = tokens_of(e);
     let pending = missing(&cmdline, &tokens);
-    let rebooted = e.boot_id.is_some() && boot_id.is_some() && e.boot_id != boot_id;
+    let rebooted = booted_since(env, e);
     let boot_changes = e
         .plan
         .changes

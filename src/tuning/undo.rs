@@ -308,7 +308,7 @@ pub fn undo(
 /// and not what a lost write of ours leaves (someone's edit, a package's
 /// update): undo asks `--force` before putting the old ones back.
 pub fn drift(env: &Env, e: &Entry) -> Vec<String> {
-    let rebooted = booted_since(env, e);
+    let rebooted = super::status::booted_since(env, e);
     e.files
         .iter()
         .filter(|f| {
@@ -338,10 +338,4 @@ pub fn drift(env: &Env, e: &Entry) -> Vec<String> {
         })
         .map(|f| f.path.clone())
         .collect()
-}
-
-/// Whether the host booted since the transaction (its boot id changed).
-fn booted_since(env: &Env, e: &Entry) -> bool {
-    let now = read_value(&env.root, "/proc/sys/kernel/random/boot_id");
-    e.boot_id.is_some() && now.is_some() && e.boot_id != now
 }

@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
-use crate::support::sshd::{Sshd, sshd};
+use crate::support::sshd::{Sshd, script, sshd};
 use crate::support::tuning::{differ, tree, tuning_host};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -28,17 +28,12 @@ fn ours() -> &'static str {
 /// The helper there, told to wait at `PAUSE_AT` (a one-word program, as
 /// `Via::helper` wants).
 fn paused_helper(s: &Sshd) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let w = s.dir.path().join("paused-helper");
-    std::fs::write(
+    let helper = env!("CARGO_BIN_EXE_vfio-assistant-helper");
+    script(
         &w,
-        format!(
-            "#!/bin/sh\nexec {} --pause-at {PAUSE_AT} \"$@\"\n",
-            env!("CARGO_BIN_EXE_vfio-assistant-helper")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\nexec {helper} --pause-at {PAUSE_AT} \"$@\"\n"),
+    );
     w
 }
 

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 use crate::support::gui::{harness, wait_for};
-use crate::support::sshd::{Sshd, sshd};
+use crate::support::sshd::{Sshd, script, sshd};
 use egui_kittest::kittest::Queryable;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,18 +282,15 @@ fn the_choices_follow_the_machine_not_the_address() {
 /// page does not start it again by itself: "Connect again" does.
 #[test]
 fn the_monitor_page_says_when_the_feed_ended() {
-    use std::os::unix::fs::PermissionsExt;
     let s = sshd();
     let wrapper = s.dir.path().join("monitor-fails");
-    std::fs::write(
+    script(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \"$*\" in *monitor*) echo 'monitor: cannot read /proc/interrupts' >&2; exit 3;; esac\nexec {} \"$@\"\n",
             ours()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let t = there(&s, wrapper.to_str().unwrap());
     let app = App::with_remote(
         t,

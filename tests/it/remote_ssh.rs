@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::sshd::{Sshd, free_port, sshd};
+use crate::support::json::without_root;
+use crate::support::sshd::{Sshd, free_port, script, sshd};
 
 fn ours() -> &'static str {
     env!("CARGO_BIN_EXE_vfio-assistant")
@@ -30,16 +31,6 @@ fn run(args: &[&str], ssh: &str, program: &str) -> Output {
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/e2e-debian12-grub")
-}
-
-/// The JSON without the root's own name (a path here, a snapshot there).
-fn without_root(out: &[u8]) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)));
-    if let Some(o) = v.as_object_mut() {
-        o.remove("root");
-    }
-    v
 }
 
 #[test]
@@ -68,17 +59,9 @@ fn scan_and_check_over_ssh_agree_with_the_same_root_read_here() {
 
 /// A wrapper that is the test's ssh (one word, so libvirt runs it too).
 fn ssh_wrapper(s: &Sshd) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let w = s.dir.path().join("ssh-wrapper");
-    std::fs::write(
-        &w,
-        format!(
-            "#!/bin/sh\nexec {} \"$@\"\n",
-            s.ssh("client", &s.known_hosts())
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ssh = s.ssh("client", &s.known_hosts());
+    script(&w, &format!("#!/bin/sh\nexec {ssh} \"$@\"\n"));
     w
 }
 
@@ -300,12 +283,7 @@ fn each_failure_says_what_to_do() {
     );
 
     let old = s.dir.path().join("old-vfio-assistant");
-    std::fs::write(&old, "#!/bin/sh\necho 'vfio-assistant 0.0.9'\n").unwrap();
-    std::fs::set_permissions(
-        &old,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
+    script(&old, "#!/bin/sh\necho 'vfio-assistant 0.0.9'\n");
     let e = error_of(&run(
         &["scan", "--host", &target],
         &good,

@@ -12,7 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
-use crate::support::sshd::{Sshd, sshd, sshd_with};
+use crate::support::json::without_root;
+use crate::support::sshd::{Sshd, script, sshd, sshd_with};
 use crate::support::tuning::{differ, tree, tuning_host};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -81,15 +82,6 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) {
         .status()
         .unwrap();
     assert!(st.success());
-}
-
-fn without_root(out: &[u8]) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)));
-    if let Some(o) = v.as_object_mut() {
-        o.remove("root");
-    }
-    v
 }
 
 #[test]
@@ -175,9 +167,8 @@ fn path_with(holder: &tempfile::TempDir, tools: &[&str], sudo: Option<&str>) -> 
             .unwrap();
         std::os::unix::fs::symlink(from, dir.join(t)).unwrap();
     }
-    if let Some(script) = sudo {
-        std::fs::write(dir.join("sudo"), script).unwrap();
-        std::fs::set_permissions(dir.join("sudo"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    if let Some(body) = sudo {
+        script(&dir.join("sudo"), body);
     }
     dir.display().to_string()
 }

@@ -43,3 +43,14 @@ pub fn undocumented(keys: &BTreeSet<String>, doc_file: &str) -> Vec<String> {
         .cloned()
         .collect()
 }
+
+/// A command's JSON without the root's own name (a path here, a snapshot
+/// there): what must agree when the same host is read two ways.
+pub fn without_root(out: &[u8]) -> Value {
+    let mut v: Value = serde_json::from_slice(out)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)));
+    if let Some(o) = v.as_object_mut() {
+        o.remove("root");
+    }
+    v
+}

@@ -133,3 +133,10 @@ pub fn users_name(uid: u32) -> String {
         })
         .unwrap()
 }
+
+/// An executable script at `path` (a wrapper, a stand-in program).
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

@@ -114,16 +114,25 @@ pub struct Reaction {
     pub first_ms: Option<u64>,
 }
 
+/// What to do about a node that would not open: the permission, or a
+/// device that is not there (unplugged, or a mistyped path).
+fn open_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            " (reading input devices needs root or the 'input' group)"
+        }
+        std::io::ErrorKind::NotFound => " (no such device now: unplugged, or see `input list`)",
+        _ => "",
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     #[error("the devices of a captured host cannot be pressed: watch the live host")]
     NotLive,
-    #[error("{path}: {source} (reading input devices needs root or the 'input' group)")]
-    Open {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // Not `source`: the words are said once, here, not again as a cause.
+    #[error("{path}: {err}{}", open_hint(err))]
+    Open { path: String, err: std::io::Error },
     #[error("no keyboards or mice under /dev/input/by-id to watch")]
     Nothing,
 }
@@ -171,9 +180,9 @@ pub fn watch(
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(d)
-            .map_err(|source| WatchError::Open {
+            .map_err(|err| WatchError::Open {
                 path: d.clone(),
-                source,
+                err,
             })?;
         open.push((
             f,
@@ -228,6 +237,14 @@ pub fn watch(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_node_that_would_not_open_says_what_to_do() {
+        use std::io::{Error, ErrorKind};
+        assert!(open_hint(&Error::from(ErrorKind::PermissionDenied)).contains("'input' group"));
+        assert!(open_hint(&Error::from(ErrorKind::NotFound)).contains("unplugged"));
+    }
+
     use super::*;
 
     #[test]

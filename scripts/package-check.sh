@@ -16,7 +16,17 @@ ours=$(dpkg -L vfio-assistant | while read -r f; do [ -f "$f" ] && echo "$f"; do
 /usr/bin/vfio-assistant --version
 /usr/bin/vfio-assistant scan --json >/dev/null && echo "scan --json: ok"
 test -x /usr/libexec/vfio-assistant/vfio-assistant-helper
-echo '{"kind":"status"}' | /usr/libexec/vfio-assistant/vfio-assistant-helper --journal "$(mktemp -d)" >/dev/null && echo "helper: ok"
+echo '{"kind":"status"}' | /usr/libexec/vfio-assistant/vfio-assistant-helper >/dev/null && echo "helper: ok"
+# The installed helper has no test hooks: any argument is refused.
+if echo '{"kind":"status"}' | /usr/libexec/vfio-assistant/vfio-assistant-helper --journal "$(mktemp -d)" >/dev/null 2>&1; then
+    echo "the installed helper took --journal" >&2
+    exit 1
+fi
+echo "helper: no test hooks"
+# The sudoers line we print, tried by the second user (needs root).
+if [ "$(id -u)" -eq 0 ] && id vfio-remote >/dev/null 2>&1; then
+    sh scripts/sudoers-check.sh
+fi
 man -w vfio-assistant
 man -w vfio-assistant-tune-apply
 # Bash completion: `vfio-assistant tu<TAB>` offers `tune`.

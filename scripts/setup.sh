@@ -35,6 +35,8 @@ if [ "$what" = test ]; then
     # Remote hosts (--host ssh://…): the tests start their own sshd on
     # 127.0.0.1 with throwaway keys, and reach it with the OpenSSH client.
     pkgs="$pkgs openssh-server openssh-client"
+    # The printed sudoers line, tried by the second user (scripts/sudoers-check.sh).
+    pkgs="$pkgs sudo"
 fi
 missing_packages() {
     missing=""

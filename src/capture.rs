@@ -5,9 +5,14 @@
 //! with the symlinks on the way kept as symlinks (sysfs is mostly links). Files
 //! under `proc` are stored as plain files (their links point at process ids).
 //! MAC addresses, UUIDs and serial numbers (also the PCI Device Serial Number
-//! in config space) are masked; other binary files (ACPI tables) and device
-//! nodes are stored as empty placeholders, since the model only asks whether
-//! they exist.
+//! in config space) are masked, and so are the values of settings named like
+//! secrets, private keys left out (see secrets.rs; SNAPSHOT.txt names what
+//! was masked); other binary files (ACPI tables) and device nodes are stored
+//! as empty placeholders, since the model only asks whether they exist.
+//! Everything in the archive is marked the user's alone (folders 0700, files
+//! 0600, 0700 where executable), and so is the archive file itself.
+
+pub mod secrets;
 
 use crate::host::{ScanError, scan};
 use crate::parse::pci_config::mask_serial_number;
@@ -15,6 +20,7 @@ use crate::sysroot::{HostPath, HostRoot};
 use crate::userfile::NewFile;
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use secrets::{is_private_key, mask_secrets};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
@@ -50,6 +56,23 @@ pub struct CaptureReport {
     pub placeholders: usize,
     /// Paths that could not be read (e.g. permission denied when not root).
     pub skipped: Vec<String>,
+    /// The settings whose values were masked, by file (names, never values).
+    pub masked: BTreeMap<String, Vec<String>>,
+    /// Private keys, stored as empty placeholders.
+    pub private_keys: Vec<String>,
+}
+
+/// The modes an archive's entries carry: the user's alone (a `tar x` as
+/// root keeps them; the unpacker sets its own, the same).
+const DIR_MODE: u32 = 0o700;
+const FILE_MODE: u32 = 0o600;
+const EXEC_MODE: u32 = 0o700;
+
+/// What an entry holds in the archive.
+enum Body {
+    Dir,
+    Link(PathBuf),
+    File { data: Vec<u8>, mode: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,16 +207,19 @@ fn uuid_at(b: &[u8], i: usize) -> Option<usize> {
 const MAX_CAPTURED_FILE: u64 = 4 * 1024 * 1024;
 
 /// Scan `root` while recording, then write every touched path into `out`
-/// (gzip tar). `out` appears whole or not at all; an existing file there is
-/// replaced only with `replace`, and a link or FIFO there is refused.
+/// (gzip tar). `out` appears whole or not at all, mode 0600; an existing
+/// file there is replaced only with `replace`, and a link or FIFO there is
+/// refused.
 pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureReport, CaptureError> {
-    // Refused before the scan, not after it.
-    let file = NewFile::create(out, replace)?;
+    // Refused before the scan, not after it; the user's alone (0600),
+    // created so.
+    let file = NewFile::create_private(out, replace)?;
     let rec = root.recording();
     let snapshot = scan(&rec)?;
     // What the Tuning page plans from and where the journal stands, so a
     // snapshot (another machine's over SSH, a bug report) shows them too.
-    // (The journal's records are listed, not read through the root.)
+    // (The journal's public records are listed, not read through the root;
+    // never the journal itself: it keeps copies of root-only files.)
     let _ = crate::tuning::facts::gather(&rec);
     let env = crate::tuning::apply::Env::new(rec.clone(), None, false);
     let _ = crate::tuning::status::status(&env);
@@ -201,7 +227,8 @@ pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureRepo
         .journal
         .list()
         .iter()
-        .filter_map(|e| env.journal.entry_file(&e.id).ok())
+        .filter_map(|e| crate::tuning::records::file(&env.journal, &e.id))
+        .filter(|f| f.is_file())
         .filter_map(|f| f.strip_prefix(root.base()).ok().map(Path::to_path_buf))
         .collect();
     let base = root.base().to_path_buf();
@@ -231,48 +258,65 @@ pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureRepo
         entries.entry(p).or_insert(Entry::Dir);
     }
 
-    let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
-    tar.follow_symlinks(false);
+    // Everything read (and masked) first, so SNAPSHOT.txt, the archive's
+    // first entry, can say what was masked.
     let mut report = CaptureReport::default();
+    let mut bodies: Vec<(&PathBuf, Body)> = Vec::with_capacity(entries.len());
+    for (rel, entry) in &entries {
+        let body = match entry {
+            Entry::Dir => {
+                report.directories += 1;
+                Body::Dir
+            }
+            // Links under proc name a process: what they point at is
+            // stored as content instead.
+            Entry::Link(target) if !rel.starts_with("proc") => {
+                report.symlinks += 1;
+                Body::Link(target.clone())
+            }
+            Entry::Link(_) | Entry::File => match stored(root, rel, &mut report) {
+                Some((data, mode)) => Body::File { data, mode },
+                None => continue,
+            },
+        };
+        bodies.push((rel, body));
+    }
     let manifest = format!(
-        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers. Binary files and device nodes are empty placeholders.\nRead with: vfio-assistant scan --root FILE (or extract it: mkdir host && tar xzf FILE -C host; vfio-assistant scan --root host)\n",
+        "VFIO Assistant host snapshot\ntool: vfio-assistant {}\nschema: {}\ncaptured from: {}\nkernel: {}\nMasked: MAC addresses, UUIDs and serial numbers; the values of settings named like secrets (passwords, keys, tokens, auth), the name kept; private keys are left out. Binary files and device nodes are empty placeholders.\n{}Read with: vfio-assistant scan --root FILE (or extract it: mkdir host && tar xzf FILE -C host; vfio-assistant scan --root host)\n",
         env!("CARGO_PKG_VERSION"),
         crate::host::SCAN_SCHEMA_VERSION,
         base.display(),
         snapshot.kernel.release.as_deref().unwrap_or("unknown"),
+        masked_list(&report),
     );
-    append_file(
+    let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
+    tar.follow_symlinks(false);
+    append_file_mode(
         &mut tar,
         Path::new("SNAPSHOT.txt"),
         manifest.as_bytes(),
         out,
+        FILE_MODE,
     )?;
-    for (rel, entry) in &entries {
-        match entry {
-            Entry::Dir => {
+    for (rel, body) in bodies {
+        match body {
+            Body::Dir => {
                 let mut h = tar::Header::new_gnu();
                 h.set_entry_type(tar::EntryType::Directory);
-                h.set_mode(0o755);
+                h.set_mode(DIR_MODE);
                 h.set_size(0);
                 tar.append_data(&mut h, rel, std::io::empty())
                     .map_err(|e| io_err(out, e))?;
-                report.directories += 1;
             }
-            Entry::Link(target) => {
-                if rel.starts_with("proc") {
-                    // Store what it points at as content instead.
-                    store_file(&mut tar, root, rel, out, &mut report)?;
-                    continue;
-                }
+            Body::Link(target) => {
                 let mut h = tar::Header::new_gnu();
                 h.set_entry_type(tar::EntryType::Symlink);
                 h.set_mode(0o777);
                 h.set_size(0);
                 tar.append_link(&mut h, rel, target)
                     .map_err(|e| io_err(out, e))?;
-                report.symlinks += 1;
             }
-            Entry::File => store_file(&mut tar, root, rel, out, &mut report)?,
+            Body::File { data, mode } => append_file_mode(&mut tar, rel, &data, out, mode)?,
         }
     }
     let enc = tar.into_inner().map_err(|e| io_err(out, e))?;
@@ -282,17 +326,9 @@ pub fn capture(root: &HostRoot, out: &Path, replace: bool) -> Result<CaptureRepo
     Ok(report)
 }
 
-fn append_file<W: Write>(
-    tar: &mut tar::Builder<W>,
-    rel: &Path,
-    data: &[u8],
-    out: &Path,
-) -> Result<(), CaptureError> {
-    append_file_mode(tar, rel, data, out, 0o644)
-}
-
-/// A file with its mode: 0o755 keeps that a file is executable (a libvirt
-/// hook that is not would not run, and the checks say so), nothing more.
+/// A file with its mode: `EXEC_MODE` keeps that a file is executable (a
+/// libvirt hook that is not would not run, and the checks say so), nothing
+/// more.
 fn append_file_mode<W: Write>(
     tar: &mut tar::Builder<W>,
     rel: &Path,
@@ -308,67 +344,104 @@ fn append_file_mode<W: Write>(
         .map_err(|e| io_err(out, e))
 }
 
-/// Store the file at `rel` (following a last link inside the root: what a
-/// `proc` link names is stored as content).
-fn store_file<W: Write>(
-    tar: &mut tar::Builder<W>,
-    root: &HostRoot,
-    rel: &Path,
-    out: &Path,
-    report: &mut CaptureReport,
-) -> Result<(), CaptureError> {
+/// What SNAPSHOT.txt says was masked: each file with the names of its
+/// masked settings, and the private keys left out.
+fn masked_list(report: &CaptureReport) -> String {
+    let mut text = String::new();
+    if report.masked.is_empty() {
+        text.push_str("Masked settings: none.\n");
+    } else {
+        text.push_str("Masked settings (the name kept, the value replaced by \"(masked)\"):\n");
+        for (file, keys) in &report.masked {
+            text.push_str(&format!("  {file}: {}\n", keys.join(", ")));
+        }
+    }
+    if !report.private_keys.is_empty() {
+        text.push_str("Private keys left out (empty placeholders):\n");
+        for file in &report.private_keys {
+            text.push_str(&format!("  {file}\n"));
+        }
+    }
+    text
+}
+
+/// What to store for the file at `rel` (following a last link inside the
+/// root: what a `proc` link names is stored as content) and its mode; None
+/// when it is not there to read.
+fn stored(root: &HostRoot, rel: &Path, report: &mut CaptureReport) -> Option<(Vec<u8>, u32)> {
     let at = HostPath::from_relative(rel);
     let meta = match at.as_ref().map(|p| root.metadata(p)) {
         Some(Ok(m)) => m,
         _ => {
             report.skipped.push(rel.display().to_string());
-            return Ok(());
+            return None;
         }
     };
-    let Some(at) = at else { return Ok(()) };
+    let at = at?;
     // Executable stays executable, placeholders too (a root-only hook
     // script read as a user is still a hook that runs).
     let mode = if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0 {
-        0o755
+        EXEC_MODE
     } else {
-        0o644
+        FILE_MODE
     };
+    let shown = rel.display().to_string();
     if rel == Path::new("dev/kmsg") {
         // The kernel log device: store the records it gives now, masked.
         let text = root.read_kmsg(&HostPath::dev("kmsg")).unwrap_or_default();
         report.files += 1;
-        return append_file(tar, rel, mask_identifiers(&text).as_bytes(), out);
+        let (text, keys) = mask_secrets(&text, false);
+        if !keys.is_empty() {
+            report.masked.insert(shown, keys);
+        }
+        return Some((mask_identifiers(&text).into_bytes(), FILE_MODE));
     }
     if !meta.is_file() {
         report.placeholders += 1;
-        return append_file(tar, rel, b"", out);
+        return Some((Vec::new(), FILE_MODE));
     }
     let read = root.read_bytes(&at, MAX_CAPTURED_FILE);
     let data = read.as_deref().unwrap_or_default();
     if read.is_ok() && rel.file_name().is_some_and(|n| n == "config") && rel.starts_with("sys") {
         // PCI config space: binary, kept (capabilities), serial number zeroed.
         report.files += 1;
-        return append_file(tar, rel, &mask_serial_number(data), out);
+        return Some((mask_serial_number(data), FILE_MODE));
     }
     if read.is_err() {
         // Root-only files (ACPI tables) still exist: keep a placeholder.
         report.placeholders += 1;
-        report.skipped.push(rel.display().to_string());
-        return append_file_mode(tar, rel, b"", out, mode);
+        report.skipped.push(shown);
+        return Some((Vec::new(), mode));
     }
     let body_len = data.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
     if data[..body_len].contains(&0) {
         report.placeholders += 1;
-        return append_file_mode(tar, rel, b"", out, mode);
+        return Some((Vec::new(), mode));
     }
     let text = String::from_utf8_lossy(data);
-    let masked = if rel.file_name().is_some_and(|n| n == "serial") {
+    let name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    if is_private_key(&name, &text) {
+        // Never its contents, not even masked: that it is there is enough.
+        report.placeholders += 1;
+        report.private_keys.push(shown);
+        return Some((Vec::new(), mode));
+    }
+    let masked = if name == "serial" {
         "masked\n".to_string()
     } else {
+        // Kernel pseudo-files hold no `name value` settings of a user's.
+        let config = !["sys", "proc", "dev"].iter().any(|t| rel.starts_with(t));
+        let (text, keys) = mask_secrets(&text, config);
+        if !keys.is_empty() {
+            report.masked.insert(shown, keys);
+        }
         mask_identifiers(&text)
     };
     report.files += 1;
-    append_file_mode(tar, rel, masked.as_bytes(), out, mode)
+    Some((masked.into_bytes(), mode))
 }
 
 /// Unpack a snapshot archive into `dest` (which must exist), safely and

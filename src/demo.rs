@@ -10,9 +10,7 @@ const DEMO_ARCHIVE: &[u8] = include_bytes!("../assets/demo-host.tar.gz");
 
 /// Unpack the demo host; the directory lives as long as the returned guard.
 pub fn unpack_demo() -> anyhow::Result<(HostRoot, tempfile::TempDir)> {
-    let dir = tempfile::Builder::new()
-        .prefix("vfio-assistant-demo-")
-        .tempdir()
+    let dir = crate::userfile::private_tempdir("vfio-assistant-demo-", None)
         .context("creating a temporary directory for the demo host")?;
     extract(DEMO_ARCHIVE, dir.path()).context("unpacking the bundled demo host")?;
     Ok((HostRoot::at(dir.path()), dir))

@@ -4,8 +4,10 @@
 //! JSON line per step. It trusts nothing it is given: paths and file
 //! contents never come from the caller (only change ids, PCI addresses, CPU
 //! numbers, a memory size and VF counts, each checked against the host),
-//! kernel tokens come from the closed set in `tuning::tokens`, and
-//! `--root` is refused when pkexec started it. Protocol: docs/helper-protocol.md.
+//! kernel tokens come from the closed set in `tuning::tokens`, the commands
+//! from the closed set in `tuning::command`, and a build for users takes
+//! no arguments at all (the test hooks exist only with the `test-hooks`
+//! feature). Protocol: docs/helper-protocol.md.
 
 use crate::host::scan;
 use crate::sysroot::HostRoot;
@@ -49,7 +51,9 @@ pub enum Refusal {
     Trailing,
     #[error("{0}")]
     BadValue(String),
-    #[error("--root is for tests and is refused when started by pkexec (PKEXEC_UID is set)")]
+    #[error(
+        "--root, --journal, --fail-at and --pause-at are for tests and are refused when pkexec, sudo or a setuid bit gave the helper root"
+    )]
     RootUnderPkexec,
 }
 
@@ -233,7 +237,10 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
             };
             let facts = gather(&env.root);
             let mut request = request.clone();
-            if let Some(uid) = env.asking_uid {
+            // Under pkexec or sudo the desktop user is whoever asked, not
+            // what the request says (a request cannot make QEMU run as
+            // another user); root asking through sudo names one itself.
+            if let Some(uid) = env.asking_uid.filter(|u| *u != 0) {
                 request.desktop_user = facts.user_name(uid);
             }
             let request = &request;
@@ -277,6 +284,31 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
             }
         }
     }
+}
+
+/// Where the helper is: `VFIO_ASSISTANT_HELPER`, else next to this program
+/// (a build tree), else where the packages put it.
+pub fn helper_path() -> std::path::PathBuf {
+    const INSTALLED: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
+    // Tests and development trees name it (the app runs unprivileged; pkexec
+    // still asks, and polkit's action matches only the installed path).
+    if let Some(p) = std::env::var_os("VFIO_ASSISTANT_HELPER") {
+        return std::path::PathBuf::from(p);
+    }
+    if let Ok(me) = std::env::current_exe()
+        && let Some(dir) = me.parent()
+    {
+        let sibling = dir.join("vfio-assistant-helper");
+        if sibling.is_file() && !std::path::Path::new(INSTALLED).is_file() {
+            return sibling;
+        }
+    }
+    // Arch keeps helpers in /usr/lib (its package rewrites the policy too).
+    const ARCH: &str = "/usr/lib/vfio-assistant/vfio-assistant-helper";
+    if !std::path::Path::new(INSTALLED).is_file() && std::path::Path::new(ARCH).is_file() {
+        return std::path::PathBuf::from(ARCH);
+    }
+    std::path::PathBuf::from(INSTALLED)
 }
 
 #[cfg(test)]

@@ -98,12 +98,13 @@ fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
         if !d.reads_host() {
             // Nothing of this machine stands in for that one's (its QEMU
             // log is read there): an empty root.
-            let dir = tempfile::tempdir()?;
+            let dir = vfio_assistant::userfile::private_tempdir("vfio-assistant-empty-", None)?;
             cli.host.root = Some(dir.path().to_path_buf());
             return Ok(Some(dir));
         }
     }
-    let dir = tempfile::tempdir()?;
+    // The user's alone (0700): the snapshot fetched into it is theirs.
+    let dir = vfio_assistant::userfile::private_tempdir("vfio-assistant-fetch-", None)?;
     let file = dir.path().join(format!("{}.tar.gz", t.host));
     t.fetch_snapshot(&file)?;
     cli.host.root = Some(file);
@@ -119,7 +120,10 @@ fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
         return Ok(None);
     };
     let privilege = match &cli.command {
-        Some(Command::Tune(t)) if t.changes_host() => Privilege::Root,
+        // Tuning runs there as the login: what needs root there goes to
+        // that machine's helper (sudo and the one sudoers line that allows
+        // it), never our main program under sudo.
+        Some(Command::Tune(t)) if t.changes_host() => Privilege::Helper,
         Some(Command::Tune(_) | Command::Monitor(_) | Command::Latency(_) | Command::Input(_)) => {
             Privilege::User
         }

@@ -7,16 +7,34 @@
 //!   entry made;
 //! * a link whose target would leave the folder (absolute, or climbing past
 //!   the top) is rewritten to the same place inside it, as `--root` reads it;
+//! * a link whose target passes through another link is refused, in either
+//!   order (see links.rs): `u -> .` then `v -> u/../..` would lead out;
+//! * everything is the user's alone, created so (not changed after): folders
+//!   0700, files 0600, or 0700 when the archive had any executable bit (a
+//!   hook script stays executable to our checks); the umask only narrows it;
 //! * hard links, devices, FIFOs and sockets are refused;
 //! * the unpacked bytes and the number of entries are capped (a gzip bomb
 //!   stops at the cap, not at a full disk).
+
+mod links;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+
+/// An unpacked folder's mode: the user's alone.
+pub const DIR_MODE: u32 = 0o700;
+/// An unpacked file's mode, and an executable one's.
+pub const FILE_MODE: u32 = 0o600;
+pub const EXEC_MODE: u32 = 0o700;
+
+/// A new folder, created with `DIR_MODE` (never widened after).
+fn make_dir(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(DIR_MODE).create(path)
+}
 
 /// How much an archive may unpack to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +174,7 @@ pub fn unpack_tar_gz(
     let mut report = UnpackReport::default();
     // Folders made or checked so far (relative): none of them is a link.
     let mut real_dirs: HashSet<PathBuf> = HashSet::new();
+    let mut links = links::Links::default();
     let entries = tar.entries().map_err(|e| io_at(Path::new(""), e))?;
     for (n, entry) in entries.enumerate() {
         if n >= limits.max_entries {
@@ -201,7 +220,7 @@ pub fn unpack_tar_gz(
                             rel.display()
                         )));
                     }
-                    Err(_) => fs::create_dir(&full).map_err(|e| io_at(&rel, e))?,
+                    Err(_) => make_dir(&full).map_err(|e| io_at(&rel, e))?,
                 }
                 real_dirs.insert(rel);
                 report.directories += 1;
@@ -223,7 +242,7 @@ pub fn unpack_tar_gz(
                 let mut out = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
-                    .mode(if exec { 0o755 } else { 0o644 })
+                    .mode(if exec { EXEC_MODE } else { FILE_MODE })
                     .open(&full)
                     .map_err(|e| io_at(&rel, e))?;
                 let copied =
@@ -244,6 +263,9 @@ pub fn unpack_tar_gz(
                     }
                     None => target,
                 };
+                links
+                    .admit(&rel, &target)
+                    .map_err(|why| refused(format!("{}: {why}", rel.display())))?;
                 std::os::unix::fs::symlink(&target, &full).map_err(|e| io_at(&rel, e))?;
                 report.symlinks += 1;
             }
@@ -286,7 +308,7 @@ fn make_parents(dest: &Path, rel: &Path, real_dirs: &mut HashSet<PathBuf>) -> Re
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(Parent::NotADir(at)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(dest.join(&at)).map_err(Parent::Io)?;
+                make_dir(&dest.join(&at)).map_err(Parent::Io)?;
             }
             Err(e) => return Err(Parent::Io(e)),
         }
@@ -354,7 +376,7 @@ mod tests {
 
     #[test]
     fn hostile_entries_are_refused_and_land_nowhere() {
-        let cases: [(&[Raw], &str); 7] = [
+        let cases: [(&[Raw], &str); 9] = [
             (&[("../evil", T::Regular, "", b"x")], "outside"),
             (&[("/tmp/evil", T::Regular, "", b"x")], "outside"),
             (&[("sys/../../evil", T::Regular, "", b"x")], "outside"),
@@ -368,6 +390,23 @@ mod tests {
             (&[("h", T::Link, "/outside/passwd", b"")], "hard link"),
             (&[("p", T::Fifo, "", b"")], "FIFO"),
             (&[("d", T::Char, "", b"")], "character device"),
+            // Through a link to the top: u/.. is the folder's parent.
+            (
+                &[
+                    ("u", T::Symlink, ".", b""),
+                    ("var", T::Symlink, "u/..", b""),
+                ],
+                "var: a link to u/.., which goes through u, itself a link",
+            ),
+            // The other order: the link on the way comes after.
+            (
+                &[
+                    ("d/", T::Directory, "", b""),
+                    ("d/w", T::Symlink, "../x/..", b""),
+                    ("x", T::Symlink, ".", b""),
+                ],
+                "x: a link where an earlier link's target passes through",
+            ),
         ];
         for (entries, says) in cases {
             let (top, r) = unpack(&archive(entries), &Limits::SNAPSHOT);
@@ -404,6 +443,67 @@ mod tests {
             fs::read_to_string(dest.join("sys/bus/pci/devices/x/vendor")).unwrap(),
             "0x10de\n"
         );
+    }
+
+    /// `u -> .` then `var -> u/../beside`: each target stays inside when
+    /// read as text, yet `var` is the file beside the unpacked folder.
+    #[test]
+    fn a_link_through_a_link_does_not_lead_out() {
+        let bytes = archive(&[
+            ("u", T::Symlink, ".", b""),
+            ("var", T::Symlink, "u/../beside", b""),
+        ]);
+        let top = tempfile::tempdir().unwrap();
+        let dest = top.path().join("dest");
+        fs::create_dir(&dest).unwrap();
+        fs::write(top.path().join("beside"), "not the archive's").unwrap();
+        let e = unpack_tar_gz(&bytes[..], "t.tar.gz", &dest, &Limits::SNAPSHOT)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("t.tar.gz: var: a link to u/../beside, which goes through u"),
+            "{e}"
+        );
+        assert!(fs::symlink_metadata(dest.join("var")).is_err(), "not made");
+    }
+
+    /// Folders 0700, files 0600, 0700 where the archive had an executable
+    /// bit (a hook): the user's alone, whatever modes the archive says.
+    #[test]
+    fn what_is_unpacked_is_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for (name, kind, mode, data) in [
+            ("etc/", T::Directory, 0o777, &b""[..]),
+            (
+                "etc/libvirt/qemu.conf",
+                T::Regular,
+                0o666,
+                b"user = \"me\"\n",
+            ),
+            ("etc/libvirt/hooks/qemu", T::Regular, 0o755, b"#!/bin/sh\n"),
+            ("etc/libvirt/hooks/other", T::Regular, 0o001, b"#!/bin/sh\n"),
+        ] {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_mode(mode);
+            h.set_size(data.len() as u64);
+            b.append_data(&mut h, name, data).unwrap();
+        }
+        let bytes = b.into_inner().unwrap().finish().unwrap();
+        let (top, r) = unpack(&bytes, &Limits::SNAPSHOT);
+        r.unwrap();
+        let dest = top.path().join("dest");
+        let mode = |rel: &str| fs::metadata(dest.join(rel)).unwrap().permissions().mode() & 0o7777;
+        for dir in ["etc", "etc/libvirt", "etc/libvirt/hooks"] {
+            assert_eq!(mode(dir), DIR_MODE, "{dir}");
+        }
+        assert_eq!(mode("etc/libvirt/qemu.conf"), FILE_MODE);
+        assert_eq!(mode("etc/libvirt/hooks/qemu"), EXEC_MODE);
+        assert_eq!(mode("etc/libvirt/hooks/other"), EXEC_MODE);
     }
 
     #[test]

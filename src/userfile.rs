@@ -8,6 +8,10 @@
 //! place, so a full disk or a crash never leaves a cut-off file; an existing
 //! file is replaced only when asked (`--force`); a symlink, FIFO or device at
 //! the target is refused, never written through.
+//!
+//! And what we make for the user's data alone (a snapshot, the folders a
+//! snapshot is fetched or unpacked into): created 0600 / 0700, with that
+//! mode at creation (the umask may only narrow it), never chmod'ed after.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -102,6 +106,25 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, UserFileError> {
     })
 }
 
+/// The mode of a file of the user's alone (a snapshot).
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+/// The mode of a folder of the user's alone.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// A new temporary folder (`prefix` and a random name, in the temporary
+/// folder or `inside`), created 0700: tempfile's own are created with the
+/// default mode, 0755 under the usual umask, readable by every user.
+pub fn private_tempdir(prefix: &str, inside: Option<&Path>) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE));
+    match inside {
+        Some(dir) => b.tempdir_in(dir),
+        None => b.tempdir(),
+    }
+}
+
 /// A new file being written: nothing appears at its path until `commit`.
 /// Dropped without `commit` (an error on the way), it leaves nothing behind.
 #[derive(Debug)]
@@ -116,6 +139,20 @@ impl NewFile {
     /// unless `replace` (then it is replaced only at `commit`, keeping its
     /// permissions); a link, FIFO, folder or device there is always refused.
     pub fn create(path: &Path, replace: bool) -> Result<NewFile, UserFileError> {
+        Self::create_as(path, replace, None)
+    }
+
+    /// As `create`, for a file of the user's alone (a snapshot): created
+    /// 0600, also where it replaces a file of another mode.
+    pub fn create_private(path: &Path, replace: bool) -> Result<NewFile, UserFileError> {
+        Self::create_as(path, replace, Some(PRIVATE_FILE_MODE))
+    }
+
+    fn create_as(
+        path: &Path,
+        replace: bool,
+        private: Option<u32>,
+    ) -> Result<NewFile, UserFileError> {
         use std::os::unix::fs::PermissionsExt;
         let shown = path.display().to_string();
         let io = |source| UserFileError::Io {
@@ -127,20 +164,23 @@ impl NewFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io(e)),
         };
-        let mode = match &existing {
-            Some(m) if m.file_type().is_symlink() => {
+        let mode = match (&existing, private) {
+            (Some(m), _) if m.file_type().is_symlink() => {
                 return Err(UserFileError::Symlink { path: shown });
             }
-            Some(m) if !m.is_file() => {
+            (Some(m), _) if !m.is_file() => {
                 return Err(UserFileError::NotAFile {
                     path: shown,
                     what: kind(&m.file_type()),
                 });
             }
-            Some(_) if !replace => return Err(UserFileError::Exists { path: shown }),
-            Some(m) => m.permissions().mode() & 0o7777,
+            (Some(_), _) if !replace => return Err(UserFileError::Exists { path: shown }),
+            // The user's alone, whatever was there before; created so (the
+            // umask may only narrow it).
+            (_, Some(private)) => private,
+            (Some(m), None) => m.permissions().mode() & 0o7777,
             // What a plain create gives (the umask applies at open).
-            None => 0o666,
+            (None, None) => 0o666,
         };
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
@@ -161,7 +201,7 @@ impl NewFile {
             .permissions(std::fs::Permissions::from_mode(mode))
             .tempfile_in(dir)
             .map_err(io)?;
-        if existing.is_some() {
+        if existing.is_some() && private.is_none() {
             // Exactly the replaced file's mode, umask or not.
             std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
                 .map_err(io)?;
@@ -320,5 +360,28 @@ mod tests {
         write_new_atomic(&out, b"new", true).unwrap();
         let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
+    }
+
+    /// A private file (a snapshot) is 0600, also where it replaces a file
+    /// anyone could read; a private folder 0700.
+    #[test]
+    fn private_files_and_folders_are_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = private_tempdir("t-", None).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(dir.path()), PRIVATE_DIR_MODE);
+        let inner = private_tempdir("t-", Some(dir.path())).unwrap();
+        assert_eq!(mode(inner.path()), PRIVATE_DIR_MODE);
+        let out = dir.path().join("snap.tar.gz");
+        let mut f = NewFile::create_private(&out, false).unwrap();
+        f.write_all(b"x").unwrap();
+        f.commit().unwrap();
+        assert_eq!(mode(&out), PRIVATE_FILE_MODE);
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut f = NewFile::create_private(&out, true).unwrap();
+        f.write_all(b"y").unwrap();
+        f.commit().unwrap();
+        assert_eq!(mode(&out), PRIVATE_FILE_MODE);
+        assert_eq!(std::fs::read(&out).unwrap(), b"y");
     }
 }

@@ -4,7 +4,7 @@
 //! refused with nothing changed. See docs/helper-protocol.md.
 
 use std::process::ExitCode;
-use vfio_assistant::helper::{HelperEnv, Refusal, read_request, serve};
+use vfio_assistant::helper::{HelperEnv, read_request, serve};
 use vfio_assistant::sysroot::HostRoot;
 
 use std::io::Write;
@@ -22,54 +22,98 @@ fn refuse(why: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn main() -> ExitCode {
-    let mut root = None;
-    let mut journal = None;
-    let mut fail_at = None;
-    let mut pause_at = None;
+/// What the tests may tell the helper; nothing else can be told to it.
+#[derive(Default)]
+struct TestHooks {
+    root: Option<String>,
+    journal: Option<std::path::PathBuf>,
+    fail_at: Option<usize>,
+    pause_at: Option<usize>,
+}
+
+/// Whether someone else's privilege runs us: pkexec, sudo, a setuid bit.
+/// The test hooks are refused then even in a test build.
+#[cfg(feature = "test-hooks")]
+fn lent_privilege() -> bool {
+    std::env::var_os("PKEXEC_UID").is_some()
+        || std::env::var_os("SUDO_UID").is_some()
+        || rustix::process::getuid() != rustix::process::geteuid()
+}
+
+/// The arguments. A build for users (without the `test-hooks` feature)
+/// takes none at all: the request on stdin is everything the helper is
+/// told, so the sudoers line and the polkit action allow exactly that.
+/// (A compile-time switch, not a runtime check: a check can be forgotten
+/// or talked around, code that is not there cannot run.)
+#[cfg(not(feature = "test-hooks"))]
+fn test_hooks() -> Result<TestHooks, String> {
+    match std::env::args().nth(1) {
+        None => Ok(TestHooks::default()),
+        Some(a) => Err(format!(
+            "unknown argument {a:?}: the helper takes no arguments, only one request on its standard input (docs/helper-protocol.md)"
+        )),
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+fn test_hooks() -> Result<TestHooks, String> {
+    let mut h = TestHooks::default();
     let mut args = std::env::args().skip(1);
+    let number = |flag: &str, n: String| {
+        n.parse::<usize>()
+            .map_err(|_| format!("{flag} takes a step number, not {n:?}"))
+    };
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
-            ("--root", Some(d)) => root = Some(d),
-            ("--journal", Some(d)) => journal = Some(std::path::PathBuf::from(d)),
-            ("--fail-at", Some(n)) => match n.parse::<usize>() {
-                Ok(n) => fail_at = Some(n),
-                Err(_) => return refuse(&format!("--fail-at takes a step number, not {n:?}")),
-            },
-            ("--pause-at", Some(n)) => match n.parse::<usize>() {
-                Ok(n) => pause_at = Some(n),
-                Err(_) => return refuse(&format!("--pause-at takes a step number, not {n:?}")),
-            },
+            ("--root", Some(d)) => h.root = Some(d),
+            ("--journal", Some(d)) => h.journal = Some(std::path::PathBuf::from(d)),
+            ("--fail-at", Some(n)) => h.fail_at = Some(number("--fail-at", n)?),
+            ("--pause-at", Some(n)) => h.pause_at = Some(number("--pause-at", n)?),
             _ => {
-                return refuse(&format!(
-                    "unknown argument {a:?}: the helper takes --root DIR, --journal DIR, and --fail-at N and --pause-at N (tests only)"
+                return Err(format!(
+                    "unknown argument {a:?}: this test build takes --root DIR, --journal DIR, --fail-at N and --pause-at N"
                 ));
             }
         }
     }
-    let pkexec = std::env::var_os("PKEXEC_UID").is_some();
-    let testing = fail_at.is_some() || pause_at.is_some();
-    if pkexec && (root.is_some() || journal.is_some() || testing) {
-        return refuse(&Refusal::RootUnderPkexec.to_string());
+    let any =
+        h.root.is_some() || h.journal.is_some() || h.fail_at.is_some() || h.pause_at.is_some();
+    if any && lent_privilege() {
+        return Err(vfio_assistant::helper::Refusal::RootUnderPkexec.to_string());
     }
     // A failure on purpose (to show the rollback) only ever on a test tree.
-    if testing && root.is_none() {
-        return refuse(
-            "--fail-at and --pause-at are for tests on a --root tree, never the live host",
+    if (h.fail_at.is_some() || h.pause_at.is_some()) && h.root.is_none() {
+        return Err(
+            "--fail-at and --pause-at are for tests on a --root tree, never the live host".into(),
         );
     }
+    Ok(h)
+}
+
+/// The user who asked for root: pkexec's PKEXEC_UID, or sudo's SUDO_UID
+/// (both set by the program that gave us root, not by the caller).
+fn asking_uid() -> Option<u32> {
+    ["PKEXEC_UID", "SUDO_UID"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok())
+        .and_then(|u| u.trim().parse().ok())
+}
+
+fn main() -> ExitCode {
+    let hooks = match test_hooks() {
+        Ok(h) => h,
+        Err(why) => return refuse(&why),
+    };
     let req = match read_request(&mut std::io::stdin().lock()) {
         Ok(r) => r,
         Err(e) => return refuse(&e.to_string()),
     };
     let env = HelperEnv {
-        root: root.map_or_else(HostRoot::live, HostRoot::at),
-        journal,
-        fail_at,
-        pause_at,
-        asking_uid: std::env::var("PKEXEC_UID")
-            .ok()
-            .and_then(|u| u.trim().parse().ok()),
+        root: hooks.root.map_or_else(HostRoot::live, HostRoot::at),
+        journal: hooks.journal,
+        fail_at: hooks.fail_at,
+        pause_at: hooks.pause_at,
+        asking_uid: asking_uid(),
     };
     vfio_assistant::tuning::apply::keep_on_hangup();
     let code = serve(&env, &req, &mut |line| say(&line));

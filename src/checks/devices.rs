@@ -7,6 +7,7 @@
 use super::model::{Finding, Status};
 use crate::host::iommu::VerdictKind;
 use crate::host::pci::full_address;
+use crate::host::usage::{GpuOwner, boot_framebuffers_in, gpu_owner, vfio_ids_configured};
 use crate::host::{HostSnapshot, PciEntry};
 use crate::sysroot::HostPath;
 
@@ -97,7 +98,19 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
             .unwrap_or_else(|| "none".into());
         bound = bound.evidence(dev_path(m, "driver"), drv);
     }
-    if !held_by_host.is_empty() {
+    let owner = gpu_owner(s, a);
+    // GPUs that stay when this card's set goes.
+    let others = s
+        .gpus()
+        .filter(|g| !v.set.contains(&g.device.address))
+        .count();
+    if let (GpuOwner::Host(why_host), Some((_, drv))) = (owner, held_by_host.first()) {
+        // The host's own card: its driver holding it is how it should be.
+        bound.title = format!("{name}: the host's card, on its own driver ({drv})");
+        bound.why = format!(
+            "The host shows its screen on this card: {why_host}. Its own driver holding it is right, and it is not proposed for a VM; vfio-pci is for the card the VM gets."
+        );
+    } else if !held_by_host.is_empty() {
         bound.status = Status::Warn;
         bound.title = format!(
             "{name}: host drivers hold {} function(s)",
@@ -117,23 +130,9 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
     }
     out.push(bound);
 
-    // Host GPU driver grabbed it although vfio-pci ids are configured.
-    let id = format!("{}:{}", d.vendor_id, d.device_id);
-    // The IDs are given in modprobe.d, or on the kernel command line.
-    let configured = s
-        .system
-        .modprobe
-        .iter()
-        .find(|l| l.line.contains("vfio") && l.line.contains(&id))
-        .map(|l| (l.file.clone(), l.line.clone()))
-        .or_else(|| {
-            let c = s.kernel.cmdline.as_ref()?;
-            let ids = c
-                .value("vfio_pci.ids")
-                .or_else(|| c.value("vfio-pci.ids"))?;
-            ids.contains(&id)
-                .then(|| ("/proc/cmdline".to_string(), format!("vfio_pci.ids={ids}")))
-        });
+    // Host GPU driver grabbed it although vfio-pci ids are configured
+    // (in modprobe.d, or on the kernel command line).
+    let configured = vfio_ids_configured(s, d);
     if let (Some((file, line)), Some(drv)) = (configured, &d.driver)
         && !d.bound_for_vm()
     {
@@ -149,23 +148,21 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
 
     // Boot VGA and the firmware framebuffer.
     if d.boot_vga == Some(true) {
-        let overlapping: Vec<String> = s
-            .system
-            .iomem_framebuffers
-            .iter()
-            .filter(|fb| {
-                fb.start != 0
-                    && d.bars
-                        .iter()
-                        .any(|b| !b.io && fb.start >= b.start && fb.start < b.start + b.size_bytes)
-            })
-            .map(|fb| format!("{:x}-{:x} {}", fb.start, fb.end, fb.name))
-            .collect();
+        let overlapping = boot_framebuffers_in(s, d);
         let mut f = Finding::new("device.boot_vga", format!("{name} is the boot GPU"), Status::Warn)
             .device(a)
             .evidence(dev_path(a, "boot_vga"), "1")
             .why("The firmware and the host console start on the boot GPU; its framebuffer driver (efifb, simpledrm) keeps a claim on the card's memory, so the VM gets \"BAR 0: can't reserve\" or a black screen.")
             .fix("Prefer another slot/GPU for the host display (firmware setting \"Primary display\"); or keep the host off it: add video=efifb:off (older kernels) or initcall_blacklist=sysfb_init (simpledrm) to the kernel command line.");
+        if matches!(owner, GpuOwner::Host(_)) && others > 0 {
+            // The console on the host's own card is where it belongs. (The
+            // only GPU can go to a VM only in single-GPU mode, where its
+            // framebuffer does matter: that stays a warning.)
+            f.status = Status::Info;
+            f.title = format!("{name} is the boot GPU: the host's console is on it");
+            f.why = "The firmware and the host console start on the boot GPU, and it stays with the host: its framebuffer is no obstacle to passing another card. It would be one only if this card went to a VM (\"BAR 0: can't reserve\", a black screen).".into();
+            f.fix = None;
+        }
         for fb in &overlapping {
             f = f.evidence(HostPath::proc("iomem").to_string(), fb.clone());
         }
@@ -218,10 +215,6 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
     }
 
     // Does the host keep a display?
-    let others = s
-        .gpus()
-        .filter(|g| !v.set.contains(&g.device.address))
-        .count();
     let mut disp = Finding::new("device.host_display", format!("The host keeps a GPU when {name} goes to the VM"), Status::Pass)
         .device(a)
         .evidence("GPUs outside the passthrough set", others.to_string())

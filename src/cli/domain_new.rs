@@ -12,8 +12,9 @@ use super::domain_virt::{ConnectArgs, caps_of};
 use super::out::{errln, out};
 use crate::checks::model::Status;
 use crate::domain::from_host::{Choices, prepare};
-use crate::domain::playable::{Playable, UsbId, parse_usb_id};
+use crate::domain::playable::{ClientSetup, Playable, UsbId, parse_usb_id};
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
+use crate::domain::xml::Document;
 use crate::host::scan;
 use crate::libvirt::Hypervisor;
 use crate::parse::values::parse_memory_mib;
@@ -86,7 +87,9 @@ pub struct NewArgs {
     /// SR-IOV virtual function) or none.
     #[arg(long, default_value = "nat", value_parser = parse_network)]
     pub network: Network,
-    /// No SPICE display (once the GPU drives a monitor).
+    /// No SPICE display (once the GPU drives a monitor). With --looking-glass
+    /// SPICE stays, on 127.0.0.1: the client's keyboard, mouse, clipboard and
+    /// sound go through it.
     #[arg(long)]
     pub no_spice: bool,
     /// Leave vCPUs unpinned.
@@ -133,7 +136,8 @@ pub struct PlayArgs {
     #[arg(long = "usb", value_name = "VID:PID", value_parser = parse_usb_id)]
     pub usb: Vec<UsbId>,
     /// Looking Glass (the VM's screen in a window, no second monitor) at
-    /// this resolution, e.g. 2560x1440.
+    /// this resolution, e.g. 2560x1440: the shared memory, and SPICE on
+    /// 127.0.0.1 for the client (the command to start it is printed).
     #[arg(long, value_name = "WxH", value_parser = parse_resolution)]
     pub looking_glass: Option<(u32, u32)>,
     /// HDR frames for Looking Glass (twice the shared memory).
@@ -296,6 +300,15 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
     }
     for n in &prepared.notes {
         errln!("note: {n}");
+    }
+    // How to start the client, from the domain as written (the preflight's
+    // adaptations included), so the command matches the XML.
+    if let Some(c) = Document::parse(&pre.xml)
+        .ok()
+        .as_ref()
+        .and_then(ClientSetup::from_domain)
+    {
+        errln!("note: {}", c.explain(&args.name));
     }
     for f in pre.findings.iter().filter(|f| f.status != Status::Pass) {
         errln!("preflight {}: {}", f.status.word(), f.title);

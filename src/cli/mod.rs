@@ -19,6 +19,7 @@ pub mod scan;
 pub mod snapshot;
 pub mod text;
 pub mod tune;
+pub mod tune_helper;
 pub mod tune_text;
 
 use clap::{Args, Parser, Subcommand};
@@ -162,6 +163,7 @@ impl Command {
                 tune::TuneCommand::Apply(a) => a.req.json,
                 tune::TuneCommand::Status(j) | tune::TuneCommand::List(j) => j.json,
                 tune::TuneCommand::Undo(u) => u.json,
+                tune::TuneCommand::Sudoers => false,
             },
         }
     }

@@ -1,5 +1,6 @@
 //! `vfio-assistant snapshot OUT.tar.gz [--force]`: the files the scan reads,
-//! archived (see capture.rs); OUT is written whole or not at all.
+//! archived (see capture.rs); OUT is written whole or not at all, the
+//! user's alone (0600), secrets masked.
 
 use super::out::outln;
 use crate::capture::capture;
@@ -22,7 +23,8 @@ pub struct SnapshotArgs {
 pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
     if args.out.as_os_str() == "-" {
         // Whole or not at all here too: into a file of our own first.
-        let dir = tempfile::tempdir().context("a temporary folder for the snapshot")?;
+        let dir = crate::userfile::private_tempdir("vfio-assistant-snapshot-", None)
+            .context("a temporary folder for the snapshot")?;
         let file = dir.path().join("snapshot.tar.gz");
         capture(root, &file, false).context("capturing the snapshot")?;
         let mut f = std::fs::File::open(&file).context("reading the snapshot back")?;
@@ -59,7 +61,26 @@ pub fn run(root: &HostRoot, args: &SnapshotArgs) -> anyhow::Result<i32> {
                 .join(", ")
         )?;
     }
-    outln!("MAC addresses, UUIDs and serial numbers are masked. To read it back:")?;
+    outln!(
+        "MAC addresses, UUIDs and serial numbers are masked, and the values of settings named like secrets{}; SNAPSHOT.txt in it lists them. It is yours alone (mode 0600). To read it back:",
+        secrets_said(&report)
+    )?;
     outln!("  vfio-assistant scan --root {}", args.out.display())?;
     Ok(0)
+}
+
+/// How many settings were masked and private keys left out, in words.
+fn secrets_said(report: &crate::capture::CaptureReport) -> String {
+    let settings: usize = report.masked.values().map(Vec::len).sum();
+    let mut said = match settings {
+        0 => " (none found)".to_string(),
+        n => format!(" ({n} in {} file(s))", report.masked.len()),
+    };
+    if !report.private_keys.is_empty() {
+        said.push_str(&format!(
+            "; {} private key(s) left out",
+            report.private_keys.len()
+        ));
+    }
+    said
 }

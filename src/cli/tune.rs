@@ -14,7 +14,7 @@ use crate::parse::values::parse_memory_mib;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
 use crate::tuning::facts::gather;
-use crate::tuning::journal::EntryState;
+use crate::tuning::journal::{EntryState, JournalError};
 use crate::tuning::model::{Plan, Request};
 use crate::tuning::plan::plan;
 use crate::tuning::status::status;
@@ -40,6 +40,9 @@ pub enum TuneCommand {
     Undo(UndoArgs),
     /// The journal's transactions.
     List(JournalArgs),
+    /// The one sudoers line that lets you tune without a password (over
+    /// SSH, from the app on another machine): the helper, no arguments.
+    Sudoers,
 }
 
 impl TuneArgs {
@@ -101,9 +104,10 @@ pub struct RequestArgs {
     pub user: Option<String>,
     #[arg(long)]
     pub json: bool,
-    /// Where the journal is (default /var/lib/vfio-assistant/journal, inside
-    /// the root with --root).
-    #[arg(long, value_name = "DIR")]
+    /// Tests only (the `test-hooks` build): another journal folder. The
+    /// journal is /var/lib/vfio-assistant/journal, inside the root with --root.
+    #[cfg_attr(feature = "test-hooks", arg(long, value_name = "DIR"))]
+    #[cfg_attr(not(feature = "test-hooks"), arg(skip))]
     pub journal: Option<PathBuf>,
 }
 
@@ -132,7 +136,9 @@ pub struct ApplyArgs {
 pub struct JournalArgs {
     #[arg(long)]
     pub json: bool,
-    #[arg(long, value_name = "DIR")]
+    /// Tests only (the `test-hooks` build): another journal folder.
+    #[cfg_attr(feature = "test-hooks", arg(long, value_name = "DIR"))]
+    #[cfg_attr(not(feature = "test-hooks"), arg(skip))]
     pub journal: Option<PathBuf>,
 }
 
@@ -151,7 +157,9 @@ pub struct UndoArgs {
     pub yes: bool,
     #[arg(long)]
     pub json: bool,
-    #[arg(long, value_name = "DIR")]
+    /// Tests only (the `test-hooks` build): another journal folder.
+    #[cfg_attr(feature = "test-hooks", arg(long, value_name = "DIR"))]
+    #[cfg_attr(not(feature = "test-hooks"), arg(skip))]
     pub journal: Option<PathBuf>,
 }
 
@@ -217,6 +225,16 @@ pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
         TuneCommand::Status(j) => run_status(root, j),
         TuneCommand::List(j) => run_list(root, j),
         TuneCommand::Undo(u) => run_undo(root, u),
+        TuneCommand::Sudoers => {
+            let user = std::env::var("SUDO_USER")
+                .or_else(|_| std::env::var("USER"))
+                .unwrap_or_else(|_| "you".into());
+            outln!("{}", crate::remote::sudoers_line(&user))?;
+            errln!(
+                "Put it in /etc/sudoers.d/vfio-assistant with `sudo visudo -f /etc/sudoers.d/vfio-assistant`. It lets {user} run the helper as root without a password and nothing else: no arguments (\"\"), only the closed request on its standard input — what the polkit action allows the app."
+            );
+            Ok(0)
+        }
     }
 }
 
@@ -329,6 +347,11 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
         errln!("Nothing changed.");
         return Ok(2);
     }
+    // A user on the live host: root's part is the helper's, through sudo.
+    if run_commands && !super::tune_helper::is_root() {
+        let request = crate::helper::HelperRequest::Apply { request: req };
+        return super::tune_helper::run(&request, json);
+    }
     let e = env(root, &a.req.journal, run_commands);
     let facts = gather(root);
     crate::tuning::apply::keep_on_hangup();
@@ -352,6 +375,12 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
 
 fn run_status(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
     let e = env(root, &j.journal, false);
+    // Root's journal read by a user: its public records answer.
+    if let Err(err) = e.journal.readable()
+        && !matches!(err, JournalError::RootOnly { .. })
+    {
+        return fail(j.json, 2, &err.to_string());
+    }
     let s = status(&e);
     if j.json {
         outln!("{}", serde_json::to_string_pretty(&s)?)?;
@@ -363,6 +392,12 @@ fn run_status(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
 
 fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
     let e = env(root, &j.journal, false);
+    // Root's journal read by a user: its public records answer.
+    if let Err(err) = e.journal.readable()
+        && !matches!(err, JournalError::RootOnly { .. })
+    {
+        return fail(j.json, 2, &err.to_string());
+    }
     let list = e.journal.list();
     if j.json {
         let rows: Vec<serde_json::Value> = list
@@ -382,6 +417,14 @@ fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
 
 fn run_undo(root: &HostRoot, u: &UndoArgs) -> anyhow::Result<i32> {
     let e = env(root, &u.journal, root.is_live());
+    let by_helper = root.is_live() && !super::tune_helper::is_root();
+    // A user reads root's journal's public records to find the id; the
+    // helper undoes it.
+    if let Err(err) = e.journal.readable()
+        && !(by_helper && matches!(err, JournalError::RootOnly { .. }))
+    {
+        return fail(u.json, 2, &err.to_string());
+    }
     let id = match (&u.id, u.last) {
         (Some(id), _) => id.clone(),
         // The newest transaction undo can act on: applied, or interrupted
@@ -394,6 +437,10 @@ fn run_undo(root: &HostRoot, u: &UndoArgs) -> anyhow::Result<i32> {
     if !u.yes && !super::confirm(&format!("Undo {id}?"))? {
         errln!("Nothing changed.");
         return Ok(2);
+    }
+    if by_helper {
+        let request = crate::helper::HelperRequest::Undo { id, force: u.force };
+        return super::tune_helper::run(&request, u.json);
     }
     crate::tuning::apply::keep_on_hangup();
     let mut out = printer(u.json);

@@ -55,7 +55,7 @@ pub fn plan_text(p: &Plan) -> String {
             let _ = writeln!(
                 o,
                 "  run: {}{}  ({})",
-                cmd.argv.join(" "),
+                cmd.argv().join(" "),
                 if cmd.run { "" } else { "   [not run here]" },
                 cmd.why
             );

@@ -205,13 +205,22 @@ fn keep_devices(existing: &Document, new: &mut Document, edits: &mut Vec<Edit>) 
     let Some(devices) = new.root.child_mut("devices") else {
         return;
     };
-    let have: Vec<String> = devices.elements().map(|e| e.name.clone()).collect();
+    // A channel is told apart by its target's name (the guest agent's
+    // `org.qemu.guest_agent.0` is not Looking Glass's SPICE channel).
+    let kind = |e: &Element| match e.name.as_str() {
+        "channel" => format!(
+            "channel:{}",
+            e.child("target").and_then(|t| t.attr("name")).unwrap_or("")
+        ),
+        n => n.to_string(),
+    };
+    let have: Vec<String> = devices.elements().map(kind).collect();
     let extra: Vec<Element> = old
         .elements()
         .filter(|e| HAND_ADDED_DEVICES.contains(&e.name.as_str()))
         // The SPICE agent's channel exists only with SPICE graphics.
         .filter(|e| !(e.name == "channel" && e.attr("type") == Some("spicevmc")))
-        .filter(|e| !have.contains(&e.name))
+        .filter(|e| !have.contains(&kind(e)))
         .cloned()
         .collect();
     for e in extra {
@@ -264,6 +273,24 @@ mod tests {
             keep_from_existing(&old, &mut new),
             Err(MergeError::OtherUuid { .. })
         ));
+    }
+
+    #[test]
+    fn the_guest_agents_channel_stays_beside_another_channel() {
+        let agent =
+            "<channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>";
+        let spice =
+            "<channel type='spicevmc'><target type='virtio' name='com.redhat.spice.0'/></channel>";
+        let existing = Document::parse(&EXISTING.replace("<sound model='ich9'/>", agent)).unwrap();
+        let mut new = Document::parse(&NEW.replace(
+            "<controller type='usb' model='qemu-xhci'/>",
+            &format!("<controller type='usb' model='qemu-xhci'/>{spice}"),
+        ))
+        .unwrap();
+        keep_from_existing(&existing, &mut new).unwrap();
+        let out = new.serialize();
+        assert!(out.contains("org.qemu.guest_agent.0"), "{out}");
+        assert_eq!(out.matches("com.redhat.spice.0").count(), 1, "{out}");
     }
 
     #[test]

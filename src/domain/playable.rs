@@ -11,7 +11,8 @@
 //! * a screen without a second monitor, Looking Glass: the shared memory
 //!   sized from the resolution (W×H×4×2 + 10 MiB up to a power of two, ×2
 //!   for HDR), through the kvmfr module's `/dev/kvmfr0` when it is set up,
-//!   else `<shmem>` (ivshmem-plain); SPICE kept for input, no balloon;
+//!   else `<shmem>` (ivshmem-plain); SPICE where the client reaches it, for
+//!   input, clipboard and sound (`playable/looking_glass.rs`);
 //! * sound: an ich9 HDA device on the audio backend this host's QEMU and
 //!   libvirt offer (PipeWire needs QEMU ≥ 8.1 and libvirt ≥ 9.10, else
 //!   PulseAudio), pointed at the desktop user's session socket, at 48 kHz.
@@ -19,6 +20,9 @@
 use super::tune::Edit;
 use super::xml::{Document, Element};
 use serde::Serialize;
+
+mod looking_glass;
+pub use looking_glass::{ClientSetup, SpiceAt};
 
 /// grabToggle: the keys that switch keyboard and mouse between VM and host.
 pub const GRAB_TOGGLES: &[&str] = &[
@@ -217,7 +221,7 @@ pub fn apply_playable(doc: &mut Document, p: &Playable) -> Result<Vec<Edit>, Pla
         edits.extend(usb(doc, id)?);
     }
     if let Some(lg) = &p.looking_glass {
-        edits.extend(looking_glass(doc, lg)?);
+        edits.extend(looking_glass::apply(doc, lg)?);
     }
     if let Some(s) = &p.sound {
         edits.extend(sound(doc, s)?);
@@ -261,16 +265,23 @@ fn evdev(doc: &mut Document, p: &Playable) -> Result<Vec<Edit>, PlayError> {
             "The mouse follows the keyboard's toggle: one grab for both.",
         ));
     }
+    edits.extend(virtio_inputs(d, "Once Windows has the virtio-win vioinput driver, evdev input reaches it through this paravirtual device instead of emulated PS/2: lower latency, no lost keys."));
+    Ok(edits)
+}
+
+/// A virtio keyboard and mouse, each added when the domain has none.
+fn virtio_inputs(d: &mut Element, why: &str) -> Vec<Edit> {
+    let mut edits = Vec::new();
     for kind in ["keyboard", "mouse"] {
         let has = d.elements().any(|e| {
             e.name == "input" && e.attr("type") == Some(kind) && e.attr("bus") == Some("virtio")
         });
         if !has {
             d.append_child(el("input", &[("type", kind), ("bus", "virtio")]));
-            edits.push(edit("devices/input", format!("virtio {kind}"), "Once Windows has the virtio-win vioinput driver, evdev input reaches it through this paravirtual device instead of emulated PS/2: lower latency, no lost keys."));
+            edits.push(edit("devices/input", format!("virtio {kind}"), why));
         }
     }
-    Ok(edits)
+    edits
 }
 
 /// An old `-object input-linux,evdev=…` recipe in `<qemu:commandline>`
@@ -351,84 +362,6 @@ fn usb(doc: &mut Document, id: &UsbId) -> Result<Vec<Edit>, PlayError> {
     )])
 }
 
-fn looking_glass(doc: &mut Document, lg: &LookingGlass) -> Result<Vec<Edit>, PlayError> {
-    let mib = looking_glass_mib(lg.width, lg.height, lg.hdr);
-    let mut edits = Vec::new();
-    let d = devices(doc)?;
-    d.remove_children_where(|e| e.name == "shmem" && e.attr("name") == Some("looking-glass"));
-    if !lg.kvmfr {
-        let mut shmem = el("shmem", &[("name", "looking-glass")]);
-        shmem.append_child(el("model", &[("type", "ivshmem-plain")]));
-        let mut size = el("size", &[("unit", "M")]);
-        size.set_text(&mib.to_string());
-        shmem.append_child(size);
-        d.append_child(shmem);
-        edits.push(edit("devices/shmem", format!("Looking Glass: {mib} MiB of shared memory (/dev/shm/looking-glass) for {}x{}{}", lg.width, lg.height, if lg.hdr { " HDR" } else { "" }), "The guest copies each frame into memory shared with the host, where the Looking Glass client shows it in a window: no second monitor, no cable. Two frames plus 10 MiB, rounded up to a power of two; too small cuts the picture. The tuning's tmpfiles rule gives the file to your user."));
-    }
-    // SPICE stays for keyboard and mouse into the window; vga video for it.
-    let has_spice = d
-        .elements()
-        .any(|e| e.name == "graphics" && e.attr("type") == Some("spice"));
-    if !has_spice {
-        let mut g = el("graphics", &[("type", "spice"), ("autoport", "yes")]);
-        g.append_child(el("listen", &[("type", "address")]));
-        g.append_child(el("image", &[("compression", "off")]));
-        d.append_child(g);
-        edits.push(edit("devices/graphics", "SPICE (for Looking Glass's input)".into(), "The Looking Glass client sends keyboard and mouse into the guest through SPICE; its picture comes from the shared memory, so SPICE compresses nothing."));
-    }
-    let video_none = d
-        .child("video")
-        .and_then(|v| v.child("model"))
-        .is_some_and(|m| m.attr("type") == Some("none"));
-    if video_none || d.child("video").is_none() {
-        d.remove_children("video");
-        let mut v = el("video", &[]);
-        v.append_child(el("model", &[("type", "vga")]));
-        d.append_child(v);
-        edits.push(edit("devices/video", "vga video".into(), "SPICE needs a display device of its own; the GPU's picture goes through Looking Glass."));
-    }
-    let balloon = d
-        .child("memballoon")
-        .and_then(|m| m.attr("model"))
-        .map(str::to_string);
-    if balloon.as_deref() != Some("none") {
-        d.remove_children("memballoon");
-        d.append_child(el("memballoon", &[("model", "none")]));
-        edits.push(edit("devices/memballoon", "memballoon model='none'".into(), "Looking Glass's docs: the balloon device hurts the shared memory's performance, and with a passed-through GPU all guest memory is pinned anyway."));
-    }
-    if lg.kvmfr {
-        let bytes = mib * 1024 * 1024;
-        doc.root
-            .set_attr("xmlns:qemu", "http://libvirt.org/schemas/domain/qemu/1.0");
-        let cmd = match doc.root.child_mut("qemu:commandline") {
-            Some(c) => c,
-            None => {
-                doc.root.append_child(Element::new("qemu:commandline"));
-                doc.root
-                    .child_mut("qemu:commandline")
-                    .ok_or(PlayError::NoDevices)?
-            }
-        };
-        cmd.remove_children_where(|e| {
-            e.name == "qemu:arg"
-                && e.attr("value")
-                    .is_some_and(|v| v.contains("looking-glass") || v.contains("kvmfr"))
-        });
-        for v in [
-            "-device".to_string(),
-            "{'driver':'ivshmem-plain','id':'shmem0','memdev':'looking-glass'}".to_string(),
-            "-object".to_string(),
-            format!(
-                "{{'qom-type':'memory-backend-file','id':'looking-glass','mem-path':'/dev/kvmfr0','size':{bytes},'share':true}}"
-            ),
-        ] {
-            cmd.append_child(el("qemu:arg", &[("value", &v)]));
-        }
-        edits.push(edit("qemu:commandline", format!("Looking Glass: {mib} MiB through /dev/kvmfr0 (kvmfr)"), "The kvmfr module gives the host's client the frames without copying them through /dev/shm: the Looking Glass project's recommended way. libvirt has no element for it, so it is passed to QEMU as its JSON arguments (QEMU ≥ 6.2); the tuning's kvmfr change loads the module at boot and lets QEMU open the device (cgroup_device_acl)."));
-    }
-    Ok(edits)
-}
-
 fn sound(doc: &mut Document, s: &Sound) -> Result<Vec<Edit>, PlayError> {
     let d = devices(doc)?;
     d.remove_children("sound");
@@ -457,10 +390,18 @@ fn sound(doc: &mut Document, s: &Sound) -> Result<Vec<Edit>, PlayError> {
         AudioBackend::Spice => "SPICE, played by the Looking Glass client".to_string(),
         b => format!("{} ({})", b.libvirt_type(), s.runtime_dir),
     };
+    let through = match s.backend {
+        AudioBackend::Spice => {
+            "into SPICE, which the Looking Glass client plays on this host (Looking Glass's guide: <audio type='spice'>),"
+        }
+        _ => "played through your desktop's sound server",
+    };
     Ok(vec![edit(
         "devices/sound",
         format!("ich9 sound on {to}"),
-        "An Intel HD Audio device Windows drives itself, played through your desktop's sound server at 48 kHz end to end (a rate changed on the way crackles). A monitor on the GPU has its HDMI/DisplayPort audio already (the card's audio function is passed with it): this is for headphones and speakers on the host.",
+        &format!(
+            "An Intel HD Audio device Windows drives itself, {through} at 48 kHz end to end (a rate changed on the way crackles). A monitor on the GPU has its HDMI/DisplayPort audio already (the card's audio function is passed with it): this is for headphones and speakers on the host."
+        ),
     )])
 }
 

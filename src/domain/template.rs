@@ -72,7 +72,8 @@ pub struct WindowsSpec {
     pub install_iso: Option<String>,
     pub virtio_iso: Option<String>,
     pub network: Network,
-    /// A SPICE display for the install (local only, no compression).
+    /// A SPICE display for the install (local only, no compression). With
+    /// Looking Glass SPICE is there anyway, on 127.0.0.1 for its client.
     pub spice: bool,
     pub plan: Option<PinPlan>,
     pub caps: Option<DomainCaps>,
@@ -291,7 +292,10 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
         ));
     }
     x.push_str("    <input type='mouse' bus='ps2'/>\n    <input type='keyboard' bus='ps2'/>\n");
-    if spec.spice {
+    // With Looking Glass, SPICE is the client's way in and listens where the
+    // client reaches it: playable.rs writes it (with its why), not this
+    // install-only display that listens nowhere.
+    if spec.spice && spec.playable.looking_glass.is_none() {
         x.push_str("    <graphics type='spice'>\n      <listen type='none'/>\n      <image compression='off'/>\n    </graphics>\n    <video>\n      <model type='vga'/>\n    </video>\n");
         edits.push(edit(
             "devices/graphics",

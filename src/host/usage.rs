@@ -2,7 +2,10 @@
 //! devices (and where they are mounted), USB devices, DRM cards and connected
 //! displays. Found from the class directories (`sys/class/net`, …), whose links
 //! point into the device tree, and attributed to the closest PCI function above.
+//! And whose each GPU is — the VM's, the host's, or free to go — judged from
+//! the snapshot alone (`gpu_owner`), so the checks and the next step agree.
 
+use super::HostSnapshot;
 use super::pci::{PciDevice, is_pci_address};
 use super::warnings::Warnings;
 use crate::sysroot::{HostPath, HostRoot};
@@ -122,6 +125,118 @@ impl HostUsage {
         }
         parts.join("; ")
     }
+}
+
+/// Whose a GPU is, from what the host says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuOwner {
+    /// Every function of the card is on vfio-pci (or pci-stub): set aside
+    /// for a VM already.
+    Vm,
+    /// The host shows itself on it (why, in words): it is never proposed
+    /// for a VM, and its own driver holding it is right.
+    Host(&'static str),
+    /// Neither: a card a VM can be given.
+    Free,
+}
+
+/// The card a function belongs to: its domain, bus and device (`0000:0b:00`).
+fn slot(address: &str) -> &str {
+    address.rsplit_once('.').map_or(address, |(s, _)| s)
+}
+
+/// Every function of the card is bound for a VM (vfio-pci, pci-stub).
+fn all_functions_for_vm(s: &HostSnapshot, address: &str) -> bool {
+    let card = slot(address);
+    let mut functions = s
+        .pci_devices
+        .iter()
+        .filter(|e| slot(&e.device.address) == card)
+        .peekable();
+    functions.peek().is_some() && functions.all(|e| e.device.bound_for_vm())
+}
+
+/// Where the host is told to give this device's IDs to vfio-pci at boot —
+/// `options vfio-pci ids=` in modprobe.d or `vfio_pci.ids=` on the kernel
+/// command line — as (file, line).
+pub fn vfio_ids_configured(s: &HostSnapshot, d: &PciDevice) -> Option<(String, String)> {
+    let id = format!("{}:{}", d.vendor_id, d.device_id);
+    s.system
+        .modprobe
+        .iter()
+        .find(|l| l.line.contains("vfio") && l.line.contains(&id))
+        .map(|l| (l.file.clone(), l.line.clone()))
+        .or_else(|| {
+            let c = s.kernel.cmdline.as_ref()?;
+            let ids = c
+                .value("vfio_pci.ids")
+                .or_else(|| c.value("vfio-pci.ids"))?;
+            ids.contains(&id).then(|| {
+                (
+                    HostPath::proc("cmdline").to_string(),
+                    format!("vfio_pci.ids={ids}"),
+                )
+            })
+        })
+}
+
+/// The firmware's boot framebuffers (efifb, simpledrm, BOOTFB… in
+/// `/proc/iomem`) that lie in one of the device's memory BARs: the console
+/// the host started on is drawn there.
+pub fn boot_framebuffers_in(s: &HostSnapshot, d: &PciDevice) -> Vec<String> {
+    s.system
+        .iomem_framebuffers
+        .iter()
+        .filter(|fb| {
+            fb.start != 0
+                && d.bars.iter().any(|b| {
+                    !b.io && fb.start >= b.start && fb.start < b.start.saturating_add(b.size_bytes)
+                })
+        })
+        .map(|fb| format!("{:x}-{:x} {}", fb.start, fb.end, fb.name))
+        .collect()
+}
+
+/// Whose the GPU at `address` is. The VM's: every function on vfio-pci.
+/// The host's: the console is on it (the firmware's boot display, the boot
+/// framebuffer in its memory), or every other GPU is the VM's, so it is
+/// the only one left for the host's screen. A card the host is told to give
+/// vfio-pci at boot is never the host's, whatever else holds it (the user
+/// meant it for a VM). Free otherwise. A display connected to a card is no
+/// sign of its owner: the VM's card has its monitor too.
+pub fn gpu_owner(s: &HostSnapshot, address: &str) -> GpuOwner {
+    let Some(e) = s.device(address) else {
+        return GpuOwner::Free;
+    };
+    let d = &e.device;
+    if all_functions_for_vm(s, address) {
+        return GpuOwner::Vm;
+    }
+    if vfio_ids_configured(s, d).is_some() {
+        return GpuOwner::Free;
+    }
+    if d.boot_vga == Some(true) {
+        return GpuOwner::Host(
+            "the firmware shows the boot screen and the console on it (boot_vga)",
+        );
+    }
+    if !boot_framebuffers_in(s, d).is_empty() {
+        return GpuOwner::Host("the boot framebuffer, the console, lies in its memory");
+    }
+    let card = slot(address);
+    let mut others = s
+        .gpus()
+        .filter(|g| slot(&g.device.address) != card)
+        .peekable();
+    if others.peek().is_none() {
+        return GpuOwner::Host("it is the host's only GPU");
+    }
+    if others.all(|g| all_functions_for_vm(s, &g.device.address)) {
+        return GpuOwner::Host(
+            "every other GPU is on vfio-pci for the VM, so it is the one left for the host's screen",
+        );
+    }
+    GpuOwner::Free
 }
 
 /// The closest PCI function above a sysfs device path.

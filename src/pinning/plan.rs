@@ -1,12 +1,14 @@
 //! The pinning planner: topology + request -> a plan that gives the VM whole
 //! host cores (SMT siblings together, guest vCPU pairs on host sibling pairs),
 //! inside one L3 group and NUMA node where it fits (the GPU's node first,
-//! the biggest L3 first: X3D), on one kind of core (the fastest that holds the
-//! request, see `kinds`), and leaves housekeeping
-//! cores (core 0 by default) to the host, the emulator and the iothreads.
+//! the biggest L3 first), on one kind of core (the fastest that holds the
+//! request, see `kinds`), and leaves housekeeping cores to the host, the
+//! emulator and the iothreads: core 0 by default, a core off the biggest L3
+//! when the L3s differ in size and the VM fits in the biggest (X3D, see
+//! `vcache`).
 
-use super::kinds;
 use super::model::{GuestTopology, KernelArgs, PinPlan, PinRequest};
+use super::{kinds, vcache};
 use crate::host::topology::{Core, Topology};
 use crate::parse::cpulist::format_cpulist;
 use std::collections::BTreeSet;
@@ -66,15 +68,30 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
         return Err(PlanError::NoCores);
     }
     let online: BTreeSet<u32> = t.online_cpus().map(|c| c.id).collect();
+    let mut reasons = Vec::new();
+    let mut warnings = Vec::new();
+    // L3 groups of unequal size (X3D) and a VM that fits in the biggest: it
+    // gets that group, and the host's default core moves off it.
+    let big = match req.reserve {
+        Some(_) => None,
+        None => vcache::prefer(t, req.vcpus, req.gpu_numa_node),
+    };
     // Housekeeping: whole cores, core 0's by default.
-    let mut reserved: BTreeSet<u32> = match &req.reserve {
-        Some(r) => {
+    let mut reserved: BTreeSet<u32> = match (&req.reserve, &big) {
+        (Some(r), _) => {
             if let Some(bad) = r.iter().find(|c| !online.contains(c)) {
                 return Err(PlanError::BadReserve(*bad));
             }
             r.clone()
         }
-        None => t
+        (None, Some(b)) => {
+            reasons.push(vcache::reason(t, b, req.amd));
+            t.cores
+                .get(b.host_core)
+                .map(|c| c.cpus.iter().copied().collect())
+                .unwrap_or_default()
+        }
+        (None, None) => t
             .cores
             .iter()
             .find(|c| c.cpus.contains(&0))
@@ -82,8 +99,6 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
             .map(|c| c.cpus.iter().copied().collect())
             .unwrap_or_default(),
     };
-    let mut reasons = Vec::new();
-    let mut warnings = Vec::new();
     // Never split a core between host and guest: widen the reserve to whole cores.
     for c in &t.cores {
         if c.cpus.iter().any(|x| reserved.contains(x))
@@ -137,17 +152,27 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
         }
     }
     // Within a group, the faster cores first (higher cpu_capacity within a
-    // kind), then by position.
+    // kind), then by position. In the big L3 group CPU 0's core comes last:
+    // it joins the VM only when the VM needs the whole group.
+    let cpu0_last = big.is_some();
     for g in &mut groups {
-        g.cores
-            .sort_by_key(|c| (std::cmp::Reverse(kinds::speed(t, c)), c.index));
+        g.cores.sort_by_key(|c| {
+            (
+                cpu0_last && c.cpus.contains(&0),
+                std::cmp::Reverse(kinds::speed(t, c)),
+                c.index,
+            )
+        });
     }
-    // Preference: the GPU's node, the biggest L3 (X3D), the fastest cores
-    // (a cluster of one core type with a higher capacity), then the lowest group.
+    // Preference: the GPU's node, the big L3 group chosen above, the biggest
+    // L3, the fastest cores (a cluster of one core type with a higher
+    // capacity), then the lowest group.
     let gpu_node = req.gpu_numa_node;
+    let big_l3 = big.as_ref().map(|b| b.l3_group);
     groups.sort_by_key(|g| {
         (
             gpu_node.is_some() && g.node != gpu_node,
+            big_l3.is_some() && g.l3 != big_l3,
             std::cmp::Reverse(g.l3_kib),
             std::cmp::Reverse(g.cores.first().map(|c| kinds::speed(t, c))),
             g.cores.iter().map(|c| c.index).min(),
@@ -157,8 +182,14 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
     // each vCPU a core of its own (siblings idle) while there are cores enough.
     let tpc = t.summary.threads_per_core.max(1);
     // Cache locality wins over that: only when one core each still fits in one
-    // L3 group, or nothing fits in one group anyway.
-    let fits = |per: usize| groups.iter().any(|g| capacity(&g.cores, per) >= req.vcpus);
+    // L3 group (the big one, when chosen above), or nothing fits in one group
+    // anyway.
+    let fits = |per: usize| {
+        groups
+            .iter()
+            .filter(|g| big_l3.is_none() || g.l3 == big_l3)
+            .any(|g| capacity(&g.cores, per) >= req.vcpus)
+    };
     let single_ok = fits(1) || (!fits(tpc) && pool.len() >= req.vcpus);
     // Mixed cores (P-cores with SMT next to E-cores without) cannot be shown as
     // one uniform guest topology either.
@@ -202,6 +233,9 @@ pub fn plan(t: &Topology, req: &PinRequest) -> Result<PinPlan, PlanError> {
                 "NUMA node {} is the GPU's node: its DMA stays local.",
                 gpu_node.unwrap_or(0)
             ));
+        }
+        if big_l3.is_some() && g.l3 == big_l3 {
+            reasons.extend(vcache::what_the_host_keeps(&g.cores, n, g.l3.unwrap_or(0)));
         }
         g.cores[..n].to_vec()
     } else {

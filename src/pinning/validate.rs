@@ -82,9 +82,17 @@ pub fn validate(t: &Topology, p: &Pinning) -> Vec<PinProblem> {
             ));
         }
     }
-    // CPU 0 and the emulator's CPUs.
+    // CPU 0 and the emulator's CPUs. CPU 0 in the biggest of unequal L3
+    // groups (X3D) may go to a VM that holds that group, once the host's
+    // emulator has moved off it: that is the plan, not a slip.
+    let cpu0_given_with_big_l3 = super::vcache::cpu0_on_big_l3(t).is_some_and(|g| {
+        !p.emulator.is_empty()
+            && p.emulator
+                .iter()
+                .all(|e| t.cpu(*e).is_some_and(|x| x.l3_group != Some(g)))
+    });
     for (c, vs) in &by_cpu {
-        if *c == 0 {
+        if *c == 0 && !cpu0_given_with_big_l3 {
             out.push(problem(Severity::Warning, "cpu0", vs.clone(), "vCPU on CPU 0: the host handles most interrupts and timers there; keep CPU 0 for the host.".into()));
         }
         if p.emulator.contains(c) {

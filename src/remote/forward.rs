@@ -20,6 +20,10 @@ use std::process::Stdio;
 pub enum Privilege {
     User,
     Root,
+    /// As the login, with a terminal there when this side has one: the
+    /// program there hands root's part to its helper through sudo, which
+    /// may ask on that terminal (or not, with the helper's sudoers line).
+    Helper,
 }
 
 /// How this login has root there.
@@ -111,6 +115,15 @@ impl SshTarget {
         if privilege == Privilege::User || self.root.is_some() {
             return Ok(("", false));
         }
+        if privilege == Privilege::Helper {
+            // Root there is the helper's, through sudo: said at once when
+            // there is none (a user login and no sudo cannot change it).
+            let (how, user) = self.how_root()?;
+            return match how {
+                Root::NoSudo => self.prefix_for(how, user, interactive),
+                _ => Ok(("", interactive)),
+            };
+        }
         let (how, user) = self.how_root()?;
         self.prefix_for(how, user, interactive)
     }
@@ -128,7 +141,7 @@ impl SshTarget {
             Root::SudoAsks => Err(RemoteError::SudoPassword {
                 host: self.shown(),
                 user,
-                program: "/usr/bin/vfio-assistant".into(),
+                helper: false,
             }),
             Root::NoSudo => Err(RemoteError::NoSudo {
                 host: self.shown(),
@@ -189,7 +202,7 @@ impl SshTarget {
                 RemoteError::SudoPassword {
                     host: self.shown(),
                     user,
-                    program: "/usr/libexec/vfio-assistant/vfio-assistant-helper".into(),
+                    helper: true,
                 }
                 .to_string(),
             );
@@ -314,10 +327,19 @@ mod tests {
         );
         let e = t.prefix_for(Root::SudoAsks, who(), false).unwrap_err();
         let said = e.to_string();
+        // The main program is never offered to sudo without a password.
         assert!(
-            said.contains("asks for a password")
-                && said.contains("anna ALL=(root) NOPASSWD: /usr/bin/vfio-assistant"),
+            said.contains("asks for a password") && !said.contains("NOPASSWD"),
             "{said}"
+        );
+        let h = t
+            .helper_words(Some(1), "sudo: a password is required")
+            .unwrap();
+        assert!(
+            h.contains(
+                r#"anna ALL=(root) NOPASSWD: /usr/libexec/vfio-assistant/vfio-assistant-helper """#
+            ),
+            "{h}"
         );
         let e = t.prefix_for(Root::NoSudo, who(), false).unwrap_err();
         assert!(e.to_string().contains("ssh://root@server"), "{e}");

@@ -139,12 +139,15 @@ pub enum RemoteError {
         detail: String,
     },
     #[error(
-        "sudo on {host} asks for a password, and there is no terminal here to type it in. Run the same command in a terminal (it asks there), or let your user run {program} without a password on {host}: a sudoers line `{user} ALL=(root) NOPASSWD: {program}` in /etc/sudoers.d/vfio-assistant (visudo -f)."
+        "sudo on {host} asks for a password, and there is no terminal here to type it in. Run the same command in a terminal (it asks there){}",
+        helper_line(user, *helper)
     )]
     SudoPassword {
         host: String,
         user: String,
-        program: String,
+        /// Whether what asked is the helper (a tuning): then the one
+        /// sudoers line that allows it without a password is said.
+        helper: bool,
     },
     #[error(
         "{host} has no sudo and you log in there as a user, not root: changing that machine needs root (log in as root with ssh://root@{name}, or install sudo there)."
@@ -152,6 +155,29 @@ pub enum RemoteError {
     NoSudo { host: String, name: String },
     #[error("the ssh command could not be run: {0} (install the OpenSSH client: openssh-client)")]
     NoSsh(String),
+}
+
+/// Where the packages put the helper.
+pub const HELPER: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
+
+/// The sudoers line that lets `user` tune without a password: exactly what
+/// the polkit action allows — the helper, with no arguments (`""`: sudo
+/// then refuses any), its request on standard input — and nothing else of
+/// ours: never the main program, which takes paths and arguments that
+/// choose what it does.
+pub fn sudoers_line(user: &str) -> String {
+    format!("{user} ALL=(root) NOPASSWD: {HELPER} \"\"")
+}
+
+fn helper_line(user: &str, helper: bool) -> String {
+    if helper {
+        format!(
+            ", or let your user run the helper without a password there: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). It allows the helper and only the helper, with no arguments: the same closed request the app sends.",
+            sudoers_line(user)
+        )
+    } else {
+        ", or log in as root.".to_string()
+    }
 }
 
 impl SshTarget {
@@ -473,7 +499,16 @@ impl SshTarget {
             &self.same_version_then(&cmd),
             MAX_SNAPSHOT_BYTES,
         )?;
-        std::fs::write(dest, bytes).map_err(|e| RemoteError::Failed {
+        // The user's alone from its first byte (0600, nothing already
+        // there followed or replaced): it holds that machine's files.
+        let kept = crate::userfile::NewFile::create_private(dest, false)
+            .map_err(|e| e.to_string())
+            .and_then(|mut f| {
+                use std::io::Write;
+                f.write_all(&bytes).map_err(|e| e.to_string())?;
+                f.commit().map_err(|e| e.to_string())
+            });
+        kept.map_err(|e| RemoteError::Failed {
             host: self.shown(),
             what: "keeping the snapshot".into(),
             detail: format!("{}: {e}", dest.display()),

@@ -4,7 +4,8 @@
 //! button (nothing on the host can change them): the sentence says where.
 
 use crate::checks::model::{Finding, Status};
-use crate::host::HostSnapshot;
+use crate::host::usage::{GpuOwner, gpu_owner};
+use crate::host::{HostSnapshot, PciEntry};
 use crate::tuning::plan::change_fixing;
 use serde::Serialize;
 
@@ -51,6 +52,14 @@ const BLOCKERS: &[&str] = &[
 ];
 
 /// The step to take now on this host, given its findings.
+///
+/// The GPUs first: whose each is (`gpu_owner`) decides which card the steps
+/// speak of. While no card is the VM's, the step binds the one the host does
+/// not show its screen on — never the host's own (the console, the only GPU
+/// left), which on a host with one GPU leads to single-GPU passthrough
+/// instead. Once a card is the VM's, no other is proposed: the steps after
+/// it (the first failure, a warning the Tuning page fixes, the VM itself)
+/// name that card, and findings about the host's own card are never the step.
 pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
     let failing = |f: &&Finding| f.status == Status::Fail;
     let blocker = BLOCKERS
@@ -60,80 +69,79 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         return from_finding(
             f,
             "Nothing can be passed through until this is done; the other checks wait on it.",
+            None,
         );
     }
-    // A GPU still on its host driver: the one thing between the host and a VM.
-    // The GPU the host does not show its screen on comes first: on the most
-    // common desktop (the iGPU or first card for the host, a second card
-    // for the VM) the step must never name the card with the console.
-    let unbound =
-        |f: &&Finding| f.id == "device.bound" && matches!(f.status, Status::Fail | Status::Warn);
-    let order = snap.gpus_for_vm();
-    let rank = |f: &&Finding| {
-        f.device
-            .as_deref()
-            .and_then(|d| order.iter().position(|g| g.device.address == d))
-            .unwrap_or(usize::MAX)
+    // The GPUs in the order a VM should take them, with their owner.
+    let owners: Vec<(&PciEntry, GpuOwner)> = snap
+        .gpus_for_vm()
+        .into_iter()
+        .map(|e| (e, gpu_owner(snap, &e.device.address)))
+        .collect();
+    let vm_cards: Vec<&PciEntry> = owners
+        .iter()
+        .filter(|(_, o)| *o == GpuOwner::Vm)
+        .map(|(e, _)| *e)
+        .collect();
+    if vm_cards.is_empty()
+        && let Some(step) = card_for_the_vm(snap, findings, &owners)
+    {
+        return step;
+    }
+    // What is said of the host's own card is not what to do next: the host
+    // keeps it as it is.
+    let hosts = |d: &str| {
+        owners
+            .iter()
+            .any(|(e, o)| e.device.address == d && matches!(o, GpuOwner::Host(_)))
     };
-    if let Some(f) = findings.iter().filter(unbound).min_by_key(rank) {
-        // Unless it is the host's only GPU: bound at boot, it would leave the
-        // host without a screen. How the host keeps one comes first.
-        if let Some(only) = findings.iter().find(|x| {
-            x.id == "device.host_display" && x.status == Status::Warn && x.device == f.device
-        }) {
-            return NextStep {
-                sentence: format!(
-                    "{}: {}",
-                    only.title,
-                    only.fix
-                        .as_deref()
-                        .unwrap_or("give the host another GPU first")
-                ),
-                why: format!(
-                    "{} Binding it to vfio-pci now would leave the host without a display at the next boot.",
-                    only.why
-                ),
-                action: NextAction::ByHand,
-                finding: Some(only.id.clone()),
-            };
-        }
-        let name = f
-            .device
-            .as_deref()
-            .and_then(|a| snap.device(a))
-            .map_or_else(|| "GPU".to_string(), |e| e.device.display_name());
-        return NextStep {
-            sentence: format!("Bind the {name} to vfio-pci"),
-            why: format!(
-                "{}. The VM can only take a card that no host driver holds; vfio-pci at boot keeps it free.",
-                f.title
-            ),
-            action: NextAction::Tuning {
-                change: "vfio-boot",
-                device: f.device.clone(),
-            },
-            finding: Some(f.id.clone()),
-        };
-    }
-    if let Some(f) = findings.iter().find(failing) {
-        return from_finding(
-            f,
-            "It is the first failing check: the others are fine or only advice.",
-        );
-    }
+    let not_the_hosts = |f: &&Finding| f.device.as_deref().is_none_or(|d| !hosts(d));
+    let on_vfio = ready(&vm_cards);
+    // A failure about the VM's card comes before one about the host.
+    let of_vm_card = |f: &&Finding| {
+        let on_card = f.device.as_deref().is_some_and(|d| {
+            vm_cards
+                .iter()
+                .any(|c| c.device.address == d || c.passthrough.set.iter().any(|m| m == d))
+        });
+        if on_card { 0 } else { 1 }
+    };
     if let Some(f) = findings
         .iter()
-        .find(|f| f.status == Status::Warn && change_fixing(f).is_some())
+        .filter(failing)
+        .filter(not_the_hosts)
+        .min_by_key(of_vm_card)
     {
         return from_finding(
             f,
+            "It is the first failing check: the others are fine or only advice.",
+            on_vfio.as_deref(),
+        );
+    }
+    // Binding another card is not the next step once one is the VM's.
+    let another_card_to_bind =
+        |f: &&Finding| !vm_cards.is_empty() && f.id == "device.bound" && of_vm_card(f) == 1;
+    if let Some(f) = findings.iter().filter(not_the_hosts).find(|f| {
+        f.status == Status::Warn && change_fixing(f).is_some() && !another_card_to_bind(f)
+    }) {
+        return from_finding(
+            f,
             "Nothing fails; this warning costs latency, and the Tuning page fixes it with a way back.",
+            on_vfio.as_deref(),
         );
     }
     let gpus = snap.gpus().count();
     NextStep {
-        sentence: "Create the VM".into(),
-        why: if gpus == 0 {
+        sentence: if vm_cards.is_empty() {
+            "Create the VM".into()
+        } else {
+            format!("Create the VM with the {}", names(&vm_cards))
+        },
+        why: if let Some(ready) = on_vfio {
+            format!(
+                "{ready}, and nothing on the host stands in the way: the New VM page writes a tuned domain with it and checks that it starts."
+            )
+        } else if gpus == 0 {
             "Nothing on the host stands in the way. There is no GPU to pass through yet: the VM can be made now and the card added later.".into()
         } else {
             "Nothing on the host stands in the way: the New VM page writes a tuned domain for it and checks that it starts.".into()
@@ -143,7 +151,109 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
     }
 }
 
-fn from_finding(f: &Finding, why_first: &str) -> NextStep {
+/// "the A" or "the A and the B": the cards' names.
+fn names(cards: &[&PciEntry]) -> String {
+    cards
+        .iter()
+        .map(|c| c.device.display_name())
+        .collect::<Vec<_>>()
+        .join(" and the ")
+}
+
+/// "The A is on vfio-pci for the VM", when a card is the VM's.
+fn ready(cards: &[&PciEntry]) -> Option<String> {
+    match cards {
+        [] => None,
+        [one] => Some(format!(
+            "The {} is on vfio-pci for the VM",
+            one.device.display_name()
+        )),
+        more => Some(format!("The {} are on vfio-pci for the VM", names(more))),
+    }
+}
+
+/// While no card is the VM's: bind the one the host does not show its
+/// screen on, or, where the host's only GPU is all there is, how the host
+/// keeps a screen (single-GPU passthrough) — never binding it at boot.
+fn card_for_the_vm(
+    snap: &HostSnapshot,
+    findings: &[Finding],
+    owners: &[(&PciEntry, GpuOwner)],
+) -> Option<NextStep> {
+    let owner_of = |d: &str| {
+        owners
+            .iter()
+            .find(|(e, _)| e.device.address == d)
+            .map_or(GpuOwner::Free, |(_, o)| *o)
+    };
+    let rank = |f: &&Finding| {
+        f.device
+            .as_deref()
+            .and_then(|d| owners.iter().position(|(g, _)| g.device.address == d))
+            .unwrap_or(usize::MAX)
+    };
+    // A free GPU still on its host driver: the one thing between the host
+    // and a VM. The host's own card is never one (its driver is right).
+    let unbound = |f: &&Finding| {
+        f.id == "device.bound"
+            && matches!(f.status, Status::Fail | Status::Warn)
+            && f.device
+                .as_deref()
+                .is_none_or(|d| owner_of(d) == GpuOwner::Free)
+    };
+    let candidate = findings.iter().filter(unbound).min_by_key(rank);
+    // The host's only GPU (or the candidate, when it is all there is).
+    let only = findings.iter().find(|x| {
+        x.id == "device.host_display"
+            && x.status == Status::Warn
+            && match candidate {
+                Some(f) => x.device == f.device,
+                None => x
+                    .device
+                    .as_deref()
+                    .is_some_and(|d| matches!(owner_of(d), GpuOwner::Host(_))),
+            }
+    });
+    if let Some(only) = only {
+        return Some(NextStep {
+            sentence: format!(
+                "{}: {}",
+                only.title,
+                only.fix
+                    .as_deref()
+                    .unwrap_or("give the host another GPU first")
+            ),
+            why: format!(
+                "{} The host keeps it on its own driver; single-GPU passthrough lends it to the VM only while the VM runs.",
+                only.why
+            ),
+            action: NextAction::ByHand,
+            finding: Some(only.id.clone()),
+        });
+    }
+    let f = candidate?;
+    let name = f
+        .device
+        .as_deref()
+        .and_then(|a| snap.device(a))
+        .map_or_else(|| "GPU".to_string(), |e| e.device.display_name());
+    Some(NextStep {
+        sentence: format!("Bind the {name} to vfio-pci"),
+        why: format!(
+            "{}. The VM can only take a card that no host driver holds; vfio-pci at boot keeps it free.",
+            f.title
+        ),
+        action: NextAction::Tuning {
+            change: "vfio-boot",
+            device: f.device.clone(),
+        },
+        finding: Some(f.id.clone()),
+    })
+}
+
+/// The step a finding asks for; `lead`, when a card is the VM's already,
+/// says so first.
+fn from_finding(f: &Finding, why_first: &str, lead: Option<&str>) -> NextStep {
     // "iommu.enabled" maps to the command line, which cannot help while the
     // firmware announces no IOMMU: its fix then says the firmware first.
     let action = match (&f.action, change_fixing(f)) {
@@ -156,11 +266,15 @@ fn from_finding(f: &Finding, why_first: &str) -> NextStep {
         },
         _ => NextAction::ByHand,
     };
-    let sentence = match (&action, f.fix.as_deref()) {
-        (NextAction::ByHand | NextAction::RestoreHost { .. }, Some(fix)) => {
+    let sentence = match (&action, f.fix.as_deref(), lead) {
+        (NextAction::ByHand | NextAction::RestoreHost { .. }, Some(fix), None) => {
             format!("{}: {fix}", f.title)
         }
-        _ => format!("Fix first: {}", f.title),
+        (NextAction::ByHand | NextAction::RestoreHost { .. }, Some(fix), Some(lead)) => {
+            format!("{lead}; first, {}: {fix}", f.title)
+        }
+        (_, _, None) => format!("Fix first: {}", f.title),
+        (_, _, Some(lead)) => format!("{lead}; fix first: {}", f.title),
     };
     NextStep {
         sentence,

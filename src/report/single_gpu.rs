@@ -217,7 +217,20 @@ fn holders_finding(root: &HostRoot, snap: &HostSnapshot, gpu: &str) -> Finding {
         .evidence(format!("/sys/bus/pci/devices/{gpu}/drm"), "absent")
         .why("No graphics driver draws on it, so nothing has to let go of it before libvirt detaches it.");
     }
-    let (found, unreadable) = holders(root, &nodes);
+    let (mut found, unreadable) = holders(root, &nodes);
+    // A desktop session goes only with a display manager: one started from
+    // a TTY (startx, a compositor) has none for the hook to stop, and the
+    // hook refuses the start while it holds the card. NVIDIA's persistence
+    // daemon the hook stops itself (and starts again).
+    let dm = root.exists(&HostPath::etc("systemd/system/display-manager.service"));
+    for h in &mut found {
+        if !dm {
+            h.with_desktop = false;
+        }
+        if h.unit.as_deref() == Some("nvidia-persistenced.service") {
+            h.with_desktop = true;
+        }
+    }
     let keep: Vec<&Holder> = found.iter().filter(|h| !h.with_desktop).collect();
     let mut f = if !keep.is_empty() {
         Finding::new(
@@ -229,7 +242,11 @@ fn holders_finding(root: &HostRoot, snap: &HostSnapshot, gpu: &str) -> Finding {
             ),
             Status::Warn,
         )
-        .why("Stopping the display manager ends the desktop's programs, not system services: one that keeps the card's device open (a CUDA or AI service, nvidia-persistenced, a container) stops the driver letting go, and libvirt's detach hangs or fails — the VM does not start and the screen stays black until it is stopped.")
+        .why(if dm {
+            "Stopping the display manager ends the desktop's programs, not system services: one that keeps the card's device open (a CUDA or AI service, a container) would stop the driver letting go. The hook refuses the VM's start while it holds the card (the start fails with its name in the log and the desktop stays), so stop it first."
+        } else {
+            "No display manager is set up (display-manager.service): a desktop started from a TTY (startx, a compositor) has nothing the hook can stop. The hook refuses the VM's start while it holds the card (the start fails with its name in the log), so log out of it first, or use a display manager."
+        })
         .fix(format!(
             "Stop {} before the VM starts (or add them to the hook's prepare step), and start them after.",
             keep.iter()

@@ -1,7 +1,8 @@
 //! `--root PATH`: a folder (an extracted snapshot, a fixture tree) or the
 //! snapshot file itself (`host.tar.gz`, what `vfio-assistant snapshot`
-//! writes), unpacked safely into a private temporary folder that lives as
-//! long as the returned `OpenedRoot`.
+//! writes), unpacked safely into a private temporary folder (0700, its
+//! folders 0700 and files 0600 too) that lives as long as the returned
+//! `OpenedRoot`.
 
 use super::HostRoot;
 use crate::unpack::{Limits, UnpackError, unpack_tar_gz};
@@ -93,9 +94,7 @@ pub fn open_root(path: &Path) -> Result<OpenedRoot, RootError> {
             source,
         })?;
     let place = unpack_place();
-    let dir = tempfile::Builder::new()
-        .prefix("vfio-assistant-root-")
-        .tempdir_in(&place)
+    let dir = crate::userfile::private_tempdir("vfio-assistant-root-", Some(place.as_path()))
         .map_err(|source| RootError::Io {
             path: place.display().to_string(),
             source,
@@ -138,7 +137,8 @@ fn only_subfolder_with_a_host(dir: &Path) -> Option<PathBuf> {
 /// files and folders, and on a busy disk creating them took 20 times as
 /// long as the scan that reads them (0.58 s against 0.03 s, measured on a
 /// snapshot of 341 entries). The folder itself is private (0700, a random
-/// name) wherever it is.
+/// name, created so) wherever it is, and so is everything unpacked in it
+/// (see unpack.rs).
 fn unpack_place() -> std::path::PathBuf {
     if std::env::var_os("TMPDIR").is_some() {
         return std::env::temp_dir();

@@ -59,10 +59,13 @@ impl Env {
     }
 
     pub fn new(root: HostRoot, journal: Option<PathBuf>, run_commands: bool) -> Env {
-        let dir = journal.unwrap_or_else(|| Env::default_journal(&root));
+        let journal = match journal {
+            Some(dir) => Journal::new(dir),
+            None => Journal::under(root.base(), Env::default_journal(&root)),
+        };
         Env {
             root,
-            journal: Journal::new(dir),
+            journal,
             run_commands,
             fail_at: None,
             crash_at: None,
@@ -89,7 +92,7 @@ pub fn keep_on_hangup() {
 }
 
 /// One line of progress, as the helper streams it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", tag = "event")]
 pub enum Progress {
     Started {
@@ -205,15 +208,16 @@ pub(super) fn command_step(
     c: &CommandStep,
     records: &mut Vec<CommandRecord>,
 ) -> Result<(), String> {
+    let argv = c.argv();
     if !(env.run_commands && c.run) {
         records.push(CommandRecord {
-            argv: c.argv.clone(),
+            argv,
             status: None,
             output: "not run".into(),
         });
         return Ok(());
     }
-    run_command(env, &c.argv, records)
+    run_command(env, &argv, records)
 }
 
 /// A value for writing: a cleared driver_override is an empty line.
@@ -306,7 +310,7 @@ impl Run<'_> {
             progress(Progress::Done { step });
         }
         for cmd in &c.prepare {
-            let step = format!("{}: {}", c.id, cmd.argv.join(" "));
+            let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
             command_step(env, cmd, &mut self.entry.commands).map_err(|e| format!("{step}: {e}"))?;
             progress(Progress::Done { step });
@@ -329,7 +333,7 @@ impl Run<'_> {
         }
         let mut ran = false;
         for cmd in &c.commands {
-            let step = format!("{}: {}", c.id, cmd.argv.join(" "));
+            let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
             command_step(env, cmd, &mut self.entry.commands).map_err(|e| format!("{step}: {e}"))?;
             ran |= env.run_commands && cmd.run;
@@ -469,6 +473,10 @@ pub fn apply(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, ApplyError> {
     let changes: Vec<&Change> = plan.changes.iter().collect();
+    // The same allowlist the journal is read back against: a plan that
+    // could not be undone is not applied.
+    super::targets::check_plan(plan).map_err(ApplyError::Preflight)?;
+    env.journal.check()?;
     preflight(env, facts, &changes)?;
     let id = new_id(now_secs());
     let entry = before_state(env, &id, plan, req, &changes)?;

@@ -159,7 +159,7 @@ pub fn put(
         std::fs::copy(src, &tmp)?;
         let f = std::fs::File::open(&tmp)?;
         if let Some(m) = file_mode {
-            f.set_permissions(std::fs::Permissions::from_mode(m))?;
+            f.set_permissions(std::fs::Permissions::from_mode(m & 0o777))?;
         }
         f.sync_all()?;
         std::fs::rename(&tmp, &target)

@@ -25,6 +25,7 @@
 //! get: those stay a known-good way back, and the recovery text says where
 //! they are and how to edit an entry at the menu.
 
+use super::command::{Cmd, Edit, Grub, Tokens};
 use super::facts::TuneFacts;
 use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};
 use super::tokens::{merge, missing, split};
@@ -379,10 +380,9 @@ pub fn cmdline_change(
             let mut commands = Vec::new();
             let mut undo = Vec::new();
             if !add_entries.is_empty() {
-                let args = format!("--args={}", add_entries.join(" "));
-                let rm = format!("--remove-args={}", add_entries.join(" "));
-                commands.push(CommandStep { argv: vec!["grubby".into(), "--update-kernel=ALL".into(), args], run: true, why: "adds the parameters to every installed kernel's boot entry".into() });
-                undo.push(CommandStep { argv: vec!["grubby".into(), "--update-kernel=ALL".into(), rm], run: true, why: "removes them again".into() });
+                let t = checked_tokens(&add_entries)?;
+                commands.push(CommandStep::new(Cmd::Grubby { edit: Edit::Add, tokens: t.clone() }, "adds the parameters to every installed kernel's boot entry"));
+                undo.push(CommandStep::new(Cmd::Grubby { edit: Edit::Remove, tokens: t }, "removes them again"));
             }
             let mut all = add_entries.clone();
             for t in add_kc.iter().chain(&add_grub) {
@@ -409,12 +409,12 @@ pub fn cmdline_change(
             if add.is_empty() {
                 return Ok(None);
             }
-            let joined = add.join(" ");
+            let t = checked_tokens(&add)?;
             Ok(Some(Change {
                 title: title(&add),
                 evidence: vec![ev("/etc/kernelstub/configuration kernel_options", have)],
-                commands: vec![CommandStep { argv: vec!["kernelstub".into(), "-a".into(), joined.clone()], run: true, why: "adds them to kernelstub's configuration and rewrites the Pop_OS-current entry".into() }],
-                undo_commands: vec![CommandStep { argv: vec!["kernelstub".into(), "-d".into(), joined], run: true, why: "removes them again".into() }],
+                commands: vec![CommandStep::new(Cmd::Kernelstub { edit: Edit::Add, tokens: t.clone() }, "adds them to kernelstub's configuration and rewrites the Pop_OS-current entry")],
+                undo_commands: vec![CommandStep::new(Cmd::Kernelstub { edit: Edit::Remove, tokens: t }, "removes them again")],
                 verify: vec![Verify::BootEntriesHave { files: vec!["/boot/efi/loader/entries/Pop_OS-current.conf".into()], tokens: add }],
                 notes: vec!["Pop_OS-oldkern gets the new parameters too, so it is no fallback for this change: see the recovery below.".into()],
                 ..base
@@ -425,15 +425,12 @@ pub fn cmdline_change(
             if add.is_empty() {
                 return Ok(None);
             }
-            let mut argv = vec!["rpm-ostree".to_string(), "kargs".into()];
-            argv.extend(add.iter().map(|t| format!("--append={t}")));
-            let mut undo = vec!["rpm-ostree".to_string(), "kargs".into()];
-            undo.extend(add.iter().map(|t| format!("--delete={t}")));
+            let t = checked_tokens(&add)?;
             Ok(Some(Change {
                 title: title(&add),
                 evidence: vec![ev("/proc/cmdline", f.proc_cmdline.clone().unwrap_or_default())],
-                commands: vec![CommandStep { argv, run: true, why: "stages a new deployment with the parameters; the current one stays in the boot menu".into() }],
-                undo_commands: vec![CommandStep { argv: undo, run: true, why: "stages a deployment without them".into() }],
+                commands: vec![CommandStep::new(Cmd::RpmOstreeKargs { edit: Edit::Add, tokens: t.clone() }, "stages a new deployment with the parameters; the current one stays in the boot menu")],
+                undo_commands: vec![CommandStep::new(Cmd::RpmOstreeKargs { edit: Edit::Remove, tokens: t }, "stages a deployment without them")],
                 verify: vec![Verify::CmdlineHas { tokens: add }],
                 ..base
             }))
@@ -471,24 +468,19 @@ fn staged_grub(
     cfg: &str,
     from: &str,
 ) -> (Vec<CommandStep>, Vec<super::model::Artifact>) {
-    let dir = cfg.rsplit_once('/').map_or("/boot/grub", |(d, _)| d);
-    let staging = format!("{dir}/.vfio-assistant-grub.cfg");
-    let tool = if f.has_tool("grub-mkconfig") || !f.has_tool("grub2-mkconfig") {
-        "grub-mkconfig"
-    } else {
-        "grub2-mkconfig"
-    };
+    let grub2_tool = !f.has_tool("grub-mkconfig") && f.has_tool("grub2-mkconfig");
+    let grub = Grub::of(grub2_tool, cfg.starts_with("/boot/grub2/"));
+    let cfg = format!("{}/grub.cfg", grub.dir());
     (
-        vec![CommandStep {
-            argv: vec![tool.into(), "-o".into(), staging.clone()],
-            run: true,
-            why: format!(
+        vec![CommandStep::new(
+            Cmd::GrubMkconfig { grub },
+            format!(
                 "generates the boot menu {from} beside {cfg}; checked there, then renamed over it in one step"
             ),
-        }],
+        )],
         vec![super::model::Artifact {
-            path: cfg.into(),
-            staging: Some(staging),
+            path: cfg,
+            staging: Some(grub.staging()),
         }],
     )
 }
@@ -574,6 +566,12 @@ pub fn next_boot(f: &TuneFacts, loader: Loader) -> Option<NextBoot> {
             ..NextBoot::default()
         })
     })
+}
+
+/// The parameters as a command's checked parameter (every one is from the
+/// closed set the planner makes; one that is not is a manual step).
+fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
+    Tokens::try_from(t.to_vec()).map_err(|why| manual_cmdline(t, &why))
 }
 
 fn manual_cmdline(tokens: &[String], why: &str) -> Manual {

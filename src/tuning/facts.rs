@@ -39,6 +39,7 @@ pub const CONFIG_FILES: &[&str] = &[
     super::play::KVMFR_LOAD,
     super::play::KVMFR_UDEV,
     super::play::QEMU_CONF,
+    super::play::APPARMOR_LOCAL,
     "/etc/passwd",
 ];
 
@@ -59,6 +60,9 @@ pub const CONFIG_DIRS: &[&str] = &[
     // kernel-install's plugins: whether it builds the initramfs itself
     // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
     "/usr/lib/kernel/install.d",
+    // libvirt's hooks: another single-GPU setup's scripts for the same VM.
+    "/etc/libvirt/hooks",
+    "/etc/libvirt/hooks/qemu.d",
 ];
 
 /// Markers whose presence alone says something.
@@ -73,6 +77,8 @@ pub const MARKERS: &[&str] = &[
     "/var/lib/dpkg/info/initramfs-tools.list",
     "/var/lib/dpkg/info/dracut.list",
     "/var/lib/dpkg/info/dracut-core.list",
+    // AppArmor confines QEMU (libvirt's abstraction for it is installed).
+    super::play::APPARMOR_LIBVIRT,
 ];
 
 /// Tools the changes may run, looked for in the usual binary folders.
@@ -208,6 +214,10 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
         read_value(root, &format!("/sys/kernel/mm/transparent_hugepage/{f}"), v);
     }
     read_value(root, "/sys/kernel/mm/ksm/run", v);
+    // Not written: whether kvmfr is loaded, and held (play.rs).
+    read_value(root, super::play::KVMFR_REFCNT, v);
+    // Whether NVIDIA's DRM driver took the console over (single GPU).
+    read_value(root, "/sys/module/nvidia_drm/parameters/fbdev", v);
     for size in ["2048kB", "1048576kB"] {
         read_value(
             root,
@@ -342,7 +352,8 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
         });
     }
     read_values(root, &mut f);
-    let journal = super::journal::Journal::new(super::apply::Env::default_journal(root));
+    let journal =
+        super::journal::Journal::under(root.base(), super::apply::Env::default_journal(root));
     for e in journal
         .list()
         .iter()

@@ -7,7 +7,7 @@
 
 use crate::sysroot::{HostPath, HostRoot};
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,32 +30,6 @@ pub enum WriteError {
     Injected(String),
 }
 
-/// Files the tuning may create, replace or remove (host paths; `*` is one
-/// path component).
-const FILES: &[&str] = &[
-    "/etc/default/grub",
-    "/etc/default/grub.d/99-vfio-assistant.cfg",
-    "/etc/kernel/cmdline",
-    "/etc/modprobe.d/vfio-assistant.conf",
-    "/etc/initramfs-tools/modules",
-    "/etc/dracut.conf.d/90-vfio-assistant.conf",
-    "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
-    "/etc/tmpfiles.d/vfio-assistant.conf",
-    "/etc/default/irqbalance",
-    "/etc/sysconfig/irqbalance",
-    "/boot/loader/entries/vfio-assistant.conf",
-    "/boot/efi/loader/entries/vfio-assistant.conf",
-    "/efi/loader/entries/vfio-assistant.conf",
-    "/etc/kernelstub/configuration",
-    "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate",
-    "/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu",
-    "/etc/tmpfiles.d/10-looking-glass.conf",
-    "/etc/modprobe.d/kvmfr.conf",
-    "/etc/modules-load.d/kvmfr.conf",
-    "/etc/udev/rules.d/99-kvmfr.rules",
-    "/etc/libvirt/qemu.conf",
-];
-
 /// The mode a file we create gets: hooks are run, everything else is read.
 fn new_file_mode(path: &str) -> u32 {
     if path.starts_with("/etc/libvirt/hooks/") {
@@ -65,38 +39,14 @@ fn new_file_mode(path: &str) -> u32 {
     }
 }
 
-/// Values the tuning may write.
-const VALUES: &[&str] = &[
-    "/sys/devices/system/cpu/*/cpufreq/scaling_governor",
-    "/sys/devices/system/cpu/*/cpufreq/energy_performance_preference",
-    "/sys/kernel/mm/transparent_hugepage/enabled",
-    "/sys/kernel/mm/transparent_hugepage/defrag",
-    "/sys/kernel/mm/ksm/run",
-    "/sys/kernel/mm/hugepages/*/nr_hugepages",
-    "/sys/devices/system/node/*/hugepages/*/nr_hugepages",
-    "/proc/sys/vm/compact_memory",
-    "/proc/irq/*/smp_affinity_list",
-    "/sys/bus/pci/devices/*/driver_override",
-    "/sys/bus/pci/devices/*/sriov_numvfs",
-    "/sys/bus/pci/drivers/*/unbind",
-    "/sys/bus/pci/drivers_probe",
-];
-
-fn matches(pattern: &str, path: &str) -> bool {
-    let p: Vec<&str> = pattern.split('/').collect();
-    let q: Vec<&str> = path.split('/').collect();
-    p.len() == q.len()
-        && p.iter()
-            .zip(&q)
-            .all(|(a, b)| (*a == "*" && !b.is_empty() && *b != ".." && *b != ".") || a == b)
-}
-
+/// A file some change kind writes (`targets.rs` holds the allowlist).
 pub fn file_allowed(path: &str) -> bool {
-    FILES.iter().any(|p| matches(p, path))
+    super::targets::file_for(None, path)
 }
 
+/// A value some change kind writes.
 pub fn value_allowed(path: &str) -> bool {
-    VALUES.iter().any(|p| matches(p, path))
+    super::targets::value_for(None, path)
 }
 
 /// Where `path` is under `root`, with no symlink below the root on the way
@@ -181,9 +131,12 @@ pub fn write_file(
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.vfio-assistant.tmp"));
     let _ = std::fs::remove_file(&tmp);
+    // 0600 until it is whole: the content (a root-only qemu.conf's) is
+    // never readable by others on the way, whatever the umask.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(&tmp)
         .map_err(io(path))?;
     let result = (|| {
@@ -193,7 +146,8 @@ pub fn write_file(
             (None, Some(m)) => (m.mode() & 0o7777, m.uid(), m.gid()),
             (None, None) => (new_file_mode(path), u32::MAX, u32::MAX),
         };
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        // Permission bits only: never setuid, setgid or sticky.
+        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
         if uid != u32::MAX {
             // Only root may give a file away; elsewhere (tests) it stays ours.
             let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));

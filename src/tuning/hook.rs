@@ -17,6 +17,7 @@
 //! the change restarts the running daemon (`virtqemud` where the modular
 //! daemons run, else `libvirtd`). Running VMs keep running through it.
 
+use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 use crate::parse::cpulist::format_cpulist;
@@ -64,15 +65,6 @@ exit 0
     )
 }
 
-/// The libvirt daemon that runs QEMU domains here, by its socket.
-fn daemon(f: &TuneFacts) -> &'static str {
-    if f.markers.contains("/run/libvirt/virtqemud-sock") {
-        "virtqemud.service"
-    } else {
-        "libvirtd.service"
-    }
-}
-
 /// The hook change for the VM `vm` on CPUs `vm_cpus`, the host keeping
 /// `hk`; `None` when our hook already says exactly this.
 pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> Option<Change> {
@@ -89,11 +81,15 @@ pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> O
     if before.as_deref() == Some(after.as_str()) {
         return None;
     }
-    let unit = daemon(f);
-    let restart = |why: &str| CommandStep {
-        argv: vec!["systemctl".into(), "try-restart".into(), unit.into()],
-        run: true,
-        why: why.into(),
+    let unit = super::play::daemon(f);
+    let restart = |why: &str| {
+        CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit,
+            },
+            why,
+        )
     };
     Some(Change {
         id: "isolation-hook".into(),
@@ -149,7 +145,7 @@ mod tests {
         assert!(s.contains("[ \"$1\" = 'win11' ] || exit 0"));
         assert!(s.trim_end().ends_with("exit 0"));
         assert_eq!(
-            c.commands[0].argv,
+            c.commands[0].argv(),
             ["systemctl", "try-restart", "libvirtd.service"]
         );
         // Written already: nothing to do.
@@ -158,7 +154,7 @@ mod tests {
         f2.markers.insert("/run/libvirt/virtqemud-sock".into());
         assert!(isolation_hook(&f2, "win11", &[2, 3, 4, 5], &[0, 1, 6, 7]).is_none());
         let c = isolation_hook(&f2, "win10", &[2, 3, 4, 5], &[0, 1, 6, 7]).unwrap();
-        assert_eq!(c.commands[0].argv[2], "virtqemud.service");
+        assert_eq!(c.commands[0].argv()[2], "virtqemud.service");
     }
 
     /// The script runs as libvirt would run it, with a `systemctl` of ours

@@ -5,6 +5,16 @@
 //! it, also after a reboot; `tune status` compares it with the host.
 //! Default place `/var/lib/vfio-assistant/journal/<id>/` (inside the root
 //! with `--root`).
+//!
+//! The journal is trusted only where nobody else could have written it:
+//! every folder from the root down is a real folder (no link), owned by
+//! root or by whoever runs us, writable by nobody else, and so is every
+//! file read from it (`trust.rs`). It is created that way too — folders
+//! 0700, files 0600, with their modes from the first byte: it keeps copies
+//! of root-only files (qemu.conf). What it holds is data: the commands an
+//! undo runs are `Cmd`s (a closed set), and every path and mode in an entry
+//! is checked against the allowlist of its change kind (`targets.rs`)
+//! before anything is done with it.
 
 use super::model::{Plan, Request};
 use serde::{Deserialize, Serialize};
@@ -119,6 +129,14 @@ pub enum JournalError {
     Bad { path: String, message: String },
     #[error("no journal entry {0}")]
     NoEntry(String),
+    #[error(
+        "journal {path} is not trusted: {why}. A journal must be root's (or, on a test tree, yours), writable by nobody else, with no link on the way; nothing was done with it"
+    )]
+    Untrusted { path: String, why: String },
+    #[error(
+        "the journal {path} is root's to read (it keeps copies of root-only files): run this as root (sudo), or use the app's Tuning page, which asks for it"
+    )]
+    RootOnly { path: String },
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> JournalError + '_ {
@@ -142,11 +160,42 @@ pub fn valid_id(id: &str) -> bool {
 
 pub struct Journal {
     pub dir: PathBuf,
+    /// Where the trust walk starts: the host root the journal is under (its
+    /// folders from there down are checked), or the journal itself when a
+    /// test names one.
+    pub base: PathBuf,
 }
 
 impl Journal {
+    /// A journal at `dir` under the host root `base`.
+    pub fn under(base: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Self {
+        Journal {
+            dir: dir.into(),
+            base: base.into(),
+        }
+    }
+
+    /// A journal a test names (only its own folder is walked).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Journal { dir: dir.into() }
+        let dir = dir.into();
+        Journal {
+            base: dir.clone(),
+            dir,
+        }
+    }
+
+    /// Whether this journal may be believed: see `trust::check_dir`. A
+    /// journal that is not there yet is fine (nothing to believe).
+    pub fn check(&self) -> Result<(), JournalError> {
+        super::trust::check_dir(&self.base, &self.dir)
+    }
+
+    /// Its folder, made (0700 from the journal down, each new folder above
+    /// it 0755) and checked.
+    fn made(&self, d: &Path) -> Result<(), JournalError> {
+        let public = self.dir.parent().unwrap_or(&self.base);
+        super::trust::make_dirs(&self.base, public, d)?;
+        self.check()
     }
 
     fn entry_dir(&self, id: &str) -> Result<PathBuf, JournalError> {
@@ -159,7 +208,7 @@ impl Journal {
     /// Save the bytes of a file as it was; the name they are kept under.
     pub fn save_before(&self, id: &str, n: usize, bytes: &[u8]) -> Result<String, JournalError> {
         let d = self.entry_dir(id)?.join("files");
-        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        self.made(&d)?;
         let name = format!("{n:04}");
         let p = d.join(&name);
         write_synced(&p, bytes)?;
@@ -171,37 +220,43 @@ impl Journal {
     /// not read into memory); the name it is kept under.
     pub fn save_artifact(&self, id: &str, n: usize, from: &Path) -> Result<String, JournalError> {
         let d = self.entry_dir(id)?.join("artifacts");
-        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        self.made(&d)?;
         let name = format!("{n:04}");
         let p = d.join(&name);
-        std::fs::copy(from, &p).map_err(io(&p))?;
-        std::fs::File::open(&p)
-            .and_then(|f| f.sync_all())
-            .map_err(io(&p))?;
+        // Not fs::copy: that gives the copy the image's mode (0644).
+        let copied = std::fs::File::open(from).and_then(|mut src| {
+            let mut dst = private_file(&p)?;
+            std::io::copy(&mut src, &mut dst)?;
+            dst.sync_all()
+        });
+        copied.map_err(io(&p))?;
         sync_dir(&d)?;
         Ok(name)
     }
 
     /// Where a saved boot file is kept.
     pub fn artifact_path(&self, id: &str, name: &str) -> Result<PathBuf, JournalError> {
-        if !name.chars().all(|c| c.is_ascii_digit()) {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_digit()) {
             return Err(JournalError::NoEntry(name.into()));
         }
-        Ok(self.entry_dir(id)?.join("artifacts").join(name))
+        let p = self.entry_dir(id)?.join("artifacts").join(name);
+        super::trust::check_file(&p)?;
+        Ok(p)
     }
 
     pub fn read_before(&self, id: &str, name: &str) -> Result<Vec<u8>, JournalError> {
-        if !name.chars().all(|c| c.is_ascii_digit()) {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_digit()) {
             return Err(JournalError::NoEntry(name.into()));
         }
         let p = self.entry_dir(id)?.join("files").join(name);
+        super::trust::check_file(&p)?;
         std::fs::read(&p).map_err(io(&p))
     }
 
     /// Write (or rewrite) the entry, synced.
     pub fn write(&self, e: &Entry) -> Result<(), JournalError> {
         let d = self.entry_dir(&e.id)?;
-        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        self.made(&d)?;
         let text = serde_json::to_string_pretty(e).map_err(|err| JournalError::Bad {
             path: d.display().to_string(),
             message: err.to_string(),
@@ -214,7 +269,7 @@ impl Journal {
         if let Some(parent) = d.parent() {
             sync_dir(parent)?;
         }
-        Ok(())
+        super::records::write(self, e)
     }
 
     /// Where an entry's record is kept.
@@ -222,21 +277,50 @@ impl Journal {
         Ok(self.entry_dir(id)?.join("entry.json"))
     }
 
+    /// An entry, only from a journal that may be believed, and only when
+    /// every path, mode and command in it is one its change kind may have.
     pub fn load(&self, id: &str) -> Result<Entry, JournalError> {
+        self.check()?;
         let p = self.entry_file(id)?;
-        let bytes =
-            crate::userfile::read_bytes(&p, 64 * 1024 * 1024).map_err(|e| JournalError::Bad {
+        super::trust::check_dir(&self.dir, &self.entry_dir(id)?)?;
+        super::trust::check_file(&p)?;
+        let bytes = crate::userfile::read_bytes(&p, 64 * 1024 * 1024).map_err(|e| match e {
+            crate::userfile::UserFileError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                JournalError::RootOnly {
+                    path: self.dir.display().to_string(),
+                }
+            }
+            e => JournalError::Bad {
                 path: p.display().to_string(),
                 message: e.to_string(),
-            })?;
-        serde_json::from_slice(&bytes).map_err(|e| JournalError::Bad {
+            },
+        })?;
+        let e = parse_entry(&bytes).map_err(|message| JournalError::Bad {
             path: p.display().to_string(),
-            message: e.to_string(),
-        })
+            message,
+        })?;
+        if e.id != id {
+            return Err(JournalError::Bad {
+                path: p.display().to_string(),
+                message: format!("it names itself {:?}", e.id),
+            });
+        }
+        Ok(e)
     }
 
-    /// Every entry, oldest first (unreadable ones skipped).
+    /// Every entry, oldest first (unreadable ones skipped: `readable` says
+    /// why a whole journal cannot be read).
     pub fn list(&self) -> Vec<Entry> {
+        match self.readable() {
+            // Root's journal, read by a user (or a snapshot a user took):
+            // its public records say where each transaction stands.
+            Err(JournalError::RootOnly { .. }) => return super::records::list(self),
+            Err(_) => return Vec::new(),
+            Ok(()) if !self.dir.exists() => return super::records::list(self),
+            Ok(()) => {}
+        }
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -247,6 +331,20 @@ impl Journal {
             .collect();
         ids.sort();
         ids.iter().filter_map(|id| self.load(id).ok()).collect()
+    }
+
+    /// Whether the journal can be read and believed (absent is fine).
+    pub fn readable(&self) -> Result<(), JournalError> {
+        self.check()?;
+        match std::fs::read_dir(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(JournalError::RootOnly {
+                    path: self.dir.display().to_string(),
+                })
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&self.dir)(e)),
+            _ => Ok(()),
+        }
     }
 
     /// The newest entry that is applied (what `undo --last` undoes).
@@ -276,11 +374,38 @@ fn sync_dir(d: &Path) -> Result<(), JournalError> {
         .map_err(io(d))
 }
 
+/// A new file of ours, 0600 from its creation (replacing one left by an
+/// earlier try: removed first, so its old mode is not kept).
+fn private_file(p: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(p)
+}
+
 fn write_synced(p: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     use std::io::Write;
-    let mut f = std::fs::File::create(p).map_err(io(p))?;
+    let mut f = private_file(p).map_err(io(p))?;
     f.write_all(bytes).map_err(io(p))?;
     f.sync_all().map_err(io(p))
+}
+
+/// An entry from its bytes: the JSON, then every path, mode and command
+/// checked against what its change kind may have (`targets::check_entry`).
+/// What the journal loader does with a file's contents; fuzzed.
+pub fn parse_entry(bytes: &[u8]) -> Result<Entry, String> {
+    let e: Entry = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if !valid_id(&e.id) {
+        return Err(format!("{:?} is not a transaction id", e.id));
+    }
+    super::targets::check_entry(&e)?;
+    Ok(e)
 }
 
 #[cfg(test)]

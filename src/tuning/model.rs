@@ -94,13 +94,51 @@ pub struct ValueChange {
     pub may_fail: bool,
 }
 
-/// A command, by argv (never through a shell).
+/// A command: one of the closed set in `command.rs` with its checked
+/// parameters (never an argv, never through a shell). Written out with its
+/// `argv` too, for people and scripts; read back from `cmd` alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "ShownStep")]
 pub struct CommandStep {
-    pub argv: Vec<String>,
+    pub cmd: super::command::Cmd,
     /// Whether it runs (false with `--root` and `--dry-run`: listed only).
     pub run: bool,
     pub why: String,
+}
+
+impl CommandStep {
+    pub fn new(cmd: super::command::Cmd, why: impl Into<String>) -> CommandStep {
+        CommandStep {
+            cmd,
+            run: true,
+            why: why.into(),
+        }
+    }
+
+    /// What runs, derived from `cmd`.
+    pub fn argv(&self) -> Vec<String> {
+        self.cmd.argv()
+    }
+}
+
+/// A `CommandStep` as written out: its argv shown beside the data.
+#[derive(Serialize)]
+struct ShownStep {
+    argv: Vec<String>,
+    cmd: super::command::Cmd,
+    run: bool,
+    why: String,
+}
+
+impl From<CommandStep> for ShownStep {
+    fn from(c: CommandStep) -> ShownStep {
+        ShownStep {
+            argv: c.cmd.argv(),
+            cmd: c.cmd,
+            run: c.run,
+            why: c.why,
+        }
+    }
 }
 
 /// How a change is checked after it is applied.

@@ -69,6 +69,80 @@ fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, Pl
     Ok(set)
 }
 
+/// Whether the GPU at `addr`'s driver removed the firmware's framebuffer
+/// from the card when it loaded (every kernel DRM driver for a PCI card
+/// does, through the aperture helpers; NVIDIA's own driver only with
+/// `nvidia_drm.fbdev=1`): then `initcall_blacklist=sysfb_init` is not
+/// needed, and it would cost the boot console (a LUKS passphrase prompt)
+/// until that driver loads.
+fn evicts_boot_framebuffer(snap: &HostSnapshot, f: &TuneFacts, addr: &str) -> bool {
+    const DRM: &[&str] = &[
+        "amdgpu",
+        "radeon",
+        "i915",
+        "xe",
+        "nouveau",
+        "bochs-drm",
+        "qxl",
+        "virtio-pci",
+        "ast",
+        "mgag200",
+        "cirrus-qemu",
+        "cirrus",
+        "vmwgfx",
+        "hibmc-drm",
+    ];
+    let Some(d) = snap.device(&full_address(addr.trim())) else {
+        return false;
+    };
+    match d.device.driver.as_deref() {
+        Some("nvidia") => f
+            .value("/sys/module/nvidia_drm/parameters/fbdev")
+            .is_some_and(|v| v.trim() == "Y"),
+        Some(drv) => DRM.contains(&drv),
+        None => false,
+    }
+}
+
+/// Another single-GPU setup's hooks for the VM (a guide's dispatcher
+/// `/etc/libvirt/hooks/qemu` running `qemu.d/VM/prepare/begin/*`): they
+/// would run beside ours and stop (or start) the same things twice.
+fn foreign_hooks(f: &TuneFacts, vm: &str) -> Vec<String> {
+    let has = |d: &str, n: &str| f.dir(d).is_some_and(|names| names.iter().any(|x| x == n));
+    let mut theirs = Vec::new();
+    if has("/etc/libvirt/hooks", "qemu") {
+        theirs.push("/etc/libvirt/hooks/qemu".to_string());
+    }
+    if has("/etc/libvirt/hooks/qemu.d", vm) {
+        theirs.push(format!("/etc/libvirt/hooks/qemu.d/{vm}/"));
+    }
+    if theirs.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "Other hooks for '{vm}' are there ({}): a guide's single-GPU scripts would run beside this one and stop or start the display manager twice. Move them away before the first start.",
+        theirs.join(", ")
+    )]
+}
+
+/// Single GPU: its card goes to the VM when the VM starts (the hook) and
+/// back when it stops — never at boot, which would leave the host with no
+/// screen. The set bound at boot is everything else asked for (a USB
+/// controller, a NIC); the IOMMU parameters still come from the whole set.
+fn boot_set(snap: &HostSnapshot, req: &Request, set: &[String]) -> Result<Vec<String>, PlanError> {
+    if !req.single_gpu {
+        return Ok(set.to_vec());
+    }
+    let gpus = passthrough_set(
+        snap,
+        &Request {
+            gpus: req.gpus.clone(),
+            ..Request::default()
+        },
+    )?;
+    Ok(set.iter().filter(|a| !gpus.contains(a)).cloned().collect())
+}
+
 /// The VM's CPUs, the host's, and the NUMA node for hugepages.
 type CpuSplit = (Vec<u32>, Vec<u32>, Option<u32>);
 
@@ -156,9 +230,13 @@ fn tokens(
         t.push(format!("rcu_nocbs={v}"));
         t.push(format!("irqaffinity={}", format_cpulist(hk)));
     }
-    if req.single_gpu {
+    // No card named: its driver is not known, so the blacklist is kept.
+    if req.single_gpu
+        && (req.gpus.is_empty() || !req.gpus.iter().all(|g| evicts_boot_framebuffer(snap, f, g)))
+    {
         // simpledrm/efifb on the firmware's framebuffer keeps the card's
-        // memory reserved ("BAR 0: can't reserve" at the VM's start).
+        // memory reserved ("BAR 0: can't reserve" at the VM's start) —
+        // unless the card's own driver took it over when it loaded.
         t.push("initcall_blacklist=sysfb_init".into());
     }
     if req.hugepages_1g
@@ -288,6 +366,11 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     // parameters, so that the boot entry is the one switch between the old
     // setup and the new (see vfio_boot::IdsAt); in modprobe.d only where
     // the command line is a manual step.
+    let full_set = set;
+    let set = boot_set(snap, req, &full_set)?;
+    if req.single_gpu && set.len() < full_set.len() {
+        notes.push("Single GPU: the card is handed to the VM when it starts and given back when it stops (the hook), never at boot — it is not bound to vfio-pci at boot, so the host keeps its screen.".into());
+    }
     let (ids, _, _) = super::vfio_boot::ids_and_drivers(snap, &set);
     let ids_tok = (!ids.is_empty()).then(|| super::vfio_boot::ids_token(&ids));
     let mut with_ids = tok.clone();
@@ -365,7 +448,16 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
                 "{name:?} is not a VM name it takes (letters, digits and ._+- only)"
             )));
         }
-        changes.extend(super::single_gpu::single_gpu_hook(f, name));
+        let blacklisted = tok.iter().any(|t| t == "initcall_blacklist=sysfb_init");
+        changes.extend(super::single_gpu::single_gpu_hook(f, name).map(|mut c| {
+            if !blacklisted {
+                c.notes.retain(|n| !n.starts_with("initcall_blacklist"));
+                c.notes.push("The card's own driver takes the firmware's framebuffer over when it loads, so no initcall blacklist is added: the boot console (a disk passphrase prompt) stays.".into());
+            }
+            c.notes.extend(foreign_hooks(f, name));
+            c.notes.push("libvirt runs hooks from /etc/libvirt/hooks/qemu.d/ since 6.5 (Debian 11, Ubuntu 22.04, Fedora 33 and newer): an older libvirt never runs this one.".into());
+            c
+        }));
     }
     if req.looking_glass_mib.is_some() || req.sound {
         let user = req.desktop_user.as_deref().map(str::trim).unwrap_or("");
@@ -413,7 +505,7 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
             }
         }
     }
-    if set.is_empty() {
+    if full_set.is_empty() {
         notes.push(
             "No GPU or device was given: nothing is bound to vfio-pci (--gpu ADDRESS).".into(),
         );

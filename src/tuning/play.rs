@@ -8,8 +8,16 @@
 //! * `kvmfr`: the kvmfr module (the project's recommended way) loaded at
 //!   boot with `static_size_mb`, its device given to the user by a udev
 //!   rule, and `/dev/kvmfr0` added to libvirt's `cgroup_device_acl` (the
-//!   defaults kept, the qemu-conf change) so QEMU may open it. Only where
-//!   the module is installed (its DKMS package): else the manual steps.
+//!   defaults kept, the qemu-conf change) so QEMU may open it; where
+//!   AppArmor confines QEMU (libvirt's `libvirt-qemu` abstraction is
+//!   there: Debian, Ubuntu, SUSE), the guide's `/dev/kvmfr0 rw,` in the
+//!   local abstraction, the file's other lines kept. A kvmfr loaded now
+//!   with another size is unloaded and loaded again when nobody holds it
+//!   (its reference count says so; the kernel refuses `modprobe -r` while
+//!   a VM or the client has /dev/kvmfr0 open, so unloading is never
+//!   unsafe, only refused) and left, with a note, when someone does. Only
+//!   where the module is installed (its DKMS package): else the manual
+//!   steps.
 //! * `qemu-conf`: libvirt's qemu.conf, `/dev/kvmfr0` added to
 //!   `cgroup_device_acl` for kvmfr, and `user = "USER"` so a system QEMU can
 //!   reach the desktop user's sound server (PulseAudio/PipeWire listen in
@@ -20,6 +28,7 @@
 //! SUDO_UID; `Request::desktop_user` with `--root`), checked against the
 //! host's own /etc/passwd.
 
+use super::command::{Cmd, Module, Unit, UnitVerb};
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, Manual};
 
@@ -28,6 +37,17 @@ pub const KVMFR_MODPROBE: &str = "/etc/modprobe.d/kvmfr.conf";
 pub const KVMFR_LOAD: &str = "/etc/modules-load.d/kvmfr.conf";
 pub const KVMFR_UDEV: &str = "/etc/udev/rules.d/99-kvmfr.rules";
 pub const QEMU_CONF: &str = "/etc/libvirt/qemu.conf";
+/// Where a site adds to libvirt's AppArmor abstraction for QEMU (Looking
+/// Glass's `doc/ivshmem_kvmfr.rst`, "AppArmor").
+pub const APPARMOR_LOCAL: &str = "/etc/apparmor.d/local/abstractions/libvirt-qemu";
+/// libvirt's own AppArmor abstraction for QEMU (it includes the local one):
+/// there, AppArmor confines QEMU.
+pub const APPARMOR_LIBVIRT: &str = "/etc/apparmor.d/abstractions/libvirt-qemu";
+/// The loaded kvmfr's reference count: absent when it is not loaded, above
+/// 0 while anyone has /dev/kvmfr0 open (its file operations hold the module).
+pub const KVMFR_REFCNT: &str = "/sys/module/kvmfr/refcnt";
+/// The line Looking Glass's guide adds for QEMU.
+const APPARMOR_KVMFR: &str = "/dev/kvmfr0 rw,";
 
 /// libvirt's own default `cgroup_device_acl` (qemu.conf's commented list).
 const DEFAULT_ACL: &[&str] = &[
@@ -50,19 +70,16 @@ pub fn valid_user(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-".contains(&b))
 }
 
-fn cmd(argv: &[&str], why: &str) -> CommandStep {
-    CommandStep {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        run: true,
-        why: why.into(),
-    }
+fn cmd(c: Cmd, why: &str) -> CommandStep {
+    CommandStep::new(c, why)
 }
 
-fn daemon(f: &TuneFacts) -> &'static str {
+/// The libvirt daemon that reads qemu.conf and runs the hooks.
+pub(super) fn daemon(f: &TuneFacts) -> Unit {
     if f.markers.contains("/run/libvirt/virtqemud-sock") {
-        "virtqemud.service"
+        Unit::Virtqemud
     } else {
-        "libvirtd.service"
+        Unit::Libvirtd
     }
 }
 
@@ -143,10 +160,46 @@ pub fn looking_glass_shm(f: &TuneFacts, user: &str) -> Option<Change> {
         effect: Effect::Now,
         files: vec![fc],
         commands: vec![cmd(
-            &["systemd-tmpfiles", "--create", LG_TMPFILES],
+            Cmd::TmpfilesLookingGlass,
             "creates it now, without a reboot",
         )],
         ..Change::default()
+    })
+}
+
+/// Whether AppArmor confines QEMU on this host: libvirt's abstraction for
+/// it is there (or the local one, which only it includes).
+fn apparmor(f: &TuneFacts) -> bool {
+    f.markers.contains(APPARMOR_LIBVIRT)
+        || f.file(APPARMOR_LOCAL).is_some()
+        || f.unreadable.contains(APPARMOR_LOCAL)
+}
+
+/// The local abstraction with the kvmfr line: every line it has kept, ours
+/// appended once.
+pub fn apparmor_local(text: Option<&str>) -> String {
+    let mut out = text.unwrap_or("").to_string();
+    if out.lines().any(|l| l.trim() == APPARMOR_KVMFR) {
+        return out;
+    }
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "# Looking Glass's kvmfr device for QEMU (written by vfio-assistant; undo: `vfio-assistant tune undo`).\n{APPARMOR_KVMFR}\n"
+    ));
+    out
+}
+
+/// The `static_size_mb` a kvmfr modprobe.d file gives (its first device).
+fn size_in(text: Option<&str>) -> Option<u64> {
+    text?.lines().find_map(|l| {
+        let l = l.trim();
+        if !l.starts_with("options") || !l.split_whitespace().any(|w| w == "kvmfr") {
+            return None;
+        }
+        let v = l.split("static_size_mb=").nth(1)?;
+        v.split([',', ' ']).next()?.trim().parse().ok()
     })
 }
 
@@ -181,16 +234,63 @@ pub fn kvmfr(f: &TuneFacts, user: &str, mib: u64) -> Result<Option<Change>, Manu
         KVMFR_UDEV,
         format!("# Written by vfio-assistant (tune): /dev/kvmfr0 for {user} and QEMU.\nSUBSYSTEM==\"kvmfr\", OWNER=\"{user}\", GROUP=\"kvm\", MODE=\"0660\"\n"),
     ));
+    let mut notes = Vec::new();
+    let mut why = String::from(
+        "kvmfr gives the Looking Glass client the guest's frames without a copy through /dev/shm (the project's recommended way). It is loaded at every boot with the size the VM's resolution needs and /dev/kvmfr0 belongs to you and QEMU; libvirt's qemu.conf lets QEMU open it (the qemu-conf change).",
+    );
+    if apparmor(f) {
+        let before = files.len();
+        files.extend(file_change(
+            f,
+            APPARMOR_LOCAL,
+            apparmor_local(f.file(APPARMOR_LOCAL)),
+        ));
+        if files.len() > before {
+            why.push_str(" AppArmor confines QEMU on this host and refuses it a device its profile does not name: the line `/dev/kvmfr0 rw,` in libvirt's local abstraction for QEMU (Looking Glass's guide) lets it open /dev/kvmfr0; libvirt loads each VM's profile, which includes it, when the VM starts.");
+        }
+        if f.unreadable.contains(APPARMOR_LOCAL) {
+            notes.push(format!("{APPARMOR_LOCAL} is readable by root only: its lines are planned again by the helper, as root, when you apply."));
+        }
+    }
     if files.is_empty() {
         return Ok(None);
     }
+    let mut commands = Vec::new();
+    let old = size_in(f.file(KVMFR_MODPROBE));
+    // Loaded now with a size other than this one (or one this tuning did
+    // not set): a module keeps its options until it is loaded again.
+    if let Some(holders) = f.value(KVMFR_REFCNT).map(str::trim)
+        && old != Some(mib)
+    {
+        let at = old.map_or("with a size not set here".to_string(), |o| {
+            format!("with {o} MiB")
+        });
+        if holders == "0" {
+            commands.push(cmd(
+                Cmd::ModprobeRemove {
+                    module: Module::Kvmfr,
+                },
+                &format!("unloads the kvmfr loaded now {at}, so that it comes back with {mib} MiB: nobody has /dev/kvmfr0 open (its reference count is 0)"),
+            ));
+            notes.push(format!("kvmfr is loaded now {at}: it is unloaded and loaded again with {mib} MiB. The kernel refuses to unload it while a VM or the Looking Glass client has /dev/kvmfr0 open; should one open it before you apply, the apply stops there and gives everything back — shut the VM down and close the client first."));
+        } else {
+            notes.push(format!("kvmfr is loaded now {at} and in use ({holders} holder(s) of /dev/kvmfr0: a running VM or the Looking Glass client), so it is not unloaded here (the kernel would refuse). It keeps its old size until it is loaded again: at the next boot, or `sudo modprobe -r kvmfr && sudo modprobe kvmfr` once the VM is shut down and the client closed. Until then a VM set up for {mib} MiB cannot map its shared memory."));
+        }
+    }
+    commands.push(cmd(
+        Cmd::Modprobe {
+            module: Module::Kvmfr,
+        },
+        "loads it now with the size from its modprobe.d file (nothing when it is loaded already)",
+    ));
     Ok(Some(Change {
         id: "kvmfr".into(),
         title: format!("kvmfr for Looking Glass: {mib} MiB at /dev/kvmfr0"),
-        why: "kvmfr gives the Looking Glass client the guest's frames without a copy through /dev/shm (the project's recommended way). It is loaded at every boot with the size the VM's resolution needs and /dev/kvmfr0 belongs to you and QEMU; libvirt's qemu.conf lets QEMU open it (the qemu-conf change).".into(),
+        why,
         effect: Effect::Now,
         files,
-        commands: vec![cmd(&["modprobe", "kvmfr"], "loads it now with the size from its modprobe.d file")],
+        commands,
+        notes,
         ..Change::default()
     }))
 }
@@ -249,11 +349,17 @@ pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<
         effect: Effect::AtVmStart,
         files: vec![fc],
         commands: vec![cmd(
-            &["systemctl", "try-restart", unit],
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit,
+            },
             "libvirt reads qemu.conf when it starts; running VMs keep running",
         )],
         undo_commands: vec![cmd(
-            &["systemctl", "try-restart", unit],
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit,
+            },
             "libvirt reads the restored qemu.conf",
         )],
         notes,
@@ -295,6 +401,25 @@ mod tests {
             vec!["/dev/kvm"]
         );
         assert!(!replaced.contains("/dev/kvmfr0"), "{replaced}");
+    }
+
+    #[test]
+    fn apparmor_keeps_the_sites_lines_and_adds_ours_once() {
+        let site = "# Site-specific additions\n/dev/input/by-id/usb-K-event-kbd rw,";
+        let out = apparmor_local(Some(site));
+        assert!(out.starts_with(site), "{out}");
+        assert_eq!(
+            out.lines().filter(|l| l.trim() == APPARMOR_KVMFR).count(),
+            1
+        );
+        assert_eq!(apparmor_local(Some(&out)), out);
+        assert!(apparmor_local(None).ends_with("/dev/kvmfr0 rw,\n"));
+        assert_eq!(
+            size_in(Some("# x\noptions kvmfr static_size_mb=64,32\n")),
+            Some(64)
+        );
+        assert_eq!(size_in(Some("options vfio-pci ids=1\n")), None);
+        assert_eq!(size_in(None), None);
     }
 
     #[test]

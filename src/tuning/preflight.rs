@@ -111,9 +111,8 @@ pub fn preflight(env: &Env, facts: &TuneFacts, changes: &[&Change]) -> Result<()
                     Some(d) => d.join(tool).exists(),
                     None => facts.has_tool(tool),
                 };
-                if let Some(tool) = cmd.argv.first()
-                    && !have(tool)
-                {
+                let tool = cmd.cmd.program();
+                if !have(tool) {
                     problems.push(format!("{} needs `{tool}`, which is not installed", c.id));
                 }
             }

@@ -5,6 +5,7 @@
 //! binding now, and SR-IOV virtual functions. Each only when the value
 //! differs, so a second plan after an apply has nothing to do.
 
+use super::command::{Cmd, Module, Unit, UnitVerb};
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, ValueChange, Verify};
 use crate::finding::Evidence;
@@ -180,16 +181,20 @@ pub fn ksm(f: &TuneFacts, systemd: bool) -> Option<Change> {
         value: "0".into(),
     });
     if f.has_tool("ksmtuned") && systemd {
-        c.commands.push(CommandStep {
-            argv: vec!["systemctl".into(), "stop".into(), "ksmtuned".into()],
-            run: true,
-            why: "ksmtuned would turn KSM back on".into(),
-        });
-        c.undo_commands.push(CommandStep {
-            argv: vec!["systemctl".into(), "start".into(), "ksmtuned".into()],
-            run: true,
-            why: "as it was".into(),
-        });
+        c.commands.push(CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::Stop,
+                unit: Unit::Ksmtuned,
+            },
+            "ksmtuned would turn KSM back on",
+        ));
+        c.undo_commands.push(CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::Start,
+                unit: Unit::Ksmtuned,
+            },
+            "as it was",
+        ));
     }
     c.fixes.push("mem.ksm".into());
     Some(c)
@@ -328,15 +333,13 @@ pub fn irqbalance(f: &TuneFacts, vm_cpus: &[u32], systemd: bool) -> Option<Chang
         after: Some(after),
     });
     if systemd {
-        c.commands.push(CommandStep {
-            argv: vec![
-                "systemctl".into(),
-                "try-restart".into(),
-                "irqbalance".into(),
-            ],
-            run: true,
-            why: "irqbalance reads the list at start".into(),
-        });
+        c.commands.push(CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit: Unit::Irqbalance,
+            },
+            "irqbalance reads the list at start",
+        ));
         c.undo_commands = c.commands.clone();
     }
     Some(c)
@@ -392,11 +395,12 @@ pub fn vfio_bind(snap: &HostSnapshot, f: &TuneFacts, set: &[String]) -> Option<C
     }
     // The driver must be there to take them: driver_override and
     // drivers_probe bind nothing while vfio-pci is not loaded.
-    c.prepare.push(CommandStep {
-        argv: vec!["modprobe".into(), "vfio-pci".into()],
-        run: true,
-        why: "loads vfio-pci, so that the probe hands the devices to it".into(),
-    });
+    c.prepare.push(CommandStep::new(
+        Cmd::Modprobe {
+            module: Module::VfioPci,
+        },
+        "loads vfio-pci, so that the probe hands the devices to it",
+    ));
     c.title = format!("Bind {} to vfio-pci now", names.join(", "));
     c.fixes.push("device.bound".into());
     Some(c)

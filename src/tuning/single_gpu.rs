@@ -8,8 +8,13 @@
 //! its start failed (libvirt runs release then too) — it gives everything
 //! back in reverse and starts the display manager again.
 //!
-//! It never stops the VM's start (every step that fails is logged and the
-//! hook goes on; it always exits 0), it logs each step to
+//! It fails closed: a step that fails, or a program still holding the card
+//! once the display manager is gone (a session started without one, a CUDA
+//! program), gives back everything it did at once and exits 1, so the start
+//! fails with the reason in the log and the desktop returns — never a start
+//! that hangs on a driver's usage count behind a black screen. NVIDIA's
+//! `nvidia-persistenced` is stopped and its modules unloaded (then loaded
+//! again); every step is bounded by `timeout` (20 s). It logs each step to
 //! `/var/log/vfio-assistant-single-gpu.log`, and it keeps what it did in
 //! `/run/vfio-assistant-single-gpu.state`, so the release undoes exactly that
 //! (a console that was not bound is not bound back). Paths run under
@@ -21,6 +26,7 @@
 //! simpledrm/sysfb on the card's memory (`initcall_blacklist=sysfb_init`),
 //! no SSH way back.
 
+use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 
@@ -31,18 +37,55 @@ fn script(vm: &str) -> String {
         r#"#!/bin/sh
 # Written by vfio-assistant (tune, change single-gpu-hook): single-GPU
 # passthrough for the VM '{vm}'. At its start the host's desktop lets go of
-# the GPU (display manager stopped, consoles and framebuffer unbound; libvirt
-# detaches the card); when it stops — or fails to start — all of it comes back.
-# It never stops the VM's start: a step that fails is logged, the rest goes on.
+# the GPU (display manager and nvidia-persistenced stopped, consoles and
+# framebuffer unbound, NVIDIA's modules unloaded; libvirt then detaches the
+# card); when it stops all of it comes back. A step that fails, or a program
+# still holding the card, fails the start: everything done is given back at
+# once (and libvirt's release finds nothing left to do), so the screen comes
+# back instead of a start that hangs. Every wait is bounded.
 # libvirt runs it as: vfio-assistant-single-gpu VM OPERATION SUB-OPERATION EXTRA.
 # Undo: `vfio-assistant tune undo`, or delete this file.
 [ "$1" = '{vm}' ] || exit 0
 R="${{VFIO_ASSISTANT_ROOT:-}}"
 LOG="$R/var/log/vfio-assistant-single-gpu.log"
 STATE="$R/run/vfio-assistant-single-gpu.state"
+# The longest any one step may take, in seconds (then it counts as failed).
+WAIT="${{VFIO_ASSISTANT_WAIT:-20}}"
 log() {{ echo "$(date '+%F %T' 2>/dev/null) {vm} $*" >> "$LOG" 2>/dev/null; echo "vfio-assistant-single-gpu: $*" >&2; }}
-step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED (going on): $*"; fi; }}
-write() {{ echo "$2" > "$1"; }}
+step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }}
+# A command, or a sysfs write, that may not take longer than $WAIT.
+run() {{ timeout "$WAIT" "$@"; }}
+put() {{ timeout "$WAIT" sh -c 'echo "$2" > "$1"' put "$1" "$2"; }}
+# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*).
+holders() {{
+    for fd in "$R"/proc/[0-9]*/fd/*; do
+        t=$(readlink "$fd" 2>/dev/null) || continue
+        case "$t" in
+            /dev/dri/*|/dev/nvidia*) p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)" ;;
+        esac
+    done | sort -u | tr '\n' ' '
+}}
+# Give back what the state file records, newest first.
+give_back() {{
+    [ -f "$STATE" ] || {{ log "nothing recorded to give back"; return 0; }}
+    sed -n '1!G;h;$p' "$STATE" | while read -r kind a b; do
+        case "$kind" in
+            fb) step put "$R/sys/bus/platform/drivers/$a/bind" "$b" ;;
+            vtcon) step put "$R/sys/class/vtconsole/$a/bind" 1 ;;
+            mod) step run modprobe "$a" ;;
+            unit|dm) step run systemctl start "$a" ;;
+        esac
+    done
+    rm -f "$STATE"
+    log "the host has its screen back"
+}}
+# A step that must work, or the start fails with the host given back.
+must() {{
+    step "$@" && return 0
+    log "the VM's start is stopped: giving the host its screen back"
+    give_back
+    exit 1
+}}
 
 case "$2/$3" in
 prepare/begin)
@@ -50,38 +93,54 @@ prepare/begin)
     dm=$(systemctl show -p Id --value display-manager.service 2>/dev/null)
     if [ -n "$dm" ] && systemctl is-active --quiet display-manager.service; then
         echo "dm $dm" >> "$STATE"
-        step systemctl stop display-manager.service
+        must run systemctl stop display-manager.service
     else
         log "no display manager running"
+    fi
+    for u in nvidia-persistenced.service; do
+        if systemctl is-active --quiet "$u" 2>/dev/null; then
+            echo "unit $u" >> "$STATE"
+            must run systemctl stop "$u"
+        fi
+    done
+    # What the display manager started goes with it; wait for it, bounded.
+    i=0
+    while [ -n "$(holders)" ] && [ "$i" -lt "$WAIT" ]; do sleep 1; i=$((i + 1)); done
+    left=$(holders)
+    if [ -n "$left" ]; then
+        log "still holding the GPU after ${{WAIT}}s: $left(pid:name) — a session started without a display manager (startx, a compositor from a TTY), a CUDA program or a container; stop it, then start the VM"
+        log "the VM's start is stopped: giving the host its screen back"
+        give_back
+        exit 1
     fi
     for v in "$R"/sys/class/vtconsole/vtcon*; do
         [ -e "$v/bind" ] || continue
         if [ "$(cat "$v/bind")" = 1 ]; then
             echo "vtcon ${{v##*/}}" >> "$STATE"
-            step write "$v/bind" 0
+            must put "$v/bind" 0
         fi
     done
     for fb in efi-framebuffer simple-framebuffer; do
         for d in "$R"/sys/bus/platform/drivers/$fb/$fb.*; do
             [ -e "$d" ] || continue
             echo "fb $fb ${{d##*/}}" >> "$STATE"
-            step write "$R/sys/bus/platform/drivers/$fb/unbind" "${{d##*/}}"
+            must put "$R/sys/bus/platform/drivers/$fb/unbind" "${{d##*/}}"
         done
     done
+    # NVIDIA's driver keeps a usage count libvirt's detach would wait on
+    # forever: its modules go, the last one first.
+    for m in nvidia_uvm nvidia_drm nvidia_modeset nvidia; do
+        if [ -d "$R/sys/module/$m" ]; then
+            echo "mod $m" >> "$STATE"
+            must run modprobe -r "$m"
+        fi
+    done
+    # Let the card settle before libvirt resets and detaches it.
+    sleep "${{VFIO_ASSISTANT_SETTLE:-2}}"
     log "the host let go of the GPU; libvirt hands it to the VM"
     ;;
 release/end)
-    [ -f "$STATE" ] || {{ log "nothing recorded to give back"; exit 0; }}
-    while read -r kind a b; do
-        case "$kind" in
-            fb) step write "$R/sys/bus/platform/drivers/$a/bind" "$b" ;;
-            vtcon) step write "$R/sys/class/vtconsole/$a/bind" 1 ;;
-        esac
-    done < "$STATE"
-    dm=$(sed -n 's/^dm //p' "$STATE")
-    [ -n "$dm" ] && step systemctl start "$dm"
-    rm -f "$STATE"
-    log "the host has its screen back"
+    give_back
     ;;
 esac
 exit 0
@@ -96,15 +155,15 @@ pub fn single_gpu_hook(f: &TuneFacts, vm: &str) -> Option<Change> {
     if before.as_deref() == Some(after.as_str()) {
         return None;
     }
-    let unit = if f.markers.contains("/run/libvirt/virtqemud-sock") {
-        "virtqemud.service"
-    } else {
-        "libvirtd.service"
-    };
-    let restart = |why: &str| CommandStep {
-        argv: vec!["systemctl".into(), "try-restart".into(), unit.into()],
-        run: true,
-        why: why.into(),
+    let unit = super::play::daemon(f);
+    let restart = |why: &str| {
+        CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit,
+            },
+            why,
+        )
     };
     Some(Change {
         id: "single-gpu-hook".into(),

@@ -91,7 +91,9 @@ pub(super) fn inverse(
                 continue;
             }
             let meta = (
-                fb.mode.unwrap_or(0o644),
+                fb.mode
+                    .filter(|m| super::targets::mode_ok(*m))
+                    .unwrap_or(0o644),
                 fb.uid.unwrap_or(u32::MAX),
                 fb.gid.unwrap_or(u32::MAX),
             );
@@ -197,7 +199,7 @@ pub(super) fn inverse(
         if regenerate {
             for cmd in &c.undo_commands {
                 let r = command_step(env, cmd, &mut entry.commands);
-                rep.result(format!("{}: {}", c.id, cmd.argv.join(" ")), r);
+                rep.result(format!("{}: {}", c.id, cmd.argv().join(" ")), r);
             }
             if env.run_commands {
                 for a in c.artifacts.iter().filter(|a| a.staging.is_some()) {

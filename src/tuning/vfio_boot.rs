@@ -9,6 +9,7 @@
 //! the command line instead: that case returns the token.
 
 use super::boot::{Generator, Loader};
+use super::command::{Cmd, Edit, ImageName, KernelAt, Release, image_path};
 use super::facts::TuneFacts;
 use super::model::{Artifact, Change, CommandStep, Effect, FileChange, Verify};
 use crate::finding::Evidence;
@@ -101,14 +102,6 @@ fn ev(source: &str, value: impl Into<String>) -> Evidence {
     }
 }
 
-fn cmd(argv: &[&str], why: &str) -> CommandStep {
-    CommandStep {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        run: true,
-        why: why.into(),
-    }
-}
-
 /// Where the boot-time binding's device IDs go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdsAt {
@@ -187,36 +180,44 @@ pub fn vfio_boot_change(
         generator
     };
     let next = super::boot::next_boot(f, loader);
-    let release = next.as_ref().map(|n| n.release.clone()).unwrap_or_default();
+    let release_text = next.as_ref().map(|n| n.release.clone()).unwrap_or_default();
+    // A release we cannot name as a command's parameter is none to rebuild.
+    let release = Release::try_from(release_text.clone()).ok();
     let in_boot = |name: &str| f.dir("/boot").is_some_and(|d| d.iter().any(|n| n == name));
     let gen_file = generator_file(f, generator, &modules);
-    let mut rebuild: Vec<Vec<String>> = Vec::new();
+    let mut rebuild: Vec<Cmd> = Vec::new();
     let mut images: Vec<String> = Vec::new();
-    match generator {
-        Generator::InitramfsTools => {
-            rebuild.push(argv(&["update-initramfs", "-u", "-k", &release]));
-            images.push(format!("/boot/initrd.img-{release}"));
+    match (generator, &release) {
+        (Generator::InitramfsTools, Some(release)) => {
+            rebuild.push(Cmd::UpdateInitramfs {
+                release: release.clone(),
+            });
+            images.push(image_path(ImageName::InitrdImg, release));
         }
-        Generator::Dracut => {
+        (Generator::Dracut, Some(release)) => {
+            let r = release.as_str();
             // Debian and Ubuntu name it initrd.img-R (their dracut package
             // too); Fedora, RHEL and Arch initramfs-R.img.
             let debian = f.markers.contains("/var/lib/dpkg/info/dracut.list")
                 || f.markers.contains("/var/lib/dpkg/info/dracut-core.list");
-            let img = if in_boot(&format!("initrd.img-{release}"))
-                || (debian && !in_boot(&format!("initramfs-{release}.img")))
+            let image = if in_boot(&format!("initrd.img-{r}"))
+                || (debian && !in_boot(&format!("initramfs-{r}.img")))
             {
-                format!("/boot/initrd.img-{release}")
+                ImageName::InitrdImg
             } else {
-                format!("/boot/initramfs-{release}.img")
+                ImageName::InitramfsImg
             };
-            rebuild.push(argv(&["dracut", "-f", &img, &release]));
-            images.push(img);
+            rebuild.push(Cmd::Dracut {
+                image,
+                release: release.clone(),
+            });
+            images.push(image_path(image, release));
         }
-        Generator::Mkinitcpio => {
-            rebuild.push(argv(&["mkinitcpio", "-P"]));
+        (Generator::Mkinitcpio, _) => {
+            rebuild.push(Cmd::Mkinitcpio);
             images.extend(initramfs_images(f));
         }
-        Generator::Unknown => {}
+        (Generator::InitramfsTools | Generator::Dracut, None) | (Generator::Unknown, _) => {}
     }
     // systemd-boot with kernel-install: the entry loads a copy of the image
     // on the ESP; kernel-install puts it there (Debian's 85-initrd copies
@@ -229,7 +230,7 @@ pub fn vfio_boot_change(
         })
         .collect();
     let mut checked = images.clone();
-    if let Some(n) = next.as_ref().filter(|n| {
+    if let Some((n, release)) = next.as_ref().zip(release.as_ref()).filter(|(n, _)| {
         loader == Loader::SystemdBoot
             && n.entry_initrds.iter().any(|i| !images.contains(i))
             && f.has_tool("kernel-install")
@@ -241,12 +242,15 @@ pub fn vfio_boot_change(
             rebuild.clear();
             artifacts.clear();
         }
-        let kernel = if in_boot(&format!("vmlinuz-{release}")) {
-            format!("/boot/vmlinuz-{release}")
+        let kernel = if in_boot(&format!("vmlinuz-{release_text}")) {
+            KernelAt::Boot
         } else {
-            format!("/usr/lib/modules/{release}/vmlinuz")
+            KernelAt::UsrLib
         };
-        rebuild.push(argv(&["kernel-install", "add", &release, &kernel]));
+        rebuild.push(Cmd::KernelInstallAdd {
+            release: release.clone(),
+            kernel,
+        });
         artifacts.extend(n.entry_initrds.iter().map(|p| Artifact {
             path: p.clone(),
             staging: None,
@@ -290,31 +294,28 @@ pub fn vfio_boot_change(
             files: vec!["etc/modprobe.d/vfio-assistant.conf".into()],
         });
     }
-    let track = format!("--track={MODPROBE_FILE}");
-    let untrack = format!("--untrack={MODPROBE_FILE}");
     let (commands, undo): (Vec<CommandStep>, Vec<CommandStep>) = if ostree {
         artifacts.clear();
         (
-            vec![cmd(
-                &["rpm-ostree", "initramfs-etc", &track],
+            vec![CommandStep::new(
+                Cmd::RpmOstreeInitramfsEtc { edit: Edit::Add },
                 "puts the modprobe.d file into the next deployment's initramfs",
             )],
-            vec![cmd(
-                &["rpm-ostree", "initramfs-etc", &untrack],
+            vec![CommandStep::new(
+                Cmd::RpmOstreeInitramfsEtc { edit: Edit::Remove },
                 "takes it out again",
             )],
         )
     } else {
         let c: Vec<CommandStep> = rebuild
             .into_iter()
-            .map(|argv| CommandStep {
-                why: if argv[0] == "kernel-install" {
-                    "puts the rebuilt image where the boot entry loads it (the ESP) and rewrites that entry as it was".into()
+            .map(|cmd| {
+                let why = if matches!(cmd, Cmd::KernelInstallAdd { .. }) {
+                    "puts the rebuilt image where the boot entry loads it (the ESP) and rewrites that entry as it was"
                 } else {
-                    "rebuilds the initramfs of the kernel the next boot starts, with vfio-pci and the modprobe.d file".into()
-                },
-                argv,
-                run: true,
+                    "rebuilds the initramfs of the kernel the next boot starts, with vfio-pci and the modprobe.d file"
+                };
+                CommandStep::new(cmd, why)
             })
             .collect();
         (c.clone(), c)
@@ -339,10 +340,6 @@ pub fn vfio_boot_change(
 /// The kernel parameter that hands the devices to vfio-pci at boot.
 pub fn ids_token(ids: &[String]) -> String {
     format!("vfio_pci.ids={}", ids.join(","))
-}
-
-fn argv(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// The generator's own configuration, telling it to carry vfio-pci.

@@ -292,30 +292,7 @@ pub enum HelperMsg {
     NotStarted(String),
 }
 
-/// Where the helper is: `VFIO_ASSISTANT_HELPER`, else next to this program
-/// (a build tree), else where the packages put it.
-pub fn helper_path() -> std::path::PathBuf {
-    const INSTALLED: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
-    // Tests and development trees name it (the app runs unprivileged; pkexec
-    // still asks, and polkit's action matches only the installed path).
-    if let Some(p) = std::env::var_os("VFIO_ASSISTANT_HELPER") {
-        return std::path::PathBuf::from(p);
-    }
-    if let Ok(me) = std::env::current_exe()
-        && let Some(dir) = me.parent()
-    {
-        let sibling = dir.join("vfio-assistant-helper");
-        if sibling.is_file() && !std::path::Path::new(INSTALLED).is_file() {
-            return sibling;
-        }
-    }
-    // Arch keeps helpers in /usr/lib (its package rewrites the policy too).
-    const ARCH: &str = "/usr/lib/vfio-assistant/vfio-assistant-helper";
-    if !std::path::Path::new(INSTALLED).is_file() && std::path::Path::new(ARCH).is_file() {
-        return std::path::PathBuf::from(ARCH);
-    }
-    std::path::PathBuf::from(INSTALLED)
-}
+pub use crate::helper::helper_path;
 
 /// Run the helper with `request`: through pkexec on the live host, directly
 /// with `--root` on a captured or test host (it writes only inside it).
@@ -346,6 +323,26 @@ pub fn run_helper(
         Some(p) if !root.is_live() => (p.path.clone(), p.args.clone()),
         _ => (helper_path(), Vec::new()),
     };
+    // A captured or test root is written as this user, by the same code
+    // the helper runs, in this process: the installed helper takes no
+    // arguments, so it cannot be pointed at a tree.
+    if remote.is_none() && !root.is_live() && program.is_none() {
+        let env = crate::helper::HelperEnv {
+            root: root.clone(),
+            journal: None,
+            fail_at: None,
+            pause_at: None,
+            asking_uid: None,
+        };
+        let code = crate::helper::serve(&env, request, &mut |line| {
+            let v = serde_json::from_str(&line).unwrap_or(serde_json::Value::String(line));
+            let _ = tx.send(HelperMsg::Line(v));
+            wake();
+        });
+        let _ = tx.send(HelperMsg::Exit(Some(code), String::new()));
+        wake();
+        return;
+    }
     let mut cmd = if let Some(t) = remote {
         match t.helper_command() {
             Ok(c) => c,

@@ -70,7 +70,9 @@ pub fn spawn_fetch(
     wake: impl FnOnce() + Send + 'static,
 ) -> Receiver<FetchResult> {
     spawn_one("fetch", wake, move || {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        // The user's alone (0700), as the snapshot fetched into it.
+        let dir = crate::userfile::private_tempdir("vfio-assistant-fetch-", None)
+            .map_err(|e| e.to_string())?;
         let file = dir.path().join("snapshot.tar.gz");
         let fetched = target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
         let opened = crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))?;

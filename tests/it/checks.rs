@@ -81,8 +81,22 @@ fn a_well_set_up_host_passes() {
             f.iter().find(|x| x.id == id.split('@').next().unwrap())
         );
     }
-    // The host GPU is held by nouveau: a warning for that card only.
-    assert_eq!(s.get("device.bound@0000:0c:00.0"), Some(&Status::Warn));
+    // The GT 710 is the host's (the 1080 Ti is on vfio-pci, so it is the
+    // one left for the host's screen): nouveau holding it is right, not a
+    // warning, and it says why.
+    assert_eq!(s.get("device.bound@0000:0c:00.0"), Some(&Status::Pass));
+    let host_card = f
+        .iter()
+        .find(|x| x.id == "device.bound" && x.device.as_deref() == Some("0000:0c:00.0"))
+        .unwrap();
+    assert!(
+        host_card.title.contains("the host's card"),
+        "{host_card:#?}"
+    );
+    assert!(
+        host_card.why.contains("vfio-pci for the VM"),
+        "{host_card:#?}"
+    );
 }
 
 #[test]

@@ -48,7 +48,10 @@ fn the_app_and_the_cli_say_the_same_on_the_same_root() {
     let bad = bad_host();
     let ryzen =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/ghw-amd-ryzen5-1600");
-    for root in [good.path(), bad.path(), ryzen.as_path()] {
+    // A boot GPU (the host's) and a second card, captured on a real host.
+    let debian =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/e2e-debian12-grub");
+    for root in [good.path(), bad.path(), ryzen.as_path(), debian.as_path()] {
         let app = app_of(root);
         let cli = cli_json(&["check", "--json"], root);
         // Findings: the same ids, statuses and titles, in the same order.

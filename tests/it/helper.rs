@@ -115,7 +115,7 @@ fn hostile_requests_are_refused_and_change_nothing() {
         &[("PKEXEC_UID", "1000")],
     );
     assert_eq!(code, Some(2), "{out}");
-    assert!(out.contains("refused when started by pkexec"), "{out}");
+    assert!(out.contains("refused when pkexec, sudo"), "{out}");
 }
 
 #[test]

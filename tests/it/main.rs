@@ -4,6 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+// The tests drive the helper with --root, --fail-at and --pause-at and name
+// journals: hooks that exist only in a test build. Without it every test
+// here would fail for the wrong reason; say the right one instead.
+#[cfg(not(feature = "test-hooks"))]
+compile_error!(
+    "the integration tests need the test-hooks feature: cargo test --features test-hooks (scripts/test.sh)"
+);
+
 mod support;
 
 mod bad_input;
@@ -22,6 +30,8 @@ mod domain_new;
 mod domain_tune;
 mod domain_xml;
 mod faces_agree;
+mod forged_journal;
+mod fuzz;
 mod gui;
 mod gui_keyboard;
 mod gui_layout;
@@ -44,7 +54,10 @@ mod next_step_gpu;
 mod pci_listings;
 mod pinning;
 mod pinning_hybrid;
+mod pinning_x3d;
 mod playable_host;
+mod playable_kvmfr;
+mod playable_looking_glass;
 mod remote_cut;
 mod remote_live;
 mod remote_ssh;
@@ -52,6 +65,8 @@ mod remote_user;
 mod rom;
 mod single_gpu_checks;
 mod single_gpu_hook;
+mod single_gpu_plan;
+mod snapshot_private;
 mod topology_fixtures;
 mod topology_masks;
 mod tuning;

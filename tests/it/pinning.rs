@@ -32,6 +32,27 @@ fn core_of(t: &Topology, cpu: u32) -> usize {
     t.cpu(cpu).unwrap().core.unwrap()
 }
 
+/// On a CPU of one kind whose package has L3 groups of unequal size (X3D):
+/// the biggest group and its threads.
+fn biggest_of_unequal_l3s(t: &Topology) -> Option<(usize, usize)> {
+    if t.summary.hybrid {
+        return None;
+    }
+    let package = |g: usize| t.cpu(t.l3_groups[g].cpus[0]).unwrap().package_id;
+    let (big, size) = (0..t.l3_groups.len())
+        .filter_map(|g| Some((g, t.l3_groups[g].size_kib?)))
+        .max_by_key(|(g, size)| (*size, std::cmp::Reverse(*g)))?;
+    let unequal = (0..t.l3_groups.len())
+        .any(|g| package(g) == package(big) && t.l3_groups[g].size_kib.is_some_and(|s| s < size));
+    let threads = t
+        .cores
+        .iter()
+        .filter(|c| c.l3_group == Some(big))
+        .map(|c| c.cpus.len())
+        .sum();
+    unequal.then_some((big, threads))
+}
+
 #[test]
 fn plans_keep_the_invariants_on_every_topology_and_size() {
     let mut plans = 0;
@@ -105,13 +126,29 @@ fn plans_keep_the_invariants_on_every_topology_and_size() {
                 cpus.iter().all(|c| t.cpu(*c).is_some_and(|x| x.online)),
                 "{ctx}: offline CPU"
             );
-            // Housekeeping (core 0) untouched; emulator there; no core split with the host.
+            // The host's core: core 0's; on unequal L3s (X3D) a whole core off
+            // the biggest group when the VM fits in that group, which it gets.
+            let host_core: BTreeSet<u32> = match biggest_of_unequal_l3s(&t) {
+                Some((big, threads)) if n <= threads => {
+                    let first = *p.emulatorpin.first().expect("an emulator CPU");
+                    let core = &t.cores[core_of(&t, first)];
+                    assert_ne!(core.l3_group, Some(big), "{ctx}: host on the big L3");
+                    assert!(
+                        cpus.iter()
+                            .all(|c| t.cpu(*c).unwrap().l3_group == Some(big)),
+                        "{ctx}: vCPUs off the biggest L3"
+                    );
+                    core.cpus.iter().copied().collect()
+                }
+                _ => core0.clone(),
+            };
+            // Housekeeping untouched; emulator there; no core split with the host.
             assert!(
-                cpus.is_disjoint(&core0),
+                cpus.is_disjoint(&host_core),
                 "{ctx}: vCPU on the housekeeping core"
             );
             assert!(
-                p.emulatorpin.iter().all(|c| core0.contains(c)),
+                p.emulatorpin.iter().all(|c| host_core.contains(c)),
                 "{ctx}: emulator off housekeeping"
             );
             let vm_cores: BTreeSet<usize> = cpus.iter().map(|c| core_of(&t, *c)).collect();

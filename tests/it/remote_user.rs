@@ -185,21 +185,27 @@ fn sudo_that_asks_a_password_is_said_with_the_sudoers_line() {
     let s = sshd_with(Some(&path));
     let (program, helper) = installed(&s);
     let target = s.target_as(USER, None);
-    // The CLI: refused before anything, the user named in the line.
+    // The CLI: the program there, as the login, hands root's part to its
+    // helper through sudo -n; the password sudo asks is said with the
+    // helper's sudoers line, the user named in it.
     let apply = run(
         &s,
         &program,
         &[
-            "tune", "apply", "--gpu", "0b:00.0", "--yes", "--host", &target,
+            "tune",
+            "undo",
+            "000000000001-1-0",
+            "--yes",
+            "--host",
+            &target,
         ],
     );
     let e = said(&apply);
     assert_ne!(apply.status.code(), Some(0), "{e}");
     assert!(
         e.contains("asks for a password")
-            && e.contains(&format!(
-                "{USER} ALL=(root) NOPASSWD: /usr/bin/vfio-assistant"
-            )),
+            && e.contains(&vfio_assistant::remote::sudoers_line(USER))
+            && !e.contains("NOPASSWD: /usr/bin/vfio-assistant"),
         "{e}"
     );
     // The app's way: the helper there under sudo -n, its words turned into

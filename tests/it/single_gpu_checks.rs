@@ -57,6 +57,13 @@ fn desktop() -> tempfile::TempDir {
         "/dev/dri/renderD128",
     );
     process(r, 1, "systemd", "/init.scope", "/dev/null");
+    // gdm3's postinst makes this link: the display manager the hook stops.
+    std::fs::create_dir_all(r.join("etc/systemd/system")).unwrap();
+    symlink(
+        "/lib/systemd/system/gdm.service",
+        r.join("etc/systemd/system/display-manager.service"),
+    )
+    .unwrap();
     put(
         r,
         "proc/net/tcp",
@@ -228,4 +235,20 @@ fn the_single_gpu_plan_keeps_the_boot_framebuffer_off_the_card() {
     );
     let all = serde_json::to_string(&p).unwrap();
     assert!(all.contains("initcall_blacklist=sysfb_init"), "{all}");
+}
+
+#[test]
+fn a_desktop_started_without_a_display_manager_is_not_fine() {
+    let dir = desktop();
+    let r = dir.path();
+    std::fs::remove_dir_all(r.join("proc/944")).unwrap();
+    // sway from a TTY: a session, and no display manager to stop it.
+    std::fs::remove_file(r.join("etc/systemd/system/display-manager.service")).unwrap();
+    let root = HostRoot::at(r);
+    let snap = scan(&root).unwrap();
+    let f = single_gpu_findings(&root, &snap, GPU);
+    let h = by_id(&f, "single_gpu.holders");
+    assert_eq!(h.status, Status::Warn, "{h:?}");
+    assert!(h.title.contains("gnome-shell"), "{}", h.title);
+    assert!(h.why.contains("No display manager"), "{h:?}");
 }

@@ -251,7 +251,7 @@ fn each_distribution_is_detected_planned_applied_and_undone() {
         let argv: Vec<String> = p
             .changes
             .iter()
-            .flat_map(|c| c.commands.iter().map(|x| x.argv.join(" ")))
+            .flat_map(|c| c.commands.iter().map(|x| x.argv().join(" ")))
             .collect();
         golden(
             k.name,

@@ -11,6 +11,8 @@
 
 use crate::support::vm::{Cleanup, kvm_guest_possible, make_test_disk, system, test_name};
 use std::process::{Command, Output};
+use vfio_assistant::domain::playable::{ClientSetup, SpiceAt};
+use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
 use vfio_assistant::libvirt::{DomainState, Hypervisor, Libvirt, TEST_URI};
 use vfio_assistant::report::lifecycle::{commit_define, plan_define};
@@ -187,7 +189,9 @@ fn define_over_an_existing_domain_keeps_its_uuid_and_shows_the_change() {
 
 /// The "Use it" parts on a real start: Looking Glass's shared memory (an
 /// ivshmem-plain device QEMU really maps), sound on the backend this host
-/// offers with Looking Glass (SPICE), and a USB device by IDs that is not
+/// offers with Looking Glass (SPICE), the SPICE server the Looking Glass
+/// client is told about answering on that address (127.0.0.1 and the port
+/// libvirt gave it), and a USB device by IDs that is not
 /// plugged in (startupPolicy='optional': the VM starts without it). The
 /// evdev sources need real input devices, which this machine has not: they
 /// are validated and defined here, and started on the real-host run's guests
@@ -225,8 +229,15 @@ fn a_playable_domain_defines_and_starts_with_shared_memory_sound_and_optional_us
     args.extend(play);
     let new = run(&args);
     assert_eq!(new.status.code(), Some(0), "{}", text(&new.stderr));
+    let told = text(&new.stderr);
+    assert!(
+        told.contains("looking-glass-client -f /dev/shm/looking-glass spice:host=127.0.0.1"),
+        "{told}"
+    );
     let xml = text(&new.stdout);
     for want in [
+        "<listen type='address' address='127.0.0.1'/>",
+        "<channel type='spicevmc'>",
         "<shmem name='looking-glass'>",
         "<model type='ivshmem-plain'/>",
         "<size unit='M'>32</size>",
@@ -265,6 +276,31 @@ fn a_playable_domain_defines_and_starts_with_shared_memory_sound_and_optional_us
         pci.contains("\"class\":1027"),
         "no HD audio (class 0x0403) on the bus: {pci}"
     );
+    // The client's SPICE: what the running domain says (libvirt writes the
+    // port it gave), told the way the client takes it, and answering there.
+    let live = hv.domain_xml_live(&name).unwrap();
+    let setup = ClientSetup::from_domain(&Document::parse(&live).unwrap())
+        .unwrap_or_else(|| panic!("no Looking Glass in the running domain:\n{live}"));
+    let Some(SpiceAt::Tcp {
+        host,
+        port: Some(port),
+    }) = &setup.spice
+    else {
+        panic!("no SPICE address and port in the running domain: {setup:?}\n{live}");
+    };
+    assert_eq!(host, "127.0.0.1", "{live}");
+    assert!(
+        setup
+            .command()
+            .contains(&format!("spice:host=127.0.0.1 spice:port={port}")),
+        "{}",
+        setup.command()
+    );
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap_or_else(|e| panic!("SPICE does not answer on 127.0.0.1:{port}: {e}\n{live}"));
     let x = run(&["domain", "destroy", &name]);
     assert!(x.status.success(), "{}", text(&x.stderr));
 }

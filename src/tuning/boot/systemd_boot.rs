@@ -4,7 +4,7 @@
 
 use super::*;
 
-const OURS: &str = "vfio-assistant.conf";
+use super::super::command::OUR_ENTRY as OURS;
 
 /// The default entry systemd-boot starts (loader.conf's `default`, a glob,
 /// else the first entry), never ours.
@@ -86,7 +86,7 @@ pub(super) fn systemd_boot(
     files.extend(kc_change);
     let mut commands = Vec::new();
     if after.is_some() {
-        commands.push(CommandStep { argv: vec!["bootctl".into(), "set-oneshot".into(), OURS.into()], run: true, why: "boots the new entry once; the old default stays the default until you keep the new one".into() });
+        commands.push(CommandStep::new(Cmd::BootctlSetOneshot, "boots the new entry once; the old default stays the default until you keep the new one"));
     }
     Ok(Some(Change {
         title: format!(

@@ -72,7 +72,7 @@ fn the_debian_drop_in_is_ours_and_idempotent() {
     // grub.cfg is generated beside itself and switched by a rename (never
     // update-grub's in-place `cat`), after a check of the staged file.
     assert_eq!(
-        c.commands[0].argv,
+        c.commands[0].argv(),
         v(&["grub-mkconfig", "-o", "/boot/grub/.vfio-assistant-grub.cfg"])
     );
     assert_eq!(c.artifacts[0].path, "/boot/grub/grub.cfg");
@@ -162,7 +162,7 @@ fn systemd_boot_gets_a_new_entry_booted_once() {
         "{after}"
     );
     assert_eq!(
-        c.commands[0].argv,
+        c.commands[0].argv(),
         v(&["bootctl", "set-oneshot", "vfio-assistant.conf"])
     );
     // The original entry is not touched.

@@ -280,7 +280,7 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                 for cmd in &c.commands {
                     ui.label(theme::mono(format!(
                         "run: {}{}",
-                        cmd.argv.join(" "),
+                        cmd.argv().join(" "),
                         if cmd.run {
                             ""
                         } else {

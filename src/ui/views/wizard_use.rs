@@ -5,7 +5,9 @@
 //! emulated sound card. Each choice says what it needs; the domain is
 //! rebuilt from them like every other step's.
 
-use crate::domain::playable::{AudioBackend, GRAB_TOGGLES, looking_glass_mib};
+use crate::domain::playable::{
+    AudioBackend, ClientSetup, GRAB_TOGGLES, LookingGlass, looking_glass_mib,
+};
 use crate::host::HostSnapshot;
 use crate::host::input::InputKind;
 use crate::ui::app::Command;
@@ -190,6 +192,13 @@ fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
         &mut w.lg_kvmfr,
         "Through the kvmfr module (/dev/kvmfr0; the Tuning page sets it up)",
     );
+    let client = ClientSetup::for_choice(&LookingGlass {
+        width: w.lg_width,
+        height: w.lg_height,
+        hdr: w.lg_hdr,
+        kvmfr: w.lg_kvmfr,
+    });
+    ui.label(theme::detail(format!("Then run the client on this host: {}. SPICE, on 127.0.0.1 only, carries keyboard, mouse, clipboard and sound; 5900 is the port of the first SPICE VM that starts (virsh domdisplay names another).", client.command())));
     let others = snap
         .gpus()
         .filter(|g| Some(&g.device.address) != w.gpu.as_ref())

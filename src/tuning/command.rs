@@ -1,0 +1,416 @@
+//! The programs a tuning runs as root, as data: a closed set, each with its
+//! parameters checked when it is planned and again when it is read back
+//! (from the journal, from a caller), and its argv derived here and nowhere
+//! else. The journal keeps a `Cmd`, never an argv: a forged or damaged
+//! journal can name only these programs with parameters of these shapes
+//! (STYLE rule 11; sudo's rule that a command run as root must not take
+//! arguments that choose what it does).
+
+use super::tokens;
+use serde::{Deserialize, Serialize};
+
+/// A kernel release as `uname -r` spells it (`6.1.0-18-amd64`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Release(String);
+
+impl Release {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Release {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 128
+            && !s.starts_with(['-', '.'])
+            && !s.contains("..")
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._+~-".contains(&b));
+        if ok {
+            Ok(Release(s))
+        } else {
+            Err(format!("{s:?} is not a kernel release"))
+        }
+    }
+}
+
+impl From<Release> for String {
+    fn from(r: Release) -> String {
+        r.0
+    }
+}
+
+/// Kernel parameters from the closed set in `tokens::allowed`, at least one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<String>", into = "Vec<String>")]
+pub struct Tokens(Vec<String>);
+
+impl Tokens {
+    pub fn as_slice(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<String>> for Tokens {
+    type Error = String;
+    fn try_from(v: Vec<String>) -> Result<Self, String> {
+        if v.is_empty() || v.len() > 64 {
+            return Err("a kernel parameter list must hold 1 to 64 parameters".into());
+        }
+        match v.iter().find(|t| !tokens::allowed(t)) {
+            Some(t) => Err(format!("{t:?} is not a kernel parameter this tool writes")),
+            None => Ok(Tokens(v)),
+        }
+    }
+}
+
+impl From<Tokens> for Vec<String> {
+    fn from(t: Tokens) -> Vec<String> {
+        t.0
+    }
+}
+
+/// What `systemctl` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnitVerb {
+    Start,
+    Stop,
+    TryRestart,
+}
+
+/// The services a tuning starts, stops or restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    Ksmtuned,
+    Irqbalance,
+    Libvirtd,
+    Virtqemud,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Ksmtuned => "ksmtuned",
+            Unit::Irqbalance => "irqbalance",
+            Unit::Libvirtd => "libvirtd.service",
+            Unit::Virtqemud => "virtqemud.service",
+        }
+    }
+}
+
+/// The modules a tuning loads (or, kvmfr only, unloads to load it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Module {
+    VfioPci,
+    Kvmfr,
+}
+
+impl Module {
+    fn name(self) -> &'static str {
+        match self {
+            Module::VfioPci => "vfio-pci",
+            Module::Kvmfr => "kvmfr",
+        }
+    }
+}
+
+/// Add or take away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Edit {
+    Add,
+    Remove,
+}
+
+/// How a distribution names its initramfs image (dracut writes where it is
+/// told).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageName {
+    /// Debian and Ubuntu: `/boot/initrd.img-R`.
+    InitrdImg,
+    /// Fedora, RHEL, Arch: `/boot/initramfs-R.img`.
+    InitramfsImg,
+}
+
+/// Where kernel-install finds the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelAt {
+    /// `/boot/vmlinuz-R`.
+    Boot,
+    /// `/usr/lib/modules/R/vmlinuz`.
+    UsrLib,
+}
+
+/// GRUB's folder and the name its generator has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grub {
+    /// `grub-mkconfig`, writing beside `/boot/grub/grub.cfg`.
+    Grub,
+    /// `grub-mkconfig` with `/boot/grub2` (some distributions).
+    GrubInGrub2,
+    /// `grub2-mkconfig`, `/boot/grub2`.
+    Grub2,
+    /// `grub2-mkconfig` with `/boot/grub`.
+    Grub2InGrub,
+}
+
+impl Grub {
+    pub fn dir(self) -> &'static str {
+        match self {
+            Grub::Grub | Grub::Grub2InGrub => "/boot/grub",
+            Grub::Grub2 | Grub::GrubInGrub2 => "/boot/grub2",
+        }
+    }
+
+    fn tool(self) -> &'static str {
+        match self {
+            Grub::Grub | Grub::GrubInGrub2 => "grub-mkconfig",
+            Grub::Grub2 | Grub::Grub2InGrub => "grub2-mkconfig",
+        }
+    }
+
+    /// The one for this tool and folder.
+    pub fn of(tool_is_grub2: bool, dir_is_grub2: bool) -> Grub {
+        match (tool_is_grub2, dir_is_grub2) {
+            (false, false) => Grub::Grub,
+            (false, true) => Grub::GrubInGrub2,
+            (true, true) => Grub::Grub2,
+            (true, false) => Grub::Grub2InGrub,
+        }
+    }
+
+    /// Where grub.cfg is staged before the rename (an allowlisted artifact).
+    pub fn staging(self) -> String {
+        format!("{}/{STAGED_GRUB}", self.dir())
+    }
+}
+
+/// The name of the staged grub.cfg beside the real one.
+pub const STAGED_GRUB: &str = ".vfio-assistant-grub.cfg";
+/// Our boot entry's name for `bootctl set-oneshot`.
+pub const OUR_ENTRY: &str = "vfio-assistant.conf";
+
+/// One program run as root by a tuning, with its checked parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "program", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Cmd {
+    Systemctl {
+        verb: UnitVerb,
+        unit: Unit,
+    },
+    Modprobe {
+        module: Module,
+    },
+    /// `modprobe -r`: the module unloaded, to be loaded again with new
+    /// options (the kernel refuses while anyone holds it).
+    ModprobeRemove {
+        module: Module,
+    },
+    /// `systemd-tmpfiles --create` of Looking Glass's tmpfiles.d file.
+    TmpfilesLookingGlass,
+    UpdateInitramfs {
+        release: Release,
+    },
+    Dracut {
+        image: ImageName,
+        release: Release,
+    },
+    /// `mkinitcpio -P`: every preset.
+    Mkinitcpio,
+    KernelInstallAdd {
+        release: Release,
+        kernel: KernelAt,
+    },
+    /// grub.cfg generated to its staging place.
+    GrubMkconfig {
+        grub: Grub,
+    },
+    Grubby {
+        edit: Edit,
+        tokens: Tokens,
+    },
+    Kernelstub {
+        edit: Edit,
+        tokens: Tokens,
+    },
+    RpmOstreeKargs {
+        edit: Edit,
+        tokens: Tokens,
+    },
+    /// rpm-ostree's initramfs-etc tracking of our modprobe.d file.
+    RpmOstreeInitramfsEtc {
+        edit: Edit,
+    },
+    /// `bootctl set-oneshot` of our entry.
+    BootctlSetOneshot,
+}
+
+impl Cmd {
+    /// The program, as looked up in PATH.
+    pub fn program(&self) -> &'static str {
+        match self {
+            Cmd::Systemctl { .. } => "systemctl",
+            Cmd::Modprobe { .. } | Cmd::ModprobeRemove { .. } => "modprobe",
+            Cmd::TmpfilesLookingGlass => "systemd-tmpfiles",
+            Cmd::UpdateInitramfs { .. } => "update-initramfs",
+            Cmd::Dracut { .. } => "dracut",
+            Cmd::Mkinitcpio => "mkinitcpio",
+            Cmd::KernelInstallAdd { .. } => "kernel-install",
+            Cmd::GrubMkconfig { grub } => grub.tool(),
+            Cmd::Grubby { .. } => "grubby",
+            Cmd::Kernelstub { .. } => "kernelstub",
+            Cmd::RpmOstreeKargs { .. } | Cmd::RpmOstreeInitramfsEtc { .. } => "rpm-ostree",
+            Cmd::BootctlSetOneshot => "bootctl",
+        }
+    }
+
+    /// The whole argv, derived from the parameters (never through a shell).
+    pub fn argv(&self) -> Vec<String> {
+        let mut v: Vec<String> = vec![self.program().into()];
+        let mut push = |a: &str| v.push(a.to_string());
+        match self {
+            Cmd::Systemctl { verb, unit } => {
+                push(match verb {
+                    UnitVerb::Start => "start",
+                    UnitVerb::Stop => "stop",
+                    UnitVerb::TryRestart => "try-restart",
+                });
+                push(unit.name());
+            }
+            Cmd::Modprobe { module } => push(module.name()),
+            Cmd::ModprobeRemove { module } => {
+                push("-r");
+                push(module.name());
+            }
+            Cmd::TmpfilesLookingGlass => {
+                push("--create");
+                push(super::play::LG_TMPFILES);
+            }
+            Cmd::UpdateInitramfs { release } => {
+                for a in ["-u", "-k", release.as_str()] {
+                    push(a);
+                }
+            }
+            Cmd::Dracut { image, release } => {
+                push("-f");
+                push(&image_path(*image, release));
+                push(release.as_str());
+            }
+            Cmd::Mkinitcpio => push("-P"),
+            Cmd::KernelInstallAdd { release, kernel } => {
+                push("add");
+                push(release.as_str());
+                push(&match kernel {
+                    KernelAt::Boot => format!("/boot/vmlinuz-{}", release.as_str()),
+                    KernelAt::UsrLib => format!("/usr/lib/modules/{}/vmlinuz", release.as_str()),
+                });
+            }
+            Cmd::GrubMkconfig { grub } => {
+                push("-o");
+                push(&grub.staging());
+            }
+            Cmd::Grubby { edit, tokens } => {
+                push("--update-kernel=ALL");
+                let joined = tokens.as_slice().join(" ");
+                push(&match edit {
+                    Edit::Add => format!("--args={joined}"),
+                    Edit::Remove => format!("--remove-args={joined}"),
+                });
+            }
+            Cmd::Kernelstub { edit, tokens } => {
+                push(match edit {
+                    Edit::Add => "-a",
+                    Edit::Remove => "-d",
+                });
+                push(&tokens.as_slice().join(" "));
+            }
+            Cmd::RpmOstreeKargs { edit, tokens } => {
+                push("kargs");
+                for t in tokens.as_slice() {
+                    push(&match edit {
+                        Edit::Add => format!("--append={t}"),
+                        Edit::Remove => format!("--delete={t}"),
+                    });
+                }
+            }
+            Cmd::RpmOstreeInitramfsEtc { edit } => {
+                push("initramfs-etc");
+                let f = super::vfio_boot::MODPROBE_FILE;
+                push(&match edit {
+                    Edit::Add => format!("--track={f}"),
+                    Edit::Remove => format!("--untrack={f}"),
+                });
+            }
+            Cmd::BootctlSetOneshot => {
+                push("set-oneshot");
+                push(OUR_ENTRY);
+            }
+        }
+        v
+    }
+}
+
+/// Where an initramfs image of `release` is, by the distribution's naming.
+pub fn image_path(image: ImageName, release: &Release) -> String {
+    match image {
+        ImageName::InitrdImg => format!("/boot/initrd.img-{}", release.as_str()),
+        ImageName::InitramfsImg => format!("/boot/initramfs-{}.img", release.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_back_only_in_the_closed_shapes() {
+        let ok: Cmd =
+            serde_json::from_str(r#"{"program":"update-initramfs","release":"6.1.0-18-amd64"}"#)
+                .unwrap();
+        assert_eq!(
+            ok.argv(),
+            ["update-initramfs", "-u", "-k", "6.1.0-18-amd64"]
+        );
+        for bad in [
+            r#"{"program":"sh","argv":["sh","-c","id"]}"#,
+            r#"{"program":"update-initramfs","release":"-k all; id"}"#,
+            r#"{"program":"update-initramfs","release":"../../tmp/x"}"#,
+            r#"{"program":"systemctl","verb":"start","unit":"evil.service"}"#,
+            r#"{"program":"grubby","edit":"add","tokens":["init=/bin/sh"]}"#,
+            r#"{"program":"grubby","edit":"add","tokens":[]}"#,
+            r#"{"program":"modprobe","module":"vfio-pci","argv":["x"]}"#,
+        ] {
+            assert!(serde_json::from_str::<Cmd>(bad).is_err(), "{bad}");
+        }
+        let rm: Cmd =
+            serde_json::from_str(r#"{"program":"modprobe-remove","module":"kvmfr"}"#).unwrap();
+        assert_eq!(rm.argv(), ["modprobe", "-r", "kvmfr"]);
+        for bad in [
+            r#"{"program":"modprobe-remove","module":"snd-hda-intel"}"#,
+            r#"{"program":"modprobe-remove","module":"kvmfr","force":true}"#,
+            r#"{"program":"modprobe-remove"}"#,
+        ] {
+            assert!(serde_json::from_str::<Cmd>(bad).is_err(), "{bad}");
+        }
+        let g = Cmd::GrubMkconfig {
+            grub: Grub::of(true, true),
+        };
+        assert_eq!(
+            g.argv(),
+            [
+                "grub2-mkconfig",
+                "-o",
+                "/boot/grub2/.vfio-assistant-grub.cfg"
+            ]
+        );
+    }
+}

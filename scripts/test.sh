@@ -11,6 +11,7 @@ cargo fmt --check
 cargo clippy --lib --bins --locked -- -D warnings
 cargo clippy --all-targets --locked --features test-hooks -- -D warnings
 cargo test --locked --features test-hooks
+python3 scripts/link-check.py
 desktop-file-validate packaging/*.desktop
 appstreamcli validate --no-net packaging/*.metainfo.xml
 xmllint --noout --dtdvalid /usr/share/polkit-1/policyconfig-1.dtd packaging/*.policy

@@ -19,7 +19,8 @@ pub struct PinArgs {
     /// How many vCPUs the VM gets (at least 1).
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(1..=u32::MAX as i64))]
     pub vcpus: i64,
-    /// Host CPUs kept for the host, the emulator and I/O (default: core 0 and its siblings).
+    /// Host CPUs kept for the host, the emulator and I/O (default: core 0 and its
+    /// siblings; on a part with V-cache on one CCD, a core of the other CCD).
     #[arg(long, value_name = "CPUS")]
     pub reserve: Option<String>,
     /// The passed-through GPU: its NUMA node is preferred.
@@ -44,7 +45,7 @@ pub fn run(root: &HostRoot, args: &PinArgs) -> anyhow::Result<i32> {
             // An empty reserve would pin the emulator nowhere (cpuset='').
             anyhow::ensure!(
                 !cpus.is_empty(),
-                "--reserve {r:?} names no CPU: the host keeps at least one core for itself, the emulator and I/O (default: core 0 and its siblings)"
+                "--reserve {r:?} names no CPU: the host keeps at least one core for itself, the emulator and I/O (default: core 0 and its siblings, or off the V-cache CCD on an X3D part)"
             );
             Some(cpus)
         }

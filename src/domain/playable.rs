@@ -163,6 +163,10 @@ pub enum PlayError {
     Resolution(u32, u32),
     #[error("the document has no <devices>")]
     NoDevices,
+    #[error(
+        "sound through SPICE needs a SPICE display, and this domain has none (--no-spice, or removed): add Looking Glass (its client plays SPICE's sound), keep SPICE, or pick --sound pipewire or pulseaudio"
+    )]
+    SpiceSoundWithoutSpice,
 }
 
 fn edit(path: &str, what: String, why: &str) -> Edit {
@@ -364,6 +368,15 @@ fn usb(doc: &mut Document, id: &UsbId) -> Result<Vec<Edit>, PlayError> {
 
 fn sound(doc: &mut Document, s: &Sound) -> Result<Vec<Edit>, PlayError> {
     let d = devices(doc)?;
+    // QEMU's SPICE audio plays into a SPICE server's playback channel:
+    // without a SPICE display there is no server and no client to hear it.
+    if s.backend == AudioBackend::Spice
+        && !d
+            .elements()
+            .any(|e| e.name == "graphics" && e.attr("type") == Some("spice"))
+    {
+        return Err(PlayError::SpiceSoundWithoutSpice);
+    }
     d.remove_children("sound");
     d.remove_children("audio");
     let mut snd = el("sound", &[("model", "ich9")]);

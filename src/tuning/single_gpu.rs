@@ -56,14 +56,20 @@ step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1;
 # A command, or a sysfs write, that may not take longer than $WAIT.
 run() {{ timeout "$WAIT" "$@"; }}
 put() {{ timeout "$WAIT" sh -c 'echo "$2" > "$1"' put "$1" "$2"; }}
-# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*).
+# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*): one
+# find over every process's fds (a desktop has thousands; a readlink each
+# took minutes), itself cut after $WAIT. A look that did not finish is not
+# "nobody": it answers "?", and the start fails rather than hang.
 holders() {{
-    for fd in "$R"/proc/[0-9]*/fd/*; do
-        t=$(readlink "$fd" 2>/dev/null) || continue
-        case "$t" in
-            /dev/dri/*|/dev/nvidia*) p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)" ;;
-        esac
-    done | sort -u | tr '\n' ' '
+    found=$(timeout "$WAIT" find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \
+        \( -lname '/dev/dri/*' -o -lname '/dev/nvidia*' \) 2>/dev/null)
+    if [ $? -ge 124 ]; then
+        echo "? (a look at every process's open files took over ${{WAIT}}s) "
+        return 0
+    fi
+    [ -n "$found" ] || return 0
+    echo "$found" | while read -r fd; do p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)"; done |
+        sort -u | tr '\n' ' '
 }}
 # Give back what the state file records, newest first.
 give_back() {{
@@ -103,12 +109,13 @@ prepare/begin)
             must run systemctl stop "$u"
         fi
     done
-    # What the display manager started goes with it; wait for it, bounded.
-    i=0
-    while [ -n "$(holders)" ] && [ "$i" -lt "$WAIT" ]; do sleep 1; i=$((i + 1)); done
+    # What the display manager started goes with it; wait for it, bounded
+    # by the clock (not by a count of looks: each look can take seconds).
+    end=$(( $(date +%s) + WAIT ))
+    while [ -n "$(holders)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 1; done
     left=$(holders)
     if [ -n "$left" ]; then
-        log "still holding the GPU after ${{WAIT}}s: $left(pid:name) — a session started without a display manager (startx, a compositor from a TTY), a CUDA program or a container; stop it, then start the VM"
+        log "still holding the GPU after ${{WAIT}}s (pid:name): $left— a session started without a display manager (startx, a compositor from a TTY), a CUDA program or a container; stop it, then start the VM"
         log "the VM's start is stopped: giving the host its screen back"
         give_back
         exit 1

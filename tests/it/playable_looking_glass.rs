@@ -180,6 +180,48 @@ fn domain_new_tells_the_client_command_and_its_config() {
     }
 }
 
+/// Sound through SPICE asked for on a domain with no SPICE display (no
+/// Looking Glass, `--no-spice`): refused with the way out, nothing written;
+/// with the install display kept, it is taken.
+#[test]
+fn spice_sound_without_a_spice_display_is_refused() {
+    let base = [
+        "--demo",
+        "domain",
+        "new",
+        "--name",
+        "win11",
+        "--gpu",
+        "0c:00.0",
+        "--vcpus",
+        "6",
+        "--memory",
+        "16G",
+        "--disk",
+        "/var/lib/libvirt/images/win11.qcow2",
+        "--sound",
+        "spice",
+    ];
+    let mut args = base.to_vec();
+    args.push("--no-spice");
+    let out = run(&args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(
+        err.contains("needs a SPICE display") && err.contains("--sound pipewire"),
+        "{err}"
+    );
+    let out = run(&base);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let xml = text(&out.stdout);
+    assert!(
+        xml.contains("<graphics type='spice'>") && xml.contains("<audio id='1' type='spice'>"),
+        "{xml}"
+    );
+}
+
 /// A virt-manager domain: a tablet, SPICE listening nowhere (as `domain
 /// new` wrote it before), and QEMU arguments of the user's own.
 const VIRT_MANAGER: &str =

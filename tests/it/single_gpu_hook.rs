@@ -175,6 +175,46 @@ fn a_program_still_holding_the_card_is_named_and_the_start_fails() {
     );
 }
 
+/// On a busy desktop one look at every process's open files takes seconds
+/// (seen on a booted host: 20 looks took 275 s against a 20 s wait): the
+/// wait for the card's holders is bounded by the clock, not by a count of
+/// looks; a look is one `find`, not a program per open file, and one that
+/// does not finish in time is not taken for "nobody" (the card would be
+/// pulled from under its holder): the start fails, and says why.
+#[test]
+fn the_wait_for_holders_is_bounded_by_the_clock_and_a_slow_look_fails_closed() {
+    let (dir, script) = desktop();
+    let r = dir.path();
+    // Each look takes 3 s, longer than the whole wait (2 s); nobody holds
+    // the card, but the hook cannot know.
+    let find = r.join("bin/find");
+    std::fs::write(
+        &find,
+        format!(
+            "#!/bin/sh\necho look >> '{}/looks.log'\nsleep 3\nexec /usr/bin/find \"$@\"\n",
+            r.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&find, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(r, &script, "prepare", "begin", "win11");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    // One look while waiting (cut at 2 s, past the wait's end), one for the
+    // log.
+    assert_eq!(read(r, "looks.log").lines().count(), 2);
+    let log = read(r, "var/log/vfio-assistant-single-gpu.log");
+    assert!(
+        log.contains("still holding the GPU") && log.contains("took over 2s"),
+        "{log}"
+    );
+    assert!(read(r, "systemctl.log").contains("start gdm.service"));
+    assert_eq!(
+        read(r, "sys/class/vtconsole/vtcon1/bind").trim(),
+        "1",
+        "never unbound"
+    );
+}
+
 #[test]
 fn nvidia_lets_go_of_the_card_and_gets_it_back() {
     let (dir, script) = desktop();

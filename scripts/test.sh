@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh test
 sh scripts/libvirt-up.sh
-cargo fmt --check
+cargo fmt --all --check
 # Both builds: the one users get (no test hooks), and the tests' (with them).
 cargo clippy --lib --bins --locked -- -D warnings
 cargo clippy --all-targets --locked --features test-hooks -- -D warnings

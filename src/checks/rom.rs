@@ -219,7 +219,12 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::option_rom::fixture;
+
+    /// A real ROM from tests/fixtures/roms.
+    fn fixture(name: &str) -> Vec<u8> {
+        let p = format!("{}/tests/fixtures/roms/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    }
 
     #[test]
     fn sysfs_roms_by_any_path() {

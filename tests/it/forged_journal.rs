@@ -257,7 +257,7 @@ fn the_journal_is_its_owners_alone() {
 
 #[test]
 fn the_helpers_test_hooks_are_refused_under_lent_privilege() {
-    let helper = env!("CARGO_BIN_EXE_vfio-assistant-helper");
+    let helper = crate::support::helper_bin();
     let j = tempfile::tempdir().unwrap();
     for (var, val) in [("SUDO_UID", "1000"), ("PKEXEC_UID", "1000")] {
         for args in [

@@ -23,7 +23,7 @@ fn another_machine_is_read_shown_and_tuned_from_the_app() {
     target.via = Via {
         ssh: Some(s.ssh("client", &s.known_hosts())),
         program: Some(env!("CARGO_BIN_EXE_vfio-assistant").into()),
-        helper: Some(env!("CARGO_BIN_EXE_vfio-assistant-helper").into()),
+        helper: Some(crate::support::helper_bin().into()),
     };
     let state = State {
         page: Page::Overview,

@@ -47,6 +47,7 @@ mod hostile_inputs;
 mod initramfs;
 mod input_picker;
 mod json_snapshots;
+mod layers;
 mod libvirt_driver;
 mod lspci_yardstick;
 mod monitor;

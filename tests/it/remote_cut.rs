@@ -29,7 +29,7 @@ fn ours() -> &'static str {
 /// `Via::helper` wants).
 fn paused_helper(s: &Sshd) -> PathBuf {
     let w = s.dir.path().join("paused-helper");
-    let helper = env!("CARGO_BIN_EXE_vfio-assistant-helper");
+    let helper = crate::support::helper_bin();
     script(
         &w,
         &format!("#!/bin/sh\nexec {helper} --pause-at {PAUSE_AT} \"$@\"\n"),

@@ -49,10 +49,7 @@ fn installed(s: &Sshd) -> (PathBuf, PathBuf) {
     };
     (
         put(env!("CARGO_BIN_EXE_vfio-assistant"), "vfio-assistant"),
-        put(
-            env!("CARGO_BIN_EXE_vfio-assistant-helper"),
-            "vfio-assistant-helper",
-        ),
+        put(crate::support::helper_bin(), "vfio-assistant-helper"),
     )
 }
 

@@ -174,7 +174,7 @@ pub fn tuning_app(root: &Path, helper_args: &[&str]) -> vfio_assistant::ui::app:
         || {},
     );
     app.tuning.helper = Some(vfio_assistant::ui::jobs::HelperProgram {
-        path: env!("CARGO_BIN_EXE_vfio-assistant-helper").into(),
+        path: crate::support::helper_bin().into(),
         args: helper_args.iter().map(|a| a.to_string()).collect(),
     });
     app

@@ -61,7 +61,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/qmp/");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/qmp/");
         std::fs::read_to_string(format!("{path}{name}")).unwrap_or_default()
     }
 

@@ -226,7 +226,7 @@ mod tests {
     fn ryzen() -> Topology {
         let p = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/topology/ghw-amd-ryzen5-1600"
+            "/../../tests/fixtures/topology/ghw-amd-ryzen5-1600"
         );
         scan(&HostRoot::at(p))
             .map(|s| s.topology)

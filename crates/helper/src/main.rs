@@ -4,8 +4,8 @@
 //! refused with nothing changed. See docs/helper-protocol.md.
 
 use std::process::ExitCode;
-use vfio_assistant::helper::{HelperEnv, read_request, serve};
-use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant_core::helper::{HelperEnv, read_request, serve};
+use vfio_assistant_core::sysroot::HostRoot;
 
 use std::io::Write;
 
@@ -79,7 +79,7 @@ fn test_hooks() -> Result<TestHooks, String> {
     let any =
         h.root.is_some() || h.journal.is_some() || h.fail_at.is_some() || h.pause_at.is_some();
     if any && lent_privilege() {
-        return Err(vfio_assistant::helper::Refusal::RootUnderPkexec.to_string());
+        return Err(vfio_assistant_core::helper::Refusal::RootUnderPkexec.to_string());
     }
     // A failure on purpose (to show the rollback) only ever on a test tree.
     if (h.fail_at.is_some() || h.pause_at.is_some()) && h.root.is_none() {
@@ -115,7 +115,7 @@ fn main() -> ExitCode {
         pause_at: hooks.pause_at,
         asking_uid: asking_uid(),
     };
-    vfio_assistant::tuning::apply::keep_on_hangup();
+    vfio_assistant_core::tuning::apply::keep_on_hangup();
     let code = serve(&env, &req, &mut |line| say(&line));
     ExitCode::from(u8::try_from(code).unwrap_or(2))
 }

@@ -40,7 +40,7 @@ mod tests {
     fn real_virsh_output() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/domstats/vcpu-nested-kvm.txt"
+            "/../../tests/fixtures/domstats/vcpu-nested-kvm.txt"
         );
         let text = std::fs::read_to_string(path).unwrap();
         let params = parse_domstats_text(&text);

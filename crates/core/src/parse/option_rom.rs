@@ -171,7 +171,10 @@ pub fn parse_option_rom(b: &[u8]) -> Result<OptionRom, ParseError> {
 /// A real ROM from tests/fixtures/roms (for this crate's unit tests).
 #[cfg(test)]
 pub(crate) fn fixture(name: &str) -> Vec<u8> {
-    let p = format!("{}/tests/fixtures/roms/{name}", env!("CARGO_MANIFEST_DIR"));
+    let p = format!(
+        "{}/../../tests/fixtures/roms/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 

@@ -3,7 +3,10 @@
 use super::*;
 
 fn listing(name: &str) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/listings/");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/listings/"
+    );
     let text = std::fs::read_to_string(format!("{path}{name}")).unwrap_or_default();
     text.lines()
         .filter(|l| !l.starts_with('#'))

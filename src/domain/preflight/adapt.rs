@@ -193,12 +193,33 @@ pub fn apply_adaptation(doc: &mut Document, a: &Adaptation) -> bool {
     }
 }
 
+/// Whether the domain asks for something only KVM gives: `type='kvm'`, a
+/// host-passthrough CPU, Hyper-V enlightenments, the `<kvm>` features, a KVM
+/// ioapic or the hypervclock timer. A domain emulated already can still
+/// hold them — `domain tune` adds them to whatever it is given — and QEMU's
+/// emulation refuses them at the start ("CPU model 'host' requires KVM").
+fn kvm_only(doc: &Document) -> bool {
+    doc.root.attr("type") == Some("kvm")
+        || cpu_is_passthrough(doc)
+        || doc.root.child("features").is_some_and(|f| {
+            f.elements().any(|e| {
+                e.name == "hyperv"
+                    || e.name == "kvm"
+                    || (e.name == "ioapic" && e.attr("driver") == Some("kvm"))
+            })
+        })
+        || doc.root.child("clock").is_some_and(|c| {
+            c.elements()
+                .any(|t| t.name == "timer" && t.attr("name") == Some("hypervclock"))
+        })
+}
+
 /// Under QEMU's emulation (no KVM): `type='qemu'`; a host-passthrough CPU
 /// becomes `maximum` (everything TCG gives); the Hyper-V enlightenments,
 /// the hypervclock timer, the KVM-only `<kvm>` features and a KVM ioapic go
 /// (they exist only with KVM).
 fn emulate(doc: &mut Document) -> bool {
-    if doc.root.attr("type") != Some("kvm") {
+    if !kvm_only(doc) {
         return false;
     }
     doc.root.set_attr("type", "qemu");
@@ -272,8 +293,7 @@ pub fn known_from_host(doc: &Document, snap: &HostSnapshot, live: bool) -> Vec<S
     // No /dev/kvm: libvirt refuses type='kvm' outright ("could not find
     // capabilities for domaintype=kvm"). Emulated, the domain and its
     // passed-through devices can still be tried; a game cannot be played.
-    if live && snap.system.has_dev && !snap.firmware.dev_kvm && doc.root.attr("type") == Some("kvm")
-    {
+    if live && snap.system.has_dev && !snap.firmware.dev_kvm && kvm_only(doc) {
         out.push(StartCause {
             id: "kvm.none",
             title: "This host has no KVM (/dev/kvm): the VM is emulated".into(),

@@ -96,6 +96,43 @@ fn a_nested_host_without_arch_capabilities_disables_it() {
     assert!(known_from_host(&d, &host("fpu hypervisor arch_capabilities", 1, 1), false).is_empty());
 }
 
+/// A host without /dev/kvm: a KVM domain is emulated, and so is one that
+/// is emulated already but was tuned since (`domain tune` gives any domain a
+/// host-passthrough CPU, Hyper-V and hypervclock: seen on a booted host,
+/// where the define after the tune failed its trial start). One emulated
+/// all the way is left alone.
+#[test]
+fn without_kvm_every_kvm_only_part_is_emulated() {
+    let mut snap = host("fpu", 16_000_000, 8_000_000);
+    snap.system.has_dev = true;
+    snap.firmware.dev_kvm = false;
+    let tuned = DOMAIN.replace("<domain type='kvm'>", "<domain type='qemu'>").replace(
+        "    <smm state='on'/>\n",
+        "    <smm state='on'/>\n    <hyperv mode='custom'>\n      <spinlocks state='on' retries='8191'/>\n    </hyperv>\n",
+    ).replace(
+        "  <cpu mode='host-passthrough' check='none'/>\n",
+        "  <cpu mode='host-passthrough' check='none'/>\n  <clock offset='localtime'>\n    <timer name='hypervclock' present='yes'/>\n  </clock>\n",
+    );
+    for (what, text) in [
+        ("type kvm", DOMAIN.to_string()),
+        ("emulated, then tuned", tuned),
+    ] {
+        let mut d = doc(&text);
+        let causes = known_from_host(&d, &snap, true);
+        let ids: Vec<&str> = causes.iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["kvm.none"], "{what}");
+        adapt(&mut d, &causes);
+        let out = d.serialize();
+        assert!(out.contains("<domain type='qemu'>"), "{what}: {out}");
+        assert!(out.contains("mode='maximum'"), "{what}: {out}");
+        for gone in ["host-passthrough", "<hyperv", "hypervclock"] {
+            assert!(!out.contains(gone), "{what}: {gone} left in {out}");
+        }
+        // Emulated all the way now: nothing more.
+        assert!(known_from_host(&d, &snap, true).is_empty(), "{what}: {out}");
+    }
+}
+
 #[test]
 fn no_smm_turns_smm_and_secure_boot_off() {
     let mut d = doc(DOMAIN);

@@ -85,10 +85,9 @@ fn first_line(text: &str) -> &str {
 /// commands that read a host (and `domain`, whose libvirt is then that
 /// machine's, `qemu+ssh://`).
 fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
-    let Some(target) = cli.host.host.clone() else {
+    let Some(t) = cli.host.host.clone() else {
         return Ok(None);
     };
-    let t = vfio_assistant::remote::SshTarget::parse(&target)?;
     // The app fetches it itself, on a worker, with its progress shown.
     if cli.command.is_none() {
         return Ok(None);
@@ -115,8 +114,8 @@ fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
 /// program, over the same SSH): `tune`, `monitor`, `latency`, `input`, `rom`.
 /// None when the command is not one of them.
 fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
-    use vfio_assistant::remote::{Privilege, SshTarget, forwarded_args};
-    let Some(target) = &cli.host.host else {
+    use vfio_assistant::remote::{Privilege, forwarded_args};
+    let Some(t) = &cli.host.host else {
         return Ok(None);
     };
     let privilege = match &cli.command {
@@ -131,7 +130,6 @@ fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
         Some(Command::Rom(r)) if r.reads_card() => Privilege::Root,
         _ => return Ok(None),
     };
-    let t = SshTarget::parse(target)?;
     let args = forwarded_args(std::env::args_os())?;
     Ok(Some(t.forward(&args, privilege)?))
 }
@@ -179,11 +177,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Domain(args)) => {
             let root = demo_or(root, cli.demo)?;
-            let remote = match &cli.host.host {
-                Some(t) => Some(vfio_assistant::remote::SshTarget::parse(t)?),
-                None => None,
-            };
-            vfio_assistant::cli::domain::run(&root.0, args, cli.demo, remote.as_ref())
+            vfio_assistant::cli::domain::run(&root.0, args, cli.demo, cli.host.host.as_ref())
         }
         Some(Command::Monitor(args)) => {
             let root = demo_or(root, cli.demo)?;

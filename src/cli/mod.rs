@@ -22,6 +22,7 @@ pub mod tune;
 pub mod tune_helper;
 pub mod tune_text;
 
+use crate::remote::SshTarget;
 use clap::{Args, Parser, Subcommand};
 use out::{StdoutError, errln, outln};
 use std::ffi::OsString;
@@ -59,8 +60,14 @@ pub struct HostArgs {
     /// the snapshot scan, check, doctor, pin and the app read; tune,
     /// monitor, latency, input and rom run there (sudo for what needs
     /// root); domain uses its libvirt (qemu+ssh://…/system).
-    #[arg(long, value_name = "ssh://[USER@]HOST[:PORT]", global = true)]
-    pub host: Option<String>,
+    #[arg(long, value_name = "ssh://[USER@]HOST[:PORT]", global = true, value_parser = ssh_target)]
+    pub host: Option<SshTarget>,
+}
+
+/// `--host` read once, at the edge: everything after it holds an
+/// `SshTarget`, never the text.
+fn ssh_target(text: &str) -> Result<SshTarget, String> {
+    SshTarget::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]

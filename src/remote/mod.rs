@@ -225,6 +225,17 @@ impl SshTarget {
         })
     }
 
+    /// The address as the user writes it, `ssh://[user@]host[:port][/root]`:
+    /// what `parse` reads back to the same target (the app's key for the
+    /// choices it keeps per address, the text in its host picker).
+    pub fn url(&self) -> String {
+        format!(
+            "ssh://{}{}",
+            self.shown(),
+            self.root.as_deref().unwrap_or("")
+        )
+    }
+
     /// How it is shown: `user@host:port`.
     pub fn shown(&self) -> String {
         let mut s = String::new();
@@ -578,6 +589,16 @@ mod tests {
             "ssh://-l@host",
         ] {
             assert!(SshTarget::parse(bad).is_err(), "{bad}");
+        }
+        // The address written back is the address read.
+        for text in [
+            "ssh://server",
+            "ssh://anna@server.lan:2222/srv/host",
+            "ssh://h:22",
+        ] {
+            let t = SshTarget::parse(text).unwrap();
+            assert_eq!(t.url(), text);
+            assert_eq!(SshTarget::parse(&t.url()).unwrap(), t);
         }
     }
 

@@ -29,11 +29,15 @@ pub enum Source {
     /// Another machine over SSH (`ssh://[user@]host[:port][/root]`): its
     /// snapshot, taken there by its own vfio-assistant; its libvirt over
     /// `qemu+ssh://`; its tuning through its helper, under sudo.
-    Remote(String),
+    Remote(crate::remote::SshTarget),
 }
 
 impl Source {
-    pub fn from_args(demo: bool, root: Option<PathBuf>, host: Option<String>) -> Self {
+    pub fn from_args(
+        demo: bool,
+        root: Option<PathBuf>,
+        host: Option<crate::remote::SshTarget>,
+    ) -> Self {
         match (demo, root, host) {
             (true, _, _) => Source::Demo,
             (false, _, Some(h)) => Source::Remote(h),

@@ -86,6 +86,39 @@ fn durations_and_numbers_are_checked_when_read() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// `--host` is read once, where the arguments are read: a bad address is
+/// refused before any command starts (no snapshot fetched, nothing run
+/// there), for every command, with the form it takes.
+#[test]
+fn a_bad_host_address_is_refused_where_the_arguments_are_read() {
+    let mut cases = Vec::new();
+    for bad in [
+        "server",
+        "ssh://-oProxyCommand=x",
+        "ssh://host:0",
+        "ssh://a b",
+        "",
+    ] {
+        for cmd in [
+            vec!["scan"],
+            vec!["tune", "status"],
+            vec!["domain", "list"],
+            vec!["monitor"],
+        ] {
+            let mut args = cmd.clone();
+            args.extend(["--host", bad]);
+            cases.push((args, "--host"));
+        }
+    }
+    all_refused(&cases);
+    let o = run(&["scan", "--host", "server"]);
+    assert!(
+        stderr(&o).contains("give ssh://[user@]host[:port][/path]"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn latency_refuses_cpus_the_host_does_not_have_before_starting_anything() {
     let t0 = Instant::now();

@@ -96,7 +96,7 @@ pub fn host_identity(source: &Source) -> String {
         Source::Demo => "demo".into(),
         Source::Root(path) => format!("root:{}", path.display()),
         // The place as the user names it (user, host, port, captured root).
-        Source::Remote(target) => format!("ssh:{}", target.trim()),
+        Source::Remote(target) => format!("ssh:{}", target.url()),
         Source::Live => {
             let live = HostRoot::live();
             let read = |rel: &str| {
@@ -166,14 +166,10 @@ impl App {
     }
 
     fn from_source(source: Source, state: State) -> Self {
-        let remote = match &source {
-            Source::Remote(t) => Some(crate::remote::SshTarget::parse(t.trim())),
+        let remote_uri = match &source {
+            Source::Remote(t) => Some(t.libvirt_uri()),
             _ => None,
         };
-        let remote_uri = remote
-            .as_ref()
-            .and_then(|r| r.as_ref().ok())
-            .map(crate::remote::SshTarget::libvirt_uri);
         let default_uri = match (&source, &remote_uri) {
             (Source::Demo, _) => crate::libvirt::TEST_URI.to_string(),
             (_, Some(u)) => u.clone(),
@@ -182,23 +178,14 @@ impl App {
         let mut app = Self::empty(state, &default_uri);
         app.state_key = state_key(&host_identity(&source));
         app.source = Some(source.clone());
-        if let Source::Remote(t) = &source {
-            app.picker.ssh = t.clone();
-        }
         match source {
-            Source::Remote(text) => match remote {
-                Some(Ok(t)) => {
-                    app.source_label = format!("{} (over SSH)", t.shown());
-                    // A captured root there has no daemon, as here.
-                    app.libvirt_uri = remote_uri.filter(|_| t.root.is_none());
-                    app.remote = Some(t);
-                }
-                Some(Err(e)) => {
-                    app.source_label = text.clone();
-                    app.error = Some(e.to_string());
-                }
-                None => {}
-            },
+            Source::Remote(t) => {
+                app.picker.ssh = t.url();
+                app.source_label = format!("{} (over SSH)", t.shown());
+                // A captured root there has no daemon, as here.
+                app.libvirt_uri = remote_uri.filter(|_| t.root.is_none());
+                app.remote = Some(t);
+            }
             Source::Live => {
                 app.root = Some(HostRoot::live());
                 app.source_label = "this machine".into();
@@ -245,16 +232,7 @@ impl App {
         state: State,
         wake: impl FnOnce() + Send + 'static,
     ) -> Self {
-        let text = format!(
-            "ssh://{}{}",
-            target.shown(),
-            target.root.clone().unwrap_or_default()
-        );
-        let mut app = Self::from_source(Source::Remote(text), state);
-        if app.remote.is_some() {
-            app.libvirt_uri = target.root.is_none().then(|| target.libvirt_uri());
-            app.remote = Some(target);
-        }
+        let mut app = Self::from_source(Source::Remote(target), state);
         app.start_scan(wake);
         app
     }

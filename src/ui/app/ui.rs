@@ -77,9 +77,11 @@ impl App {
             let parsed = crate::remote::SshTarget::parse(self.picker.ssh.trim());
             let enter = typed.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             let connect = ui.add_enabled(parsed.is_ok(), egui::Button::new("Connect"));
-            if parsed.is_ok() && (connect.clicked() || enter) {
+            if let Ok(t) = &parsed
+                && (connect.clicked() || enter)
+            {
                 self.commands
-                    .push(Command::SwitchHost(Source::Remote(self.picker.ssh.trim().into())));
+                    .push(Command::SwitchHost(Source::Remote(t.clone())));
                 ui.close();
             }
             if let (Err(e), false) = (&parsed, self.picker.ssh.trim().is_empty()) {

@@ -4,13 +4,22 @@ outside after each (the guest's own checks are in steps/lib.sh).
 * journey: install the .deb, scan and check, apply (the helper through
   pkexec on the GRUB host, `tune apply` on the systemd-boot one), reboot;
   the tuning took (command line, drivers, hugepages, status, check, nothing
-  more to plan); the VM defined, started with both functions, stopped; undo,
-  reboot; the host as before, every file under /etc and /boot hashed.
+  more to plan); the VM defined with Looking Glass and tuned twice, started
+  with both functions (SPICE answers its link handshake at the address the
+  client is told, QEMU has one ivshmem device), stopped; undo, reboot; the
+  host as before, every file under /etc and /boot hashed.
 * cut-bootcfg, cut-initramfs, cut-after-apply: the power cut (QEMU killed)
   during the boot configuration's regeneration, during the initramfs
   rebuild, and after the apply before the reboot. After each: the host
   boots into either the old or the new boot setup (never a mix), `tune
   status` names the state, `tune undo --last` gives the old host back.
+* single-gpu (the "one-gpu" machine: no virtio-vga, the VGA+audio slot is
+  the boot GPU with the console and a display manager's stand-in on it):
+  the plan binds nothing at boot and the host has its screen after the
+  reboot; the VM starts on the card (display manager stopped, consoles
+  unbound, both functions on vfio-pci), stops, fails to start without its
+  disk and with a stray program holding the card; each time the card, the
+  consoles and the display manager come back; undo removes the hook.
 """
 
 import json
@@ -203,6 +212,14 @@ def check_vm(share):
     expect("hugepages" not in left, f"while the VM runs, no more hugepages are asked for ({left})")
     n = (share / "out/domain-hostdevs.txt").read_text().count("<hostdev")
     expect(n >= 2, f"the running domain holds both functions ({n} hostdevs)")
+    told = (share / "out/lg-told.txt").read_text().strip()
+    said = (share / "out/lg-handshake.txt").read_text().strip()
+    say(f"  {told}; {said}")
+    expect("spice:host=127.0.0.1" in told and said.endswith("answered: 'REDQ'"),
+           "Looking Glass's client is told 127.0.0.1 and SPICE answers the link handshake there")
+    args = (share / "out/qemu-cmdline.txt").read_text(errors="replace").splitlines()
+    ivshmem = [a for a in args if "ivshmem" in a]
+    expect(len(ivshmem) == 1, f"QEMU has one ivshmem device after the domain was tuned twice ({ivshmem})")
 
 
 def check_restored(share):
@@ -320,4 +337,76 @@ step_undo
     expect(st["standing"] in want, f"tune status says {want} ({st['standing']}: {st.get('failure')})")
     boot(guest, "after the undo: verify", "step_restored")
     check_restored(share)
+    settle()
+
+
+def screen_of(share, phase):
+    """A phase's screen state (steps/lib.sh screen_state) as a dict; the
+    virtual consoles as {vtconN: (bind, name)}."""
+    out, vt = {}, {}
+    p = share / f"out/screen-{phase}.txt"
+    if not p.exists():
+        return None
+    for line in p.read_text(errors="replace").splitlines():
+        k, _, v = line.partition(" ")
+        if k.startswith("vtcon"):
+            bind, _, name = v.partition(" ")
+            vt[k] = (bind, name)
+        else:
+            out[k] = v
+    out["vt"] = vt
+    return out
+
+
+def fb_consoles(s):
+    """The consoles bound to a framebuffer (fbcon's 'frame buffer device')."""
+    return sorted(k for k, (b, n) in s["vt"].items() if b == "1" and "frame buffer" in n)
+
+
+def single_gpu(guest):
+    """The host's only GPU (the boot GPU, the console and a display manager
+    on it): tuned for single GPU and rebooted, the host still has its screen;
+    the card goes to the VM at its start and comes back at its stop, and
+    after starts that fail (a missing disk, a program holding the card)."""
+    share = guest.share
+    boot(guest, "single GPU: install, a display manager, plan, apply", """
+step_install
+step_fake_dm
+screen installed
+step_single_gpu_apply
+""")
+    plan = json.loads((share / "out/plan.json").read_text())
+    ids = [c["id"] for c in plan.get("changes", [])]
+    text = json.dumps(plan)
+    say(f"  planned: {ids}")
+    expect("single-gpu-hook" in ids, "the plan installs the single-GPU hook")
+    expect("vfio_pci.ids" not in text and "vfio-pci.ids" not in text and "softdep" not in text,
+           "nothing binds the only GPU at boot (no vfio-pci.ids, no softdep)")
+    boot(guest, "single GPU: after the reboot, the VM's starts and stops, undo", """
+step_single_gpu_vm
+""")
+    before = screen_of(share, "before")
+    expect(before is not None and before["boot_vga"] == "1", "the VM's GPU is the boot GPU")
+    on_fb = fb_consoles(before) if before else []
+    expect(before and before["gpu"] == "bochs-drm" and before["dm"] == "active" and on_fb,
+           f"before: the card on bochs-drm, the display manager up, a console on its framebuffer ({before})")
+    run = screen_of(share, "running")
+    state = (share / "out/domstate-running.txt").read_text().strip() if (share / "out/domstate-running.txt").exists() else "?"
+    expect(state == "running", f"the VM runs on the only GPU ({state})")
+    expect(run and run["gpu"] == "vfio-pci" and run["audio"] == "vfio-pci",
+           f"running: both functions on vfio-pci ({run and (run['gpu'], run['audio'])})")
+    expect(run and run["dm"] != "active" and not fb_consoles(run) and not run["holders"].strip(),
+           f"running: display manager stopped, no console on a framebuffer, nobody holds /dev/dri ({run})")
+    for phase in ("stopped", "missing-disk", "stray-holder"):
+        s = screen_of(share, phase)
+        back = (s is not None and s["gpu"] == "bochs-drm" and s["audio"] == before["audio"]
+                and s["dm"] == "active" and fb_consoles(s) == on_fb)
+        expect(back, f"{phase}: the screen is back (card on bochs-drm, consoles {on_fb} bound, display manager up) ({s})")
+    log = (share / "out/single-gpu.log").read_text(errors="replace") if (share / "out/single-gpu.log").exists() else ""
+    expect("e2e-cuda" in log and "still holding the GPU" in log,
+           "the stray holder is named in the hook's log")
+    took = (share / "out/stray-seconds.txt").read_text() if (share / "out/stray-seconds.txt").exists() else "?"
+    say(f"  {took.strip()}")
+    expect(log.count("the host has its screen back") >= 3,
+           f"the hook gave the screen back each time ({log.count('the host has its screen back')})")
     settle()

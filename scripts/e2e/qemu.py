@@ -19,6 +19,10 @@ sees on a user's desk:
 
 Each boot is a cold boot through firmware and boot loader (`-no-reboot`: a
 reboot in the guest ends QEMU, the harness starts it again).
+
+The "one-gpu" machine (the single-GPU case) is the same desktop without
+virtio-vga: its only GPU, the VGA behind rp1, is the boot GPU the console and
+the display manager are on.
 """
 
 import os
@@ -41,15 +45,19 @@ CPU = os.environ.get("E2E_CPU", "max")
 TB_MIB = int(os.environ.get("E2E_TB_MIB", "512"))
 
 
-def machine_args(host, disk, vars_file, share, qmp):
+def machine_args(host, disk, vars_file, share, qmp, machine="desktop"):
+    one_gpu = machine == "one-gpu"
     a = [
         "qemu-system-x86_64", "-nodefaults", "-no-user-config",
         "-machine", "q35", "-accel", f"tcg,thread=multi,tb-size={TB_MIB}",
         "-cpu", CPU, "-smp", str(SMP), "-m", str(MEMORY_MIB),
         "-device", "intel-iommu,intremap=on,caching-mode=on",
-        "-device", "virtio-vga,bus=pcie.0,addr=0x2,id=vga0",
+    ]
+    if not one_gpu:
+        a += ["-device", "virtio-vga,bus=pcie.0,addr=0x2,id=vga0"]
+    a += [
         "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x1c.0,multifunction=on",
-        "-device", "VGA,bus=rp1,addr=0x0.0,multifunction=on",
+        "-device", "VGA,bus=rp1,addr=0x0.0,multifunction=on" + (",id=vga0" if one_gpu else ""),
         "-device", "ich9-intel-hda,bus=rp1,addr=0x0.1",
         "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,addr=0x1c.1",
         "-device", "qemu-xhci,bus=rp2,id=xhci",
@@ -78,8 +86,9 @@ def machine_args(host, disk, vars_file, share, qmp):
 class Guest:
     """A host's disk booted again and again; logs under `logdir`."""
 
-    def __init__(self, host, disk, vars_file, share, logdir, kernel=None):
+    def __init__(self, host, disk, vars_file, share, logdir, kernel=None, machine="desktop"):
         self.host = host
+        self.machine = machine
         self.disk = Path(disk)
         self.vars = vars_file
         self.share = Path(share)
@@ -103,7 +112,7 @@ class Guest:
     def start(self):
         self.boots += 1
         qmp = self.logdir / "qmp.sock"
-        args = machine_args(self.host, self.disk, self.vars, self.share, qmp)
+        args = machine_args(self.host, self.disk, self.vars, self.share, qmp, self.machine)
         if self.kernel:
             k, i, cmdline = self.kernel
             args += ["-kernel", str(k), "-initrd", str(i), "-append", cmdline]

@@ -6,6 +6,7 @@ and the power cut at the moments a user's machine can lose it.
     scripts/e2e/run.py            # CI's set: both journeys, the cut during the initramfs rebuild
     scripts/e2e/run.py --all      # every case on every host
     scripts/e2e/run.py --host grub --case cut-bootcfg
+    scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
 
 Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
 installs. Images are cached in target/e2e/images by their recipe's hash;
@@ -32,7 +33,9 @@ import qemu  # noqa: E402
 from log import phase, say, summary  # noqa: E402
 
 TOP = HERE.parent.parent
-CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply"]
+CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu"]
+# The machine each case boots (qemu.py): the single-GPU case has no virtio-vga.
+MACHINE = {"single-gpu": "one-gpu"}
 CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs")]
 
 
@@ -58,10 +61,13 @@ def run_case(host, case, disk, deb, runs):
     with phase(f"{host.name}: copy the image"):
         copy = d / "disk.raw"
         vars_file = image.copy_for_case(disk, copy)
-    guest = qemu.Guest(host, copy, vars_file, share, d / "logs")
+    guest = qemu.Guest(host, copy, vars_file, share, d / "logs",
+                       machine=MACHINE.get(case, "desktop"))
     try:
         if case == "journey":
             journey.journey(guest, host.apply_with)
+        elif case == "single-gpu":
+            journey.single_gpu(guest)
         else:
             journey.cut(guest, host.apply_with, case)
         ok = True

@@ -152,11 +152,20 @@ step_vm() {
     PLAY=""
     [ -n "${KBD:-}" ] && PLAY="$PLAY --evdev-keyboard $KBD"
     [ -n "${MOUSE:-}" ] && PLAY="$PLAY --evdev-mouse $MOUSE"
-    $VA domain new --name e2e $REQ_ARGS --network none --no-spice --disk /var/lib/libvirt/images/e2e.img \
+    $VA domain new --name e2e $REQ_ARGS --network none --disk /var/lib/libvirt/images/e2e.img \
         $PLAY --looking-glass 1920x1080 > /tmp/e2e.xml 2> "$OUT/domain-new.err" \
         || { cat "$OUT/domain-new.err"; fail "domain new"; }
+    cat "$OUT/domain-new.err"
     cp /tmp/e2e.xml "$OUT/domain.xml"
     $VA domain define /tmp/e2e.xml --yes || fail "domain define"
+    # Tuned twice more, as a user going back to the wizard would: Looking
+    # Glass's device must still be there once.
+    for n in 1 2; do
+        $VA domain tune --domain e2e --looking-glass 1920x1080 > /tmp/e2e-tuned.xml 2> "$OUT/domain-tune-$n.err" \
+            || { cat "$OUT/domain-tune-$n.err"; fail "domain tune ($n)"; }
+        $VA domain define /tmp/e2e-tuned.xml --yes > "$OUT/domain-define-$n.txt" 2>&1 \
+            || { cat "$OUT/domain-define-$n.txt"; fail "domain define after tune ($n)"; }
+    done
     $VA domain start e2e --json > "$OUT/domain-start.json"; rc=$?
     cat "$OUT/domain-start.json"
     [ "$rc" = 0 ] || fail "domain start exited $rc"
@@ -164,6 +173,7 @@ step_vm() {
     state=$(virsh -c qemu:///system domstate e2e)
     echo "after 10 s: $state"
     [ "$state" = running ] || fail "the domain is '$state' 10 s after its start"
+    step_looking_glass
     virsh -c qemu:///system dumpxml e2e > "$OUT/domain-running.xml"
     grep -A3 "<hostdev" "$OUT/domain-running.xml" > "$OUT/domain-hostdevs.txt"
     grep -c "<hostdev" "$OUT/domain-hostdevs.txt"
@@ -172,6 +182,30 @@ step_vm() {
     cat "$OUT/domain-stop.json"
     virsh -c qemu:///system domstate e2e | grep -q "shut off" || $VA domain destroy e2e
     virsh -c qemu:///system undefine e2e --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine e2e
+}
+
+# The client's way in: the address `domain new` told (spice:host=…
+# spice:port=…) answers SPICE's link handshake (the server's reply starts
+# with the magic "REDQ"), and QEMU has one ivshmem device however often the
+# domain was tuned.
+step_looking_glass() {
+    note "Looking Glass: the SPICE address the client is told, QEMU's ivshmem"
+    told=$(grep -o 'looking-glass-client [^)]*' "$OUT/domain-new.err" | head -n 1)
+    echo "told: $told" | tee "$OUT/lg-told.txt"
+    host=$(echo "$told" | sed -n 's/.*spice:host=\([^ ]*\).*/\1/p')
+    port=$(echo "$told" | sed -n 's/.*spice:port=\([0-9]*\).*/\1/p')
+    virsh -c qemu:///system domdisplay e2e | tee "$OUT/lg-domdisplay.txt"
+    [ -n "$host" ] && [ -n "$port" ] || fail "domain new told no SPICE address ($told)"
+    # SpiceLinkHeader (magic, major 2, minor 2, size 18) and a SpiceLinkMess
+    # for the main channel with no capabilities.
+    reply=$(timeout 20 bash -c '
+        exec 3<>"/dev/tcp/$0/$1" || exit 2
+        printf "REDQ\002\000\000\000\002\000\000\000\022\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000\000\000\022\000\000\000" >&3
+        head -c 4 <&3' "$host" "$port")
+    echo "SPICE at $host:$port answered: '$reply'" | tee "$OUT/lg-handshake.txt"
+    pid=$(cat /run/libvirt/qemu/e2e.pid)
+    tr '\0' '\n' < "/proc/$pid/cmdline" > "$OUT/qemu-cmdline.txt"
+    echo "ivshmem devices: $(grep -c 'ivshmem' "$OUT/qemu-cmdline.txt")"
 }
 
 step_undo() {
@@ -187,4 +221,128 @@ step_restored() {
     facts | tee "$OUT/facts-restored.txt"
     hash_state > "$OUT/hash-restored.txt"
     step_status restored
+}
+
+# Single GPU (the "one-gpu" machine: no virtio-vga, the VM's GPU is the boot
+# GPU): a display manager's stand-in holds the card's DRM node, the console
+# is on its framebuffer; the hook must take all of it at the VM's start and
+# give it back at its stop, and after a start that fails.
+SG_ARGS="--gpu $GPU --single-gpu e2e"
+SG_HOOK=/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu
+SG_LOG=/var/log/vfio-assistant-single-gpu.log
+CARD_NODE=/dev/dri/by-path/pci-$GPU-card
+
+# What the screen has, one fact per line: the two functions' drivers, each
+# virtual console's binding, the display manager and the card's holders.
+screen_state() {
+    echo "gpu $(driver_of "$GPU")"
+    echo "audio $(driver_of "$AUDIO")"
+    echo "boot_vga $(cat "/sys/bus/pci/devices/$GPU/boot_vga" 2>/dev/null)"
+    for v in /sys/class/vtconsole/vtcon*; do
+        echo "${v##*/} $(cat "$v/bind") $(cat "$v/name")"
+    done
+    echo "dm $(systemctl is-active display-manager.service)"
+    echo "node $(readlink -f "$CARD_NODE" 2>/dev/null || echo none)"
+    echo "fb $(tr '\n' ';' < /proc/fb)"
+    echo "holders $(for f in /proc/[0-9]*/fd/*; do case "$(readlink "$f" 2>/dev/null)" in /dev/dri/*) p=${f%/fd/*}; echo "${p##*/}:$(cat "$p/comm")";; esac; done | sort -u | tr '\n' ' ')"
+}
+
+# Phase NAME: the state into $OUT/screen-NAME.txt and the log.
+screen() {
+    note "screen: $1"
+    screen_state | tee "$OUT/screen-$1.txt"
+}
+
+# A display manager's stand-in, as Debian installs one: a unit aliased
+# display-manager.service that keeps the card's DRM node open.
+step_fake_dm() {
+    note "a display manager on the only GPU"
+    i=0; while [ ! -e "$CARD_NODE" ] && [ "$i" -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    [ -e "$CARD_NODE" ] || fail "the GPU has no DRM node ($(driver_of "$GPU"))"
+    cat > /etc/systemd/system/e2e-dm.service <<UNIT
+[Unit]
+Description=A display manager's stand-in: holds the only GPU's DRM node
+[Service]
+ExecStart=/bin/sh -c 'i=0; while [ ! -e $CARD_NODE ] && [ \$i -lt 50 ]; do sleep 0.2; i=\$((i+1)); done; exec 3<>$CARD_NODE; exec sleep infinity'
+[Install]
+Alias=display-manager.service
+UNIT
+    systemctl daemon-reload
+    systemctl enable e2e-dm.service || fail "enable the display manager"
+    systemctl start display-manager.service || fail "start the display manager"
+    sleep 2
+}
+
+step_single_gpu_apply() {
+    note "tune plan/apply $SG_ARGS"
+    $VA tune plan $SG_ARGS > "$OUT/plan.txt" 2>&1; rc=$?
+    cat "$OUT/plan.txt"
+    [ "$rc" = 0 ] || fail "tune plan exited $rc"
+    $VA tune plan $SG_ARGS --json > "$OUT/plan.json" || fail "tune plan --json"
+    $VA tune apply $SG_ARGS --yes --json > "$OUT/progress.jsonl" 2> "$OUT/apply.err"; rc=$?
+    cat "$OUT/apply.err"; tail -n 1 "$OUT/progress.jsonl"
+    [ "$rc" = 0 ] || fail "apply exited $rc"
+    [ -x "$SG_HOOK" ] || fail "no hook at $SG_HOOK"
+    step_status applied
+}
+
+# One start of the VM; "ok" when it runs, "failed" when the start fails.
+sg_start() {
+    $VA domain start e2e --json > "$OUT/start-$1.json" 2> "$OUT/start-$1.err"; rc=$?
+    cat "$OUT/start-$1.err"
+    echo "start ($1) exited $rc"
+    return $rc
+}
+
+step_single_gpu_vm() {
+    note "the VM on the only GPU: define, start, stop, a failed start, a stray holder"
+    modprobe -r kvm_amd kvm_intel 2>/dev/null; modprobe -r kvm 2>/dev/null
+    [ ! -e /dev/kvm ] || fail "/dev/kvm is still there"
+    truncate -s 256M /var/lib/libvirt/images/e2e.img
+    $VA domain new --name e2e --gpu "$GPU" --vcpus 1 --memory 512M --network none \
+        --disk /var/lib/libvirt/images/e2e.img > /tmp/e2e.xml 2> "$OUT/domain-new.err" \
+        || { cat "$OUT/domain-new.err"; fail "domain new"; }
+    cp /tmp/e2e.xml "$OUT/domain.xml"
+    $VA domain define /tmp/e2e.xml --yes || fail "domain define"
+    screen before
+
+    # 1. Started: the hook stops the display manager, unbinds the consoles,
+    # libvirt hands the card to vfio-pci.
+    sg_start run || { screen start-failed; cat "$SG_LOG"; fail "the VM did not start"; }
+    sleep 5
+    echo "state: $(virsh -c qemu:///system domstate e2e)"
+    virsh -c qemu:///system domstate e2e > "$OUT/domstate-running.txt"
+    screen running
+    # 2. Stopped (no guest OS answers ACPI here: forced off, as a hung
+    # guest would be): the card, the consoles and the display manager back.
+    $VA domain destroy e2e || virsh -c qemu:///system destroy e2e
+    sleep 5
+    screen stopped
+
+    # 3. A start that fails after the hook took the screen: the disk gone.
+    mv /var/lib/libvirt/images/e2e.img /var/lib/libvirt/images/e2e.img.away
+    if sg_start missing-disk; then fail "the VM started without its disk"; fi
+    sleep 3
+    screen missing-disk
+    mv /var/lib/libvirt/images/e2e.img.away /var/lib/libvirt/images/e2e.img
+
+    # 4. A program outside the display manager holds the card (a CUDA job,
+    # a compositor from a TTY): the start fails with its name, nothing hangs.
+    cp /bin/sleep /usr/local/bin/e2e-cuda
+    sh -c "exec 3<>$CARD_NODE; exec /usr/local/bin/e2e-cuda 600" &
+    stray=$!
+    sleep 1
+    started=$(cut -d' ' -f1 /proc/uptime)
+    if sg_start stray-holder; then fail "the VM started while e2e-cuda held the card"; fi
+    ended=$(cut -d' ' -f1 /proc/uptime)
+    echo "the refused start took $(awk "BEGIN{print $ended - $started}") s" | tee "$OUT/stray-seconds.txt"
+    screen stray-holder
+    kill "$stray" 2>/dev/null
+    wait "$stray" 2>/dev/null
+
+    cp "$SG_LOG" "$OUT/single-gpu.log"
+    cat "$SG_LOG"
+    virsh -c qemu:///system undefine e2e --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine e2e
+    step_undo
+    [ ! -e "$SG_HOOK" ] || fail "the hook is still there after the undo"
 }

@@ -3,7 +3,7 @@
 installed .deb: from a fresh install to a started passthrough VM and back,
 and the power cut at the moments a user's machine can lose it.
 
-    scripts/e2e/run.py            # CI's set: both journeys, the cut during the initramfs rebuild
+    scripts/e2e/run.py            # CI's set: both journeys, the cut during the initramfs rebuild, single GPU
     scripts/e2e/run.py --all      # every case on every host
     scripts/e2e/run.py --host grub --case cut-bootcfg
     scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
@@ -36,7 +36,7 @@ TOP = HERE.parent.parent
 CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu"]
 # The machine each case boots (qemu.py): the single-GPU case has no virtio-vga.
 MACHINE = {"single-gpu": "one-gpu"}
-CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs")]
+CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs"), ("grub", "single-gpu")]
 
 
 def the_deb(given):

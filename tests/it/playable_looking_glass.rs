@@ -27,6 +27,27 @@ fn run(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `domain new` of the demo host's win11 with its GPU, and `extra`.
+fn domain_new(extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--demo",
+        "domain",
+        "new",
+        "--name",
+        "win11",
+        "--gpu",
+        "0c:00.0",
+        "--vcpus",
+        "6",
+        "--memory",
+        "16G",
+        "--disk",
+        "/var/lib/libvirt/images/win11.qcow2",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -140,29 +161,11 @@ fn a_new_looking_glass_domain_has_spice_where_the_client_reaches_it() {
 #[test]
 fn domain_new_tells_the_client_command_and_its_config() {
     for (kvmfr, file) in [(true, "/dev/kvmfr0"), (false, "/dev/shm/looking-glass")] {
-        let mut args = vec![
-            "--demo",
-            "domain",
-            "new",
-            "--name",
-            "win11",
-            "--gpu",
-            "0c:00.0",
-            "--vcpus",
-            "6",
-            "--memory",
-            "16G",
-            "--disk",
-            "/var/lib/libvirt/images/win11.qcow2",
-            "--looking-glass",
-            "1920x1080",
-            "--sound",
-            "auto",
-        ];
+        let mut extra = vec!["--looking-glass", "1920x1080", "--sound", "auto"];
         if kvmfr {
-            args.push("--kvmfr");
+            extra.push("--kvmfr");
         }
-        let out = run(&args);
+        let out = domain_new(&extra);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         let xml = text(&out.stdout);
@@ -185,26 +188,7 @@ fn domain_new_tells_the_client_command_and_its_config() {
 /// with the install display kept, it is taken.
 #[test]
 fn spice_sound_without_a_spice_display_is_refused() {
-    let base = [
-        "--demo",
-        "domain",
-        "new",
-        "--name",
-        "win11",
-        "--gpu",
-        "0c:00.0",
-        "--vcpus",
-        "6",
-        "--memory",
-        "16G",
-        "--disk",
-        "/var/lib/libvirt/images/win11.qcow2",
-        "--sound",
-        "spice",
-    ];
-    let mut args = base.to_vec();
-    args.push("--no-spice");
-    let out = run(&args);
+    let out = domain_new(&["--sound", "spice", "--no-spice"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
@@ -212,7 +196,7 @@ fn spice_sound_without_a_spice_display_is_refused() {
         err.contains("needs a SPICE display") && err.contains("--sound pipewire"),
         "{err}"
     );
-    let out = run(&base);
+    let out = domain_new(&["--sound", "spice"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let xml = text(&out.stdout);

@@ -386,6 +386,9 @@ fn ssh_finding(root: &HostRoot) -> Finding {
 
 /// The checks before single-GPU passthrough of `gpu`, the display first.
 pub fn single_gpu_findings(root: &HostRoot, snap: &HostSnapshot, gpu: &str) -> Vec<Finding> {
+    // As the user typed it (`01:00.0`) or in sysfs form: compared with the
+    // snapshot's addresses and put into sysfs paths in the sysfs form.
+    let gpu = &crate::host::pci::full_address(gpu.trim());
     vec![
         display(snap, gpu),
         holders_finding(root, snap, gpu),

@@ -69,7 +69,17 @@ pub struct HostSnapshot {
 }
 
 impl HostSnapshot {
+    /// The device at `address`, in sysfs form (`0000:01:00.0`) or as users
+    /// type it (`01:00.0`).
     pub fn device(&self, address: &str) -> Option<&PciEntry> {
+        let address = address.trim();
+        let full;
+        let address = if address.len() == 7 {
+            full = pci::full_address(address);
+            full.as_str()
+        } else {
+            address
+        };
         self.pci_devices
             .binary_search_by(|e| e.device.address.as_str().cmp(address))
             .ok()

@@ -175,7 +175,7 @@ pub fn single_gpu_hook(f: &TuneFacts, vm: &str) -> Option<Change> {
     Some(Change {
         id: "single-gpu-hook".into(),
         title: format!("Single-GPU passthrough for '{vm}' (libvirt hook)"),
-        why: format!("The VM's GPU is the one the desktop is on: at '{vm}'s start the hook stops the display manager and lets the consoles and the boot framebuffer go of the card, so libvirt can hand it over; when '{vm}' stops, or its start fails, everything comes back and the desktop starts again. It never blocks the start and logs each step to /var/log/vfio-assistant-single-gpu.log."),
+        why: format!("The VM's GPU is the one the desktop is on: at '{vm}'s start the hook stops the display manager and makes the consoles and the boot framebuffer let go of the card, so libvirt can hand it over; when '{vm}' stops, or its start fails, everything comes back and the desktop starts again. Every step has a time limit, so the start never hangs: a step that fails, or a program still holding the card (named in the log), fails the start and gives the desktop back. Each step is logged to /var/log/vfio-assistant-single-gpu.log."),
         effect: Effect::AtVmStart,
         files: vec![FileChange {
             path: HOOK.into(),

@@ -139,3 +139,33 @@ fn the_card_is_the_same_typed_short_or_long() {
     assert!(!short.contains("does not show its screen"), "{short}");
     assert!(!short.contains("devices/00:02.0"), "{short}");
 }
+
+/// No card named (the Tuning page with no GPU ticked): on a host with one
+/// GPU that card is the one single GPU is about, and its driver decides the
+/// blacklist as when it is named; with two GPUs and none named the blacklist
+/// stays (which card is not known).
+#[test]
+fn with_no_card_named_the_only_gpu_decides_the_blacklist() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(HOST);
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&src, dir.path());
+    let r = dir.path();
+    let unnamed = |r: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+            .args(["tune", "plan", "--single-gpu", "win11", "--json", "--root"])
+            .arg(r)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        text(&serde_json::from_slice(&o.stdout).unwrap())
+    };
+    assert!(unnamed(r).contains("initcall_blacklist=sysfb_init"));
+    // The second GPU (the VM's, behind rp1) gone: the boot GPU alone, on a
+    // driver that takes the firmware's framebuffer over.
+    for f in ["0000:01:00.0", "0000:01:00.1"] {
+        std::fs::remove_file(r.join("sys/bus/pci/devices").join(f)).unwrap();
+    }
+    let v = unnamed(r);
+    assert!(!v.contains("initcall_blacklist=sysfb_init"), "{v}");
+    assert!(v.contains("no initcall blacklist is added"), "{v}");
+}

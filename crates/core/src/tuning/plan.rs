@@ -230,9 +230,19 @@ fn tokens(
         t.push(format!("rcu_nocbs={v}"));
         t.push(format!("irqaffinity={}", format_cpulist(hk)));
     }
-    // No card named: its driver is not known, so the blacklist is kept.
+    // No card named: the host's only GPU is the one single GPU is about;
+    // with several, which one is not known, so the blacklist is kept.
+    let only_gpu: Vec<String> = match snap.gpus().collect::<Vec<_>>().as_slice() {
+        [one] if req.gpus.is_empty() => vec![one.device.address.clone()],
+        _ => Vec::new(),
+    };
+    let cards = if req.gpus.is_empty() {
+        &only_gpu
+    } else {
+        &req.gpus
+    };
     if req.single_gpu
-        && (req.gpus.is_empty() || !req.gpus.iter().all(|g| evicts_boot_framebuffer(snap, f, g)))
+        && (cards.is_empty() || !cards.iter().all(|g| evicts_boot_framebuffer(snap, f, g)))
     {
         // simpledrm/efifb on the firmware's framebuffer keeps the card's
         // memory reserved ("BAR 0: can't reserve" at the VM's start) —

@@ -146,11 +146,16 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> JournalError + '_ {
     }
 }
 
-/// A new id: sortable by time, unique in this process.
+/// A new id: sortable by time, unique in this process. The process id is
+/// padded to the widest a Linux pid gets (pid_max ≤ 4 194 304: seven
+/// digits), so every id of a process's first transaction is as wide as the
+/// next: the app's Tuning page lays them out alike whatever pid the helper
+/// got (a pid of three digits after the pids wrapped once moved a line
+/// break in the page's kept picture).
 pub fn new_id(now_secs: u64) -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{now_secs:012}-{}-{n}", std::process::id())
+    format!("{now_secs:012}-{:07}-{n}", std::process::id())
 }
 
 /// An id is ours only when it has this shape (no path in it).
@@ -415,6 +420,13 @@ mod tests {
     #[test]
     fn ids_are_paths_never() {
         assert!(valid_id(&new_id(1_700_000_000)));
+        // As wide whatever the pid: 12 digits of time, 7 of pid.
+        let id = new_id(1_700_000_000);
+        assert_eq!(
+            id.split('-').map(str::len).take(2).collect::<Vec<_>>(),
+            [12, 7],
+            "{id}"
+        );
         for bad in ["", "../x", "a/b", "1/..", "x"] {
             assert!(!valid_id(bad), "{bad}");
         }

@@ -25,6 +25,10 @@ const ARTIFACTS: &[&str] = &[
     "/boot/grub2/grub.cfg",
     "/boot/grub/.vfio-assistant-grub.cfg",
     "/boot/grub2/.vfio-assistant-grub.cfg",
+    // grub-mkconfig's own temporary beside the staged file (it writes
+    // `OUTPUT.new`, then renames): left by a power cut, removed by undo.
+    "/boot/grub/.vfio-assistant-grub.cfg.new",
+    "/boot/grub2/.vfio-assistant-grub.cfg.new",
     "/boot/initrd.img-*",
     "/boot/initramfs-*.img",
     // kernel-install's layout, ESP/<entry token>/<release>/initrd (Debian

@@ -149,6 +149,12 @@ pub(super) fn inverse(
             let art = c.artifacts.iter().find(|a| a.path == rec.path);
             let mut leftovers: Vec<String> =
                 art.and_then(|a| a.staging.clone()).into_iter().collect();
+            // The generator's own temporary beside the staged file
+            // (grub-mkconfig -o STAGED writes STAGED.new first): seen left
+            // on a booted host after a power cut during the rewrite.
+            if let Some(staged) = art.and_then(|a| a.staging.as_deref()) {
+                leftovers.push(format!("{staged}.new"));
+            }
             leftovers.push(format!("{}.new", rec.path));
             for l in leftovers.iter().filter(|l| artifacts::artifact_allowed(l)) {
                 if let Ok(p) = artifacts::locate(root, l)

@@ -362,6 +362,7 @@ fn main() {
         MonitorConfig {
             root: HostRoot::live(),
             uri: None,
+            connect: None,
             domain: None,
             interval: Duration::from_millis(250),
             only_changes: false,

@@ -1,24 +1,18 @@
 //! VFIO Assistant: reads a Linux host for GPU/PCI passthrough (VFIO), explains
 //! what it finds, and shows it in a desktop app and a CLI over this library.
 //!
-//! The core (the host model, parsers, pinning, tuning, the helper's request)
-//! is its own crate, `vfio-assistant-core` (crates/core), re-exported here
-//! under the same module names, so `crate::host` and `vfio_assistant::tuning`
-//! mean what they always did. What lives here needs libvirt, SSH or the GUI.
+//! This crate is the two faces (cli/, ui/) and the binary. The use cases
+//! live in `vfio-assistant-core` (crates/core), libvirt's library in
+//! `vfio-assistant-libvirt`, another machine over SSH in
+//! `vfio-assistant-remote`; they are re-exported here under the module names
+//! the faces use (`crate::host`, `vfio_assistant::tuning`, `crate::remote`).
 
 pub use vfio_assistant_core::{
-    finding, helper, host, parse, pinning, sysroot, tuning, units, unpack, userfile,
+    capture, checks, demo, doctor, domain, finding, helper, host, monitor, parse, pinning, report,
+    romread, sysroot, tuning, units, unpack, userfile,
 };
+pub use vfio_assistant_remote as remote;
 
-pub mod capture;
-pub mod checks;
 pub mod cli;
-pub mod demo;
-pub mod doctor;
-pub mod domain;
 pub mod libvirt;
-pub mod monitor;
-pub mod remote;
-pub mod report;
-pub mod romread;
 pub mod ui;

@@ -64,7 +64,8 @@ pub fn run_start(
     remote: Option<&crate::remote::SshTarget>,
 ) -> anyhow::Result<i32> {
     let hv = args.connect.open(demo)?;
-    let o = start_on(&hv, root, &args.name, remote);
+    let log_there = |name: &str| remote.and_then(|t| t.qemu_log(name));
+    let o = start_on(&hv, root, &args.name, remote.map(|_| &log_there as _));
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&o)?)?;
     } else {

@@ -10,6 +10,7 @@ use crate::domain::xml::Document;
 use crate::host::{HostSnapshot, scan};
 use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
 use crate::report::findings::{FindingsRequest, domain_findings, host_findings};
+use crate::report::libvirt::LibvirtAt;
 use crate::report::lifecycle::{commit_define, plan_define};
 use crate::report::preflight::{Preflight, PreflightRequest, preflight};
 use crate::sysroot::HostRoot;
@@ -57,7 +58,10 @@ pub fn findings_with_domain(
     let req = FindingsRequest {
         device,
         read_rom,
-        libvirt: reach.then(|| connect.uri(demo)),
+        libvirt: reach.then(|| LibvirtAt {
+            uri: connect.uri(demo),
+            connect: crate::libvirt::connect,
+        }),
         quiet: false,
     };
     let mut findings = host_findings(root, snap, &req);

@@ -2,7 +2,7 @@
 //! [--duration-s N] [--json]`: interrupts per CPU and per source, CPU time,
 //! and for a running VM where each vCPU ran against its pinning and KVM's exit
 //! rates. One block per sample on a terminal; `--json` prints one JSON object
-//! per sample (an `Update`, see src/monitor/sampler.rs) per line.
+//! per sample (an `Update`, see crates/core/src/monitor/sampler.rs) per line.
 
 use super::domain_virt::ConnectArgs;
 use super::out::{errln, outln};
@@ -128,6 +128,7 @@ pub fn run(root: &HostRoot, args: &MonitorArgs, demo: bool) -> anyhow::Result<i3
     let config = MonitorConfig {
         root: root.clone(),
         uri: Some(args.connect.uri(demo).to_string()),
+        connect: Some(crate::libvirt::connect),
         domain: args.domain.clone(),
         interval: Duration::from_millis(args.interval_ms.unsigned_abs()),
         only_changes: false,

@@ -116,7 +116,11 @@ pub fn vm_action(
 ) -> Result<VmDone, String> {
     let hv = open(uri)?;
     match action {
-        VmAction::Start => Ok(VmDone::Started(start_on(&hv, root, name, remote))),
+        VmAction::Start => {
+            let log_there = |name: &str| remote.and_then(|t| t.qemu_log(name));
+            let log_there = remote.map(|_| &log_there as crate::report::lifecycle::LogThere);
+            Ok(VmDone::Started(start_on(&hv, root, name, log_there)))
+        }
         VmAction::Shutdown => hv
             .shutdown(name)
             .map(|_| {

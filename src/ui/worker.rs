@@ -4,6 +4,7 @@
 use crate::checks::model::Finding;
 use crate::host::{HostSnapshot, scan};
 use crate::report::findings::{FindingsRequest, host_findings};
+use crate::report::libvirt::LibvirtAt;
 use crate::sysroot::HostRoot;
 use std::sync::mpsc::{Receiver, channel};
 
@@ -25,7 +26,10 @@ pub fn spawn_scan(
                 // The same findings as `check` (one composition, in
                 // report::findings), without a password dialog.
                 let req = FindingsRequest {
-                    libvirt: libvirt.as_deref(),
+                    libvirt: libvirt.as_deref().map(|uri| LibvirtAt {
+                        uri,
+                        connect: crate::libvirt::connect,
+                    }),
                     quiet: true,
                     ..FindingsRequest::default()
                 };

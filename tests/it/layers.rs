@@ -1,43 +1,120 @@
-//! The layers the compiler keeps (issue 32): the root helper is its own
-//! crate on the core alone, so the code that runs as root cannot reach the
-//! GUI, libvirt or an SSH client — not by a `use`, and not by what its binary
-//! links (helper.rs: ldd and nm of its binary). A dependency added to the core or the helper that pulls one in
-//! fails here, before it reaches a user's root.
+//! The layers the compiler keeps (issue 32): the workspace's dependency
+//! graph is the architecture. The core (every use case) and the root helper
+//! cannot reach the GUI, libvirt's library or the SSH crate, not by a `use`
+//! and not by a dependency of a dependency; libvirt's crate and the remote
+//! crate cannot reach the GUI; nothing below the app depends on it. The
+//! helper's binary is checked too (helper.rs: ldd and nm). A dependency that
+//! breaks a layer fails here, before it reaches a user's root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
-/// The core's and the helper's manifests name none of the crates the root
-/// helper must never be built with.
-#[test]
-fn core_and_helper_depend_on_no_gui_libvirt_or_ssh_crate() {
-    let top = env!("CARGO_MANIFEST_DIR");
-    for manifest in ["crates/core/Cargo.toml", "crates/helper/Cargo.toml"] {
-        let text = std::fs::read_to_string(format!("{top}/{manifest}")).unwrap();
-        let deps = text
-            .split("[dependencies]")
-            .nth(1)
-            .unwrap()
-            .split("\n[")
-            .next()
-            .unwrap();
-        for name in deps
-            .lines()
-            .filter_map(|l| l.split('=').next())
-            .map(str::trim)
-            .filter(|n| !n.is_empty() && !n.starts_with('#'))
-        {
-            let banned = name.starts_with("egui")
-                || [
-                    "eframe",
-                    "rfd",
-                    "virt",
-                    "ssh2",
-                    "russh",
-                    "openssh",
-                    "vfio-assistant",
-                ]
-                .contains(&name);
-            assert!(!banned, "{manifest} depends on {name}");
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every workspace package's dependencies, transitively, by crate name,
+/// from cargo's own resolution (the lock file, no network).
+fn closure() -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        // This machine's packages only: another platform's are never fetched.
+        .args([
+            "--filter-platform",
+            &format!("{}-unknown-linux-gnu", std::env::consts::ARCH),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let name_of: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    // Normal dependencies only: a dev-dependency never reaches a binary.
+    let mut edges: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().unwrap() {
+        let id = node["id"].as_str().unwrap();
+        let normal = node["deps"].as_array().unwrap().iter().filter(|d| {
+            d["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null())
+        });
+        edges.insert(id, normal.map(|d| d["pkg"].as_str().unwrap()).collect());
+    }
+    let mut out = BTreeMap::new();
+    for member in meta["workspace_members"].as_array().unwrap() {
+        let member = member.as_str().unwrap();
+        let (mut seen, mut todo) = (BTreeSet::new(), vec![member]);
+        while let Some(id) = todo.pop() {
+            for &d in edges.get(id).into_iter().flatten() {
+                if seen.insert(name_of[d].to_string()) {
+                    todo.push(d);
+                }
+            }
         }
+        out.insert(name_of[member].to_string(), seen);
+    }
+    out
+}
+
+const GUI: [&str; 5] = ["egui", "eframe", "egui_plot", "rfd", "winit"];
+const LIBVIRT: [&str; 2] = ["virt", "virt-sys"];
+const SSH: [&str; 3] = ["ssh2", "russh", "openssh"];
+
+fn refuses(all: &BTreeMap<String, BTreeSet<String>>, member: &str, banned: &[&str]) {
+    let deps = all
+        .get(member)
+        .unwrap_or_else(|| panic!("{member} is not a member"));
+    for b in banned {
+        assert!(!deps.contains(*b), "{member} reaches {b}: {deps:?}");
+    }
+}
+
+#[test]
+fn the_dependency_graph_is_the_architecture() {
+    let all = closure();
+    let app = ["vfio-assistant"];
+    let ours = ["vfio-assistant-libvirt", "vfio-assistant-remote"];
+    for member in ["vfio-assistant-core", "vfio-assistant-helper"] {
+        refuses(
+            &all,
+            member,
+            &[&GUI[..], &LIBVIRT, &SSH, &app, &ours].concat(),
+        );
+    }
+    refuses(
+        &all,
+        "vfio-assistant-libvirt",
+        &[&GUI[..], &SSH, &app].concat(),
+    );
+    refuses(
+        &all,
+        "vfio-assistant-remote",
+        &[&GUI[..], &LIBVIRT, &app, &["vfio-assistant-libvirt"]].concat(),
+    );
+    // The helper is built on the core alone.
+    let helper = &all["vfio-assistant-helper"];
+    assert!(helper.contains("vfio-assistant-core"));
+    // And the check itself sees what it should: the app reaches all of it.
+    let top = &all["vfio-assistant"];
+    for must in [
+        "egui",
+        "virt",
+        "vfio-assistant-core",
+        "vfio-assistant-remote",
+    ] {
+        assert!(
+            top.contains(must),
+            "the app does not reach {must}: the check is blind"
+        );
     }
 }

@@ -237,6 +237,7 @@ fn a_real_guest_is_found_on_its_pinned_cpus_with_kvm_exits() {
         MonitorConfig {
             root,
             uri: Some("qemu:///system".into()),
+            connect: Some(vfio_assistant::libvirt::connect),
             domain: Some(name.clone()),
             interval: Duration::from_millis(200),
             only_changes: false,
@@ -381,6 +382,7 @@ fn the_app_is_woken_only_when_something_moved() {
             MonitorConfig {
                 root: HostRoot::at(dir.path()),
                 uri: None,
+                connect: None,
                 domain: None,
                 interval: Duration::from_millis(50),
                 only_changes,

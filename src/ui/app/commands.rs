@@ -457,6 +457,7 @@ impl App {
         let config = MonitorConfig {
             root,
             uri: Some(self.wizard_uri()),
+            connect: Some(crate::libvirt::connect),
             domain: (!domain.is_empty()).then(|| domain.to_string()),
             interval: Duration::from_secs(1),
             only_changes: true,

@@ -1,7 +1,8 @@
 //! The `Hypervisor` trait over a real libvirt connection (the `virt` crate).
 
-use super::error::{VirtError, VirtErrorKind};
-use super::{DomainState, DomainSummary, Hypervisor, NetworkSummary, PoolSummary};
+use vfio_assistant_core::hypervisor::{
+    DomainState, DomainSummary, Hypervisor, NetworkSummary, PoolSummary, VirtError, VirtErrorKind,
+};
 use virt::connect::Connect;
 use virt::domain::Domain;
 use virt::enumutil::Enum;
@@ -61,7 +62,7 @@ fn kind_of(e: &virt::error::Error) -> VirtErrorKind {
     }
 }
 
-pub(super) fn wrap(action: &str) -> impl Fn(virt::error::Error) -> VirtError + '_ {
+pub(crate) fn wrap(action: &str) -> impl Fn(virt::error::Error) -> VirtError + '_ {
     move |e| VirtError::new(action, kind_of(&e), e.message().to_string())
 }
 
@@ -91,23 +92,22 @@ impl Libvirt {
         })
     }
 
-    pub(super) fn lookup(&self, name: &str) -> Result<Domain, VirtError> {
+    pub(crate) fn lookup(&self, name: &str) -> Result<Domain, VirtError> {
         self.conn
             .lookup_domain_by_name(name)
             .map_err(wrap(&format!("looking up domain '{name}'")))
     }
+}
 
-    /// libvirt's version as (major, minor, micro).
-    pub fn lib_version(&self) -> Result<(u32, u32, u32), VirtError> {
+impl Hypervisor for Libvirt {
+    fn lib_version(&self) -> Result<(u32, u32, u32), VirtError> {
         let v = self
             .conn
             .lib_version()
             .map_err(wrap("asking libvirt its version"))?;
         Ok((v / 1_000_000, (v / 1000) % 1000, v % 1000))
     }
-}
 
-impl Hypervisor for Libvirt {
     fn uri(&self) -> &str {
         &self.uri
     }
@@ -248,7 +248,7 @@ impl Hypervisor for Libvirt {
             .map_err(wrap(&action))?;
         let info = p.info().map_err(wrap(&action))?;
         let xml = p.xml_desc(0).unwrap_or_default();
-        let path = crate::domain::xml::Document::parse(&xml)
+        let path = vfio_assistant_core::domain::xml::Document::parse(&xml)
             .ok()
             .and_then(|d| {
                 d.root

@@ -6,7 +6,7 @@ use crate::capture::extract;
 use crate::sysroot::HostRoot;
 use anyhow::Context;
 
-const DEMO_ARCHIVE: &[u8] = include_bytes!("../assets/demo-host.tar.gz");
+const DEMO_ARCHIVE: &[u8] = include_bytes!("../../../assets/demo-host.tar.gz");
 
 /// Unpack the demo host; the directory lives as long as the returned guard.
 pub fn unpack_demo() -> anyhow::Result<(HostRoot, tempfile::TempDir)> {

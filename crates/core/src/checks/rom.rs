@@ -222,7 +222,10 @@ mod tests {
 
     /// A real ROM from tests/fixtures/roms.
     fn fixture(name: &str) -> Vec<u8> {
-        let p = format!("{}/tests/fixtures/roms/{name}", env!("CARGO_MANIFEST_DIR"));
+        let p = format!(
+            "{}/../../tests/fixtures/roms/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
     }
 

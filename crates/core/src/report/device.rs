@@ -210,7 +210,7 @@ mod tests {
     fn real_sysfs_devices_have_their_rows() {
         let p = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/pci-sysfs/prometheus-procfs"
+            "/../../tests/fixtures/pci-sysfs/prometheus-procfs"
         );
         let snap = crate::host::scan(&crate::sysroot::HostRoot::at(p)).unwrap();
         assert!(!snap.pci_devices.is_empty());

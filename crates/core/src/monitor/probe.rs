@@ -5,7 +5,7 @@
 //! here with the samplers; `checks::vm` judges what it gathered, purely.
 
 use crate::domain::xml::Document;
-use crate::libvirt::{DomainState, Hypervisor};
+use crate::hypervisor::{DomainState, Hypervisor};
 use crate::monitor::rates::{Rates, rates};
 use crate::monitor::sample::{read_host_after, read_threads};
 use crate::monitor::vm::{find_vm, kvm_counters};
@@ -47,7 +47,7 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
         .then(|| hv.domain_xml_live(name).ok())
         .flatten()
         .and_then(|x| Document::parse(&x).ok());
-    let hyperv_offered = crate::libvirt::caps::caps_of(hv).and_then(|c| c.hyperv);
+    let hyperv_offered = crate::hypervisor::caps::caps_of(hv).and_then(|c| c.hyperv);
     let qmp_status = active.then(|| {
         hv.qmp(name, r#"{"execute":"query-status"}"#)
             .map_err(|e| e.to_string())

@@ -9,7 +9,7 @@ use crate::checks::run_checks;
 use crate::checks::vm::vm_findings;
 use crate::domain::start_failure::explain;
 use crate::host::HostSnapshot;
-use crate::libvirt::{DomainState, Hypervisor};
+use crate::hypervisor::{DomainState, Hypervisor};
 use crate::monitor::probe::{VmLive, probe_vm};
 use crate::sysroot::HostRoot;
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub struct FindingsRequest<'a> {
     pub read_rom: bool,
     /// The libvirt this host's VMs are on: its access is checked. `None`
     /// for a capture, which has no daemon.
-    pub libvirt: Option<&'a str>,
+    pub libvirt: Option<super::libvirt::LibvirtAt<'a>>,
     /// Do not connect where the user is outside libvirt's groups (the app:
     /// a connection would pop up polkit's password dialog at every scan).
     pub quiet: bool,
@@ -42,11 +42,11 @@ pub fn host_findings(root: &HostRoot, snap: &HostSnapshot, req: &FindingsRequest
             findings.push(super::rom::card_rom(root, addr, Some(card)).finding);
         }
     }
-    if let Some(uri) = req.libvirt {
+    if let Some(at) = req.libvirt {
         findings.extend(if req.quiet {
-            super::libvirt::check_libvirt_quietly(root, uri)
+            super::libvirt::check_libvirt_quietly(root, at)
         } else {
-            super::libvirt::check_libvirt(root, uri)
+            super::libvirt::check_libvirt(root, at)
         });
     }
     findings.sort_by_key(|f| f.status);

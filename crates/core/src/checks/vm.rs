@@ -11,7 +11,7 @@ use crate::domain::inspect::{
 };
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
-use crate::libvirt::DomainState;
+use crate::hypervisor::DomainState;
 use crate::parse::interrupts::{VfioIrqMode, parse_interrupts, vfio_irqs};
 use crate::pinning::validate::{Severity, validate};
 use crate::sysroot::{HostPath, HostRoot};

@@ -10,7 +10,7 @@ use crate::domain::start_failure::{StartCause, explain};
 use crate::domain::tune::{Edit, diff_labeled};
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
-use crate::libvirt::{DomainState, Hypervisor, VirtError};
+use crate::hypervisor::{DomainState, Hypervisor, VirtError};
 use crate::sysroot::HostRoot;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ pub fn plan_define(
         .ok_or(DefineError::NoName)?;
     let existing = match hv.domain_xml(&name) {
         Ok(x) => Some(x),
-        Err(e) if e.kind == crate::libvirt::error::VirtErrorKind::NoDomain => None,
+        Err(e) if e.kind == crate::hypervisor::error::VirtErrorKind::NoDomain => None,
         Err(e) => return Err(e.into()),
     };
     let mut kept = Vec::new();
@@ -237,19 +237,22 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
     out
 }
 
-/// Start `name`; when the domain is another machine's (`remote`: `hv` is
-/// its libvirt over qemu+ssh), a failure is explained from that machine's
-/// QEMU log read there, never from a log on this side (a snapshot's is
-/// older than this start).
+/// Reads a domain's QEMU log on the machine it runs on (over SSH), by name.
+pub type LogThere<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Start `name`; when the domain is another machine's (`log_there`: `hv`
+/// is its libvirt over qemu+ssh, and this reads a domain's QEMU log on that
+/// machine), a failure is explained from the log read there, never from a
+/// log on this side (a snapshot's is older than this start).
 pub fn start_on(
     hv: &dyn Hypervisor,
     root: &HostRoot,
     name: &str,
-    remote: Option<&crate::remote::SshTarget>,
+    log_there: Option<LogThere>,
 ) -> StartOutcome {
     let mut o = start(hv, root, name);
-    if let (false, Some(t)) = (o.started, remote) {
-        o.explain_again(t.qemu_log(name).as_deref());
+    if let (false, Some(read)) = (o.started, log_there) {
+        o.explain_again(read(name).as_deref());
     }
     o
 }

@@ -11,16 +11,16 @@
 //! statistics say (`realtime: false`).
 
 use super::{RemoteError, SshTarget, quote};
-use crate::host::input::Reaction;
-use crate::monitor::latency::LatencyStats;
-use crate::monitor::rates::kvm_meaning;
-use crate::monitor::sampler::Update;
 use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use vfio_assistant_core::host::input::Reaction;
+use vfio_assistant_core::monitor::latency::LatencyStats;
+use vfio_assistant_core::monitor::rates::kvm_meaning;
+use vfio_assistant_core::monitor::sampler::Update;
 
 /// The longest line one sample may take (a big host's is tens of KiB).
 const MAX_LINE: u64 = 4 << 20;
@@ -216,7 +216,7 @@ impl SshTarget {
             "latency".to_string(),
             "--json".into(),
             "--cpus".into(),
-            crate::parse::cpulist::format_cpulist(cpus),
+            vfio_assistant_core::parse::cpulist::format_cpulist(cpus),
             "--duration-s".into(),
             seconds.clamp(1, 60).to_string(),
         ];

@@ -297,7 +297,7 @@ mod tests {
     fn snap() -> HostSnapshot {
         let p = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/topology/ghw-amd-ryzen5-1600"
+            "/../../tests/fixtures/topology/ghw-amd-ryzen5-1600"
         );
         crate::host::scan(&crate::sysroot::HostRoot::at(p)).unwrap()
     }

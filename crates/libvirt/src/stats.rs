@@ -6,9 +6,9 @@
 //! never frees, so this calls `virDomainListGetStats` itself, copies the
 //! numbers out and frees the list with `virDomainStatsRecordListFree`.
 
-use super::Libvirt;
-use super::error::VirtError;
+use crate::Libvirt;
 use std::ffi::CStr;
+use vfio_assistant_core::hypervisor::VirtError;
 use virt::sys;
 
 /// Which statistics group to ask for.
@@ -41,7 +41,7 @@ impl Libvirt {
         let n = unsafe { sys::virDomainListGetStats(doms.as_mut_ptr(), group, &mut records, 0) };
         if n < 0 || records.is_null() {
             let e = virt::error::Error::last_error();
-            return Err(super::connection::wrap(&format!(
+            return Err(crate::connection::wrap(&format!(
                 "reading the statistics of '{name}'"
             ))(e));
         }

@@ -4,7 +4,7 @@
 //! `/etc/passwd` and `/etc/group`.
 
 use super::model::{Finding, Status};
-use crate::libvirt::{VirtError, error::VirtErrorKind};
+use crate::hypervisor::{VirtError, error::VirtErrorKind};
 use crate::sysroot::{HostPath, HostRoot};
 
 /// Who is asking, as far as the host's account files tell.
@@ -54,7 +54,7 @@ pub struct Reached {
     pub version: String,
     pub domains: usize,
     /// The libvirt networks, when they could be listed.
-    pub networks: Option<Vec<crate::libvirt::NetworkSummary>>,
+    pub networks: Option<Vec<crate::hypervisor::NetworkSummary>>,
 }
 
 /// `uid`'s name and groups, from the account files under `root`.
@@ -98,7 +98,7 @@ pub fn user_of(root: &HostRoot, uid: u32) -> User {
 /// `None` when the networks could not be listed.
 pub fn network_finding(
     uri: &str,
-    networks: Option<&[crate::libvirt::NetworkSummary]>,
+    networks: Option<&[crate::hypervisor::NetworkSummary]>,
 ) -> Option<Finding> {
     let list = networks?;
     let why = "A VM on NAT networking plugs into libvirt's network 'default'; if it is not running, the VM does not start ('network default is not active'), and libvirt starts it at boot only when it is marked autostart.";
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_default_network_says_when_vms_will_not_start() {
-        use crate::libvirt::NetworkSummary;
+        use crate::hypervisor::NetworkSummary;
         let net = |active, autostart| {
             vec![NetworkSummary {
                 name: "default".into(),

@@ -512,7 +512,7 @@ impl SshTarget {
         )?;
         // The user's alone from its first byte (0600, nothing already
         // there followed or replaced): it holds that machine's files.
-        let kept = crate::userfile::NewFile::create_private(dest, false)
+        let kept = vfio_assistant_core::userfile::NewFile::create_private(dest, false)
             .map_err(|e| e.to_string())
             .and_then(|mut f| {
                 use std::io::Write;

@@ -1,17 +1,22 @@
-//! libvirt, behind a small trait so the rest of the app does not care whether
-//! libvirt is there. `Libvirt` (connection.rs) talks to a real URI through the
-//! `virt` crate: `qemu:///system` on a real host, `test:///default` (libvirt's
-//! in-process test driver, no daemon) for `--demo` and the tests.
+//! libvirt as the core sees it: a small trait (`Hypervisor`), the values
+//! it hands back and its errors, so that checks, reports and the monitor
+//! can speak of domains without linking libvirt. The real connection
+//! (the `virt` crate) lives in the `vfio-assistant-libvirt` crate, which
+//! the app passes down as a `Connect` where a use case must open one:
+//! `qemu:///system` on a real host, `test:///default` (libvirt's in-process
+//! test driver, no daemon) for `--demo` and the tests.
 //! `caps.rs` asks for domain capabilities (the model is `domain::caps`).
 
 pub mod caps;
-pub mod connection;
 pub mod error;
-pub mod stats;
 
-pub use connection::Libvirt;
-pub use error::VirtError;
+pub use error::{VirtError, VirtErrorKind};
 use serde::Serialize;
+
+/// Opens a libvirt URI. The app passes `vfio_assistant_libvirt::connect`;
+/// the core never names libvirt's library, so a use case that may connect
+/// takes one of these (the helper and `scan` never load libvirt).
+pub type Connect = fn(&str) -> Result<Box<dyn Hypervisor + Send>, VirtError>;
 
 /// The URI people mean when they say "my VMs": the system QEMU driver.
 pub const DEFAULT_URI: &str = "qemu:///system";
@@ -77,6 +82,8 @@ pub struct PoolSummary {
 /// the libvirt message and what to try.
 pub trait Hypervisor {
     fn uri(&self) -> &str;
+    /// libvirt's version as (major, minor, micro).
+    fn lib_version(&self) -> Result<(u32, u32, u32), VirtError>;
     fn domains(&self) -> Result<Vec<DomainSummary>, VirtError>;
     /// The domain's persistent definition (what `virsh dumpxml --inactive` gives).
     fn domain_xml(&self, name: &str) -> Result<String, VirtError>;

@@ -8,7 +8,7 @@
 use super::sample::VmThreads;
 use crate::domain::inspect::pinning_of;
 use crate::domain::xml::Document;
-use crate::libvirt::Hypervisor;
+use crate::hypervisor::Hypervisor;
 use crate::parse::domstats::kvm_counters_of;
 use crate::parse::qmp::{parse_cpus_fast, parse_vcpu_stats};
 use crate::sysroot::{HostPath, HostRoot, ReadError};

@@ -17,7 +17,7 @@ use crate::domain::tune::Edit;
 use crate::domain::validate::schema_check;
 use crate::domain::xml::{Document, XmlError};
 use crate::host::HostSnapshot;
-use crate::libvirt::Hypervisor;
+use crate::hypervisor::Hypervisor;
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::path::Path;
@@ -67,7 +67,7 @@ pub enum PreflightError {
     NotADomain(String),
 }
 
-pub use crate::libvirt::caps::caps_of;
+pub use crate::hypervisor::caps::caps_of;
 
 /// Whether the qemu user can reach `path`: it exists, is a file or block
 /// device, and every folder above it lets others in (libvirt hands QEMU the

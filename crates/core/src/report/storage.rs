@@ -4,7 +4,7 @@
 //! the right owner and label), else with `qemu-img create` at the path the
 //! user picked. Says how much space is free there before and after.
 
-use crate::libvirt::Hypervisor;
+use crate::hypervisor::Hypervisor;
 use std::path::Path;
 use std::process::Command;
 

@@ -15,6 +15,14 @@ ours=$(dpkg -L vfio-assistant | while read -r f; do [ -f "$f" ] && echo "$f"; do
 [ -n "$ours" ] || { echo "dpkg -L lists no files for vfio-assistant" >&2; exit 1; }
 /usr/bin/vfio-assistant --version
 /usr/bin/vfio-assistant scan --json >/dev/null && echo "scan --json: ok"
+# What users run does not load libvirt; what needs it continues in the
+# installed vfio-assistant-virt (libvirt's test driver, no daemon).
+if ldd /usr/bin/vfio-assistant | grep -q libvirt; then
+    echo "/usr/bin/vfio-assistant links libvirt" >&2
+    exit 1
+fi
+ldd /usr/libexec/vfio-assistant/vfio-assistant-virt | grep -q libvirt.so
+/usr/bin/vfio-assistant domain list --demo | grep -q "test:///default" && echo "domain list (vfio-assistant-virt): ok"
 test -x /usr/libexec/vfio-assistant/vfio-assistant-helper
 echo '{"kind":"status"}' | /usr/libexec/vfio-assistant/vfio-assistant-helper >/dev/null && echo "helper: ok"
 # The installed helper has no test hooks: any argument is refused.

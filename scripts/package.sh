@@ -22,7 +22,7 @@ cargo run --quiet --locked --example gen_assets -- target/assets >/dev/null
 # without its debug info (400 MB of it would take minutes to compress).
 if [ "$out" != target/release ]; then
     mkdir -p target/release
-    for b in vfio-assistant vfio-assistant-helper; do
+    for b in vfio-assistant vfio-assistant-virt vfio-assistant-helper; do
         if command -v strip >/dev/null 2>&1; then
             strip --strip-debug -o "target/release/$b" "$out/$b"
         else

@@ -38,6 +38,14 @@ pub struct CheckArgs {
     pub read_rom: bool,
 }
 
+impl CheckArgs {
+    /// The host alone: no domain and no libvirt named (a captured host's
+    /// check then never talks to libvirt).
+    pub fn is_host_only(&self) -> bool {
+        self.domain.is_none() && self.connect.connect.is_none()
+    }
+}
+
 #[derive(Serialize)]
 struct CheckDocument<'a> {
     schema_version: u32,

@@ -8,7 +8,10 @@ use super::out::{StdoutError, errln, out, outln};
 use crate::checks::model::Finding;
 use crate::domain::xml::Document;
 use crate::host::{HostSnapshot, scan};
-use crate::libvirt::{DEFAULT_URI, Hypervisor, Libvirt, TEST_URI};
+use crate::libvirt::{DEFAULT_URI, Hypervisor, TEST_URI, connect};
+
+/// An open libvirt connection.
+pub type Libvirt = Box<dyn Hypervisor + Send>;
 use crate::report::findings::{FindingsRequest, domain_findings, host_findings};
 use crate::report::libvirt::LibvirtAt;
 use crate::report::lifecycle::{commit_define, plan_define};
@@ -34,7 +37,7 @@ impl ConnectArgs {
         }
     }
     pub fn open(&self, demo: bool) -> anyhow::Result<Libvirt> {
-        Ok(Libvirt::open(self.uri(demo))?)
+        Ok(connect(self.uri(demo))?)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod domain;
 pub mod domain_life;
 pub mod domain_new;
 pub mod domain_virt;
+pub mod entry;
 pub mod input;
 pub mod latency;
 pub mod monitor;

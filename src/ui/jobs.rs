@@ -9,7 +9,9 @@ use crate::domain::tune::{TuneOptions, tune};
 use crate::domain::xml::Document;
 use crate::host::HostSnapshot;
 use crate::libvirt::caps::DomainCaps;
-use crate::libvirt::{DomainState, Hypervisor, Libvirt};
+use crate::libvirt::{DomainState, Hypervisor, connect};
+
+type Libvirt = Box<dyn Hypervisor + Send>;
 use crate::monitor::idle_hold::{IdleHold, probe_compared};
 use crate::monitor::latency::LatencyStats;
 use crate::pinning::PinPlan;
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn open(uri: &str) -> Result<Libvirt, String> {
-    Libvirt::open(uri).map_err(|e| e.to_string())
+    connect(uri).map_err(|e| e.to_string())
 }
 
 /// A connection's domain capabilities and its (QEMU, libvirt) versions.
@@ -42,7 +44,7 @@ pub fn validate(
     uri: &str,
     xml: &str,
 ) -> Result<Preflight, String> {
-    let hv = Libvirt::open(uri).ok();
+    let hv = connect(uri).ok();
     let req = PreflightRequest {
         base_dir: None,
         trial: true,
@@ -274,14 +276,14 @@ pub fn pick_file(field: PickField) -> (PickField, Option<String>) {
 /// Create a qcow2 image for the wizard (in libvirt's pool when the path is
 /// in it); its path.
 pub fn create_disk(uri: &str, path: &str, size_gib: u64) -> Result<String, String> {
-    let hv = Libvirt::open(uri).ok();
+    let hv = connect(uri).ok();
     crate::report::storage::create_qcow2(hv.as_ref().map(|h| h as &dyn Hypervisor), path, size_gib)
         .map_err(|e| e.to_string())
 }
 
 /// Where the wizard's new disk would go by default, and the space there.
 pub fn disk_place(uri: &str, vm_name: &str) -> crate::report::storage::DiskPlace {
-    let hv = Libvirt::open(uri).ok();
+    let hv = connect(uri).ok();
     crate::report::storage::default_place(hv.as_ref().map(|h| h as &dyn Hypervisor), vm_name)
 }
 

@@ -118,3 +118,60 @@ fn the_dependency_graph_is_the_architecture() {
         );
     }
 }
+
+fn ldd(program: &str) -> String {
+    let out = std::process::Command::new("ldd")
+        .arg(program)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `vfio-assistant`, what users run, does not load libvirt's library (and
+/// the ~55 it pulls in): `scan`, `pin`, `--version` start without them. A
+/// command that needs libvirt continues, same arguments, in
+/// `vfio-assistant-virt`; without that program the command says so.
+#[test]
+fn what_users_run_does_not_load_libvirt_and_hands_libvirt_on() {
+    let front = env!("CARGO_BIN_EXE_vfio-assistant");
+    let virt = env!("CARGO_BIN_EXE_vfio-assistant-virt");
+    assert!(!ldd(front).contains("libvirt"), "{}", ldd(front));
+    assert!(ldd(virt).contains("libvirt.so"), "{}", ldd(virt));
+    let out = std::process::Command::new(front)
+        .args(["domain", "list", "--demo"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("test:///default"),
+        "{text}"
+    );
+    // The same program where no vfio-assistant-virt is beside it (a hard
+    // link: the program knows itself by the path it was started from).
+    if std::path::Path::new("/usr/libexec/vfio-assistant/vfio-assistant-virt").exists() {
+        return; // installed on this machine: it would be found there
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let alone = dir.path().join("vfio-assistant");
+    std::fs::hard_link(front, &alone).unwrap();
+    let out = std::process::Command::new(&alone)
+        .args(["domain", "list", "--demo"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("vfio-assistant-virt is not installed"),
+        "{err}"
+    );
+    // What never needs libvirt still runs there.
+    let out = std::process::Command::new(&alone)
+        .args(["scan", "--demo"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -15,9 +15,10 @@ use vfio_assistant::domain::template::{Windows, new_windows};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
 use vfio_assistant::libvirt::error::VirtErrorKind;
-use vfio_assistant::libvirt::stats::StatsGroup;
-use vfio_assistant::libvirt::{DomainState, Hypervisor, Libvirt, TEST_URI};
+use vfio_assistant::libvirt::{DomainState, Hypervisor, TEST_URI};
 use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant_libvirt::Libvirt;
+use vfio_assistant_libvirt::stats::StatsGroup;
 
 fn test_driver() -> Libvirt {
     Libvirt::open(TEST_URI).expect("the test driver needs no daemon")

@@ -14,6 +14,19 @@ compile_error!(
 
 mod support;
 
+/// The library's use cases open libvirt through the opener the program
+/// provides (`vfio-assistant-virt` gives libvirt's at start). This test
+/// binary links libvirt too and provides it before any test runs, as that
+/// program's `main` does.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static PROVIDE_LIBVIRT: extern "C" fn() = {
+    extern "C" fn provide() {
+        vfio_assistant::libvirt::provide(vfio_assistant_libvirt::connect);
+    }
+    provide
+};
+
 mod bad_input;
 mod checks;
 mod checks_each_way;

@@ -14,10 +14,11 @@ use std::process::{Command, Output};
 use vfio_assistant::domain::playable::{ClientSetup, SpiceAt};
 use vfio_assistant::domain::xml::Document;
 use vfio_assistant::host::scan;
-use vfio_assistant::libvirt::{DomainState, Hypervisor, Libvirt, TEST_URI};
+use vfio_assistant::libvirt::{DomainState, Hypervisor, TEST_URI};
 use vfio_assistant::report::lifecycle::{commit_define, plan_define};
 use vfio_assistant::report::preflight::PreflightRequest;
 use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant_libvirt::Libvirt;
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))

@@ -94,7 +94,8 @@ pub fn bootable_domain(hv: &Libvirt, name: &str, vcpus: usize, pins: &[u32]) -> 
     pre.xml
 }
 
-use vfio_assistant::libvirt::{Hypervisor, Libvirt};
+use vfio_assistant::libvirt::Hypervisor;
+use vfio_assistant_libvirt::Libvirt;
 
 /// qemu:///system, or `None` with a message (an error in CI, where
 /// scripts/libvirt-up.sh must have started it).

@@ -5,7 +5,7 @@ use super::hex::{Hex16, Hex24};
 use super::pci_names;
 use super::usage::HostUsage;
 use super::warnings::Warnings;
-use crate::parse::pci_config::{ConfigInfo, parse_config};
+use crate::parse::pci_config::{ConfigInfo, read_config};
 use crate::parse::pci_resource::{Bar, parse_resource};
 use crate::parse::values::{
     parse_hex_u16, parse_hex_u32, parse_i64, parse_link_speed_gts, parse_u64,
@@ -286,22 +286,20 @@ fn read_device(
     let boot_vga = warnings
         .take_opt(root.read_attr_opt(&dir.join("boot_vga")))
         .map(|v| v == "1");
-    // Config reads trap into the hypervisor or hit slow ECAM: read the standard
-    // 256 bytes, and the extended 4 KiB only where it exists (PCI Express).
+    // Config reads trap into the hypervisor or hit slow ECAM, one per 4
+    // bytes: only the header and the capability lists are read (pread).
     let config_path = dir.join("config");
-    let config = match root.read_bytes(&config_path, 256) {
-        Ok(bytes)
-            if bytes.len() == 256
-                && parse_config(&bytes)
-                    .capabilities
-                    .iter()
-                    .any(|c| c == "PCI Express") =>
-        {
-            let full = root.read_bytes(&config_path, 4096).unwrap_or(bytes);
-            Some(parse_config(&full))
+    let config = match root.open_file(&config_path) {
+        Ok(file) => {
+            use std::os::unix::fs::FileExt;
+            let info = read_config(|off, len| {
+                let mut buf = vec![0u8; len];
+                let n = file.read_at(&mut buf, off as u64).unwrap_or(0);
+                buf.truncate(n);
+                buf
+            });
+            (info.bytes > 0).then_some(info)
         }
-        Ok(bytes) if !bytes.is_empty() => Some(parse_config(&bytes)),
-        Ok(_) => None,
         Err(e) if e.is_not_found() => None,
         Err(e) => {
             warnings.push(&e);

@@ -132,3 +132,76 @@ pub trait Hypervisor {
     /// `vcpu.0.time`, `vcpu.0.exits.sum`… (see `stats.rs`).
     fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError>;
 }
+
+/// A boxed connection is one too (what `Connect` gives).
+impl<T: Hypervisor + ?Sized> Hypervisor for Box<T> {
+    fn uri(&self) -> &str {
+        (**self).uri()
+    }
+    fn lib_version(&self) -> Result<(u32, u32, u32), VirtError> {
+        (**self).lib_version()
+    }
+    fn domains(&self) -> Result<Vec<DomainSummary>, VirtError> {
+        (**self).domains()
+    }
+    fn domain_xml(&self, name: &str) -> Result<String, VirtError> {
+        (**self).domain_xml(name)
+    }
+    fn domain_xml_live(&self, name: &str) -> Result<String, VirtError> {
+        (**self).domain_xml_live(name)
+    }
+    fn define(&self, xml: &str) -> Result<String, VirtError> {
+        (**self).define(xml)
+    }
+    fn start(&self, name: &str) -> Result<(), VirtError> {
+        (**self).start(name)
+    }
+    fn shutdown(&self, name: &str) -> Result<(), VirtError> {
+        (**self).shutdown(name)
+    }
+    fn destroy(&self, name: &str) -> Result<(), VirtError> {
+        (**self).destroy(name)
+    }
+    fn undefine(&self, name: &str) -> Result<(), VirtError> {
+        (**self).undefine(name)
+    }
+    fn state(&self, name: &str) -> Result<DomainState, VirtError> {
+        (**self).state(name)
+    }
+    fn capabilities(&self) -> Result<String, VirtError> {
+        (**self).capabilities()
+    }
+    fn versions(&self) -> Result<(u64, u64), VirtError> {
+        (**self).versions()
+    }
+    fn domain_capabilities(
+        &self,
+        machine: Option<&str>,
+        virttype: Option<&str>,
+    ) -> Result<String, VirtError> {
+        (**self).domain_capabilities(machine, virttype)
+    }
+    fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError> {
+        (**self).qmp(name, command)
+    }
+    fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError> {
+        (**self).networks()
+    }
+    fn start_network(&self, name: &str) -> Result<(), VirtError> {
+        (**self).start_network(name)
+    }
+    fn pool(&self, name: &str) -> Result<PoolSummary, VirtError> {
+        (**self).pool(name)
+    }
+    fn create_volume(
+        &self,
+        pool: &str,
+        name: &str,
+        capacity_bytes: u64,
+    ) -> Result<String, VirtError> {
+        (**self).create_volume(pool, name, capacity_bytes)
+    }
+    fn vcpu_stats(&self, name: &str) -> Result<Vec<(String, u64)>, VirtError> {
+        (**self).vcpu_stats(name)
+    }
+}

@@ -353,7 +353,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
     }
     read_values(root, &mut f);
     let journal =
-        super::journal::Journal::under(root.base(), super::apply::Env::default_journal(root));
+        super::journal::Journal::under(root.base(), super::txn::Env::default_journal(root));
     for e in journal
         .list()
         .iter()

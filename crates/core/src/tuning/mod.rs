@@ -28,6 +28,7 @@ pub mod status;
 pub mod targets;
 pub mod tokens;
 pub mod trust;
+pub mod txn;
 pub mod undo;
 pub mod verify;
 pub mod vfio_boot;

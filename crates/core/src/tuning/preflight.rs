@@ -5,11 +5,12 @@
 //! symlink; nothing it writes sits on a read-only file system. A problem is
 //! a clear refusal with all the reasons, and nothing changed.
 
-use super::apply::{ApplyError, Env, read_value, unbind_applies};
 use super::artifacts::artifact_allowed;
 use super::facts::TuneFacts;
 use super::fsops::{confined, read_file, read_only};
 use super::model::Change;
+use super::txn::steps::{read_value, unbind_applies};
+use super::txn::{ApplyError, Env};
 use std::path::Path;
 
 fn existing_parent(p: &Path) -> Option<&Path> {

@@ -6,10 +6,10 @@
 //! initramfs without vfio-pci), and, after a rollback or an undo, what its
 //! boot files still hold that they should not.
 
-use super::apply::Env;
 use super::journal::{Entry, EntryState};
 use super::model::{Effect, Verify};
 use super::tokens::missing;
+use super::txn::Env;
 use super::undo::drift;
 use super::verify::{entries_check, initramfs_check};
 use crate::sysroot::HostPath;

@@ -17,11 +17,12 @@
 //!
 //! What cannot be done is recorded with why, and the rest goes on.
 
-use super::apply::{Env, Outcome, Progress, command_step, read_value, unbind_applies, value_text};
 use super::artifacts;
 use super::fsops::{read_file, write_file, write_value};
 use super::journal::{Entry, EntryState};
 use super::model::Verify;
+use super::txn::steps::{command_step, read_value, unbind_applies, value_text};
+use super::txn::{Env, Outcome, Progress};
 use super::verify::{entries_check, initramfs_check};
 
 struct Reporter<'a> {
@@ -267,8 +268,8 @@ pub fn undo(
     id: &str,
     force: bool,
     progress: &mut dyn FnMut(Progress),
-) -> Result<Outcome, super::apply::ApplyError> {
-    use super::apply::ApplyError;
+) -> Result<Outcome, super::txn::ApplyError> {
+    use super::txn::ApplyError;
     let mut entry = env.journal.load(id)?;
     let ids: Vec<String> = match entry.state {
         EntryState::Applied | EntryState::Undoing => entry.applied.clone(),

@@ -7,9 +7,10 @@
 //! are skipped by their menu title, as are entries without a Linux kernel
 //! (memtest, firmware setup).
 
-use super::apply::{Env, read_value};
 use super::model::Verify;
 use super::tokens::missing;
+use super::txn::Env;
+use super::txn::steps::read_value;
 use crate::sysroot::{HostPath, HostRoot};
 
 pub fn verify_name(v: &Verify) -> String {

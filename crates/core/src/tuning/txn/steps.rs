@@ -1,0 +1,114 @@
+//! The steps of a transaction that touch the host outside files: a
+//! command run (or recorded when commands do not run), a value read back,
+//! a value written as the kernel wants it, an unbind that applies.
+
+use super::Env;
+use crate::sysroot::{HostPath, HostRoot};
+use crate::tuning::fsops::confined;
+use crate::tuning::journal::CommandRecord;
+use crate::tuning::model::CommandStep;
+
+pub(crate) fn read_value(root: &HostRoot, path: &str) -> Option<String> {
+    let target = confined(root, path, true).ok()?;
+    let bytes = crate::userfile::read_bytes(&target, 1 << 20).ok()?;
+    Some(String::from_utf8_lossy(&bytes).trim().to_string())
+}
+
+/// Run `argv` (no shell), recording its output; an exit other than 0 fails.
+pub(crate) fn run_command(
+    env: &Env,
+    argv: &[String],
+    records: &mut Vec<CommandRecord>,
+) -> Result<(), String> {
+    let Some((prog, args)) = argv.split_first() else {
+        return Err("empty command".into());
+    };
+    let mut cmd = match &env.tool_dir {
+        Some(d) => {
+            let mut c = std::process::Command::new(d.join(prog));
+            c.env("VFIO_ASSISTANT_ROOT", env.root.base());
+            c
+        }
+        None => std::process::Command::new(prog),
+    };
+    let out = cmd.args(args).stdin(std::process::Stdio::null()).output();
+    let (status, text) = match &out {
+        Ok(o) => {
+            let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
+            t.push_str(&String::from_utf8_lossy(&o.stderr));
+            (o.status.code(), t)
+        }
+        Err(e) => (None, e.to_string()),
+    };
+    let tail = if text.len() > 65536 {
+        let mut cut = text.len() - 65536;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text[cut..].to_string()
+    } else {
+        text
+    };
+    records.push(CommandRecord {
+        argv: argv.to_vec(),
+        status,
+        output: tail.clone(),
+    });
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`{}` exited with {}: {}",
+            argv.join(" "),
+            o.status,
+            tail.lines().last().unwrap_or("")
+        )),
+        Err(e) => Err(format!("`{}` could not run: {e}", argv.join(" "))),
+    }
+}
+
+/// Run a command step, or record that it was not run.
+pub(crate) fn command_step(
+    env: &Env,
+    c: &CommandStep,
+    records: &mut Vec<CommandRecord>,
+) -> Result<(), String> {
+    let argv = c.argv();
+    if !(env.run_commands && c.run) {
+        records.push(CommandRecord {
+            argv,
+            status: None,
+            output: "not run".into(),
+        });
+        return Ok(());
+    }
+    run_command(env, &argv, records)
+}
+
+/// A value for writing: a cleared driver_override is an empty line.
+pub(crate) fn value_text(v: &str) -> String {
+    if v == "(null)" {
+        "\n".into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Writing `addr` to `/sys/bus/pci/drivers/DRV/unbind` needs the device to
+/// be on DRV now (else the kernel says ENODEV, or the file is not there at
+/// all because DRV is not loaded): false when there is nothing to unbind.
+pub(crate) fn unbind_applies(root: &HostRoot, path: &str, value: &str) -> bool {
+    let Some(drv) = path
+        .strip_prefix("/sys/bus/pci/drivers/")
+        .and_then(|r| r.strip_suffix("/unbind"))
+    else {
+        return true;
+    };
+    let link = root
+        .link_name(&HostPath::sys(&format!(
+            "bus/pci/devices/{}/driver",
+            value.trim()
+        )))
+        .ok()
+        .flatten();
+    link.as_deref() == Some(drv)
+}

@@ -92,7 +92,7 @@ pub fn render_next_step(step: &NextStep) -> String {
             "the app's Tuning page does it, or `vfio-assistant tune plan --only {change}{}` shows it",
             device
                 .as_deref()
-                .filter(|_| *change == "vfio-boot")
+                .filter(|_| *change == crate::tuning::kinds::Kind::VfioBoot)
                 .map(|d| format!(" --gpu {d}"))
                 .unwrap_or_default()
         ),

@@ -15,6 +15,7 @@ use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
 use crate::tuning::facts::gather;
 use crate::tuning::journal::{EntryState, JournalError};
+use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Plan, Request};
 use crate::tuning::plan::plan;
 use crate::tuning::status::status;
@@ -121,9 +122,10 @@ pub struct PlanArgs {
 pub struct ApplyArgs {
     #[command(flatten)]
     pub req: RequestArgs,
-    /// Only these changes (ids from `tune plan`), comma-separated.
+    /// Only these changes (ids from `tune plan`: thp, cmdline, sriov:ADDRESS…),
+    /// comma-separated.
     #[arg(long, value_delimiter = ',')]
-    pub only: Vec<String>,
+    pub only: Vec<ChangeId>,
     /// Show what would happen; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -187,7 +189,7 @@ fn parse_sriov(s: &str) -> Result<(String, u32), String> {
     Ok((a.to_string(), n))
 }
 
-fn request(a: &RequestArgs, only: &[String]) -> Request {
+fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
     Request {
         gpus: a.gpus.clone(),
         devices: a.devices.clone(),
@@ -409,7 +411,12 @@ fn run_list(root: &HostRoot, j: &JournalArgs) -> anyhow::Result<i32> {
         outln!("No transactions in {}.", e.journal.dir.display())?;
     } else {
         for x in &list {
-            outln!("{}  {}  {}", x.id, x.state.label(), x.applied.join(", "))?;
+            outln!(
+                "{}  {}  {}",
+                x.id,
+                x.state.label(),
+                ChangeId::joined(&x.applied)
+            )?;
         }
     }
     Ok(0)

@@ -139,7 +139,12 @@ pub fn status_text(list: &[EntryStatus]) -> String {
             Standing::Undone => "undone",
             Standing::Interrupted => "INTERRUPTED (tune undo --last restores the host)",
         };
-        let _ = writeln!(s, "{}  {word}: {}", e.id, e.changes.join(", "));
+        let _ = writeln!(
+            s,
+            "{}  {word}: {}",
+            e.id,
+            crate::tuning::kinds::ChangeId::joined(&e.changes)
+        );
         if !e.pending_tokens.is_empty() {
             let _ = writeln!(
                 s,

@@ -17,25 +17,15 @@ pub enum Page {
 }
 
 impl Page {
-    pub const ALL: [Page; 7] = [
-        Page::Overview,
-        Page::Devices,
-        Page::Cpu,
-        Page::Tuning,
-        Page::NewVm,
-        Page::Monitor,
-        Page::Troubleshoot,
-    ];
+    /// Every page, in the top bar's order (`ui::app::page_table::PAGES`).
+    pub fn all() -> impl Iterator<Item = Page> {
+        super::app::page_table::PAGES.iter().map(|p| p.page)
+    }
     pub fn title(self) -> &'static str {
-        match self {
-            Page::Overview => "Overview",
-            Page::Devices => "Devices",
-            Page::Cpu => "CPU",
-            Page::Troubleshoot => "Troubleshoot",
-            Page::NewVm => "New VM",
-            Page::Monitor => "Monitor",
-            Page::Tuning => "Tuning",
-        }
+        super::app::page_table::PAGES
+            .iter()
+            .find(|p| p.page == self)
+            .map_or("", |p| p.title)
     }
 }
 

@@ -20,38 +20,23 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
-        Step::Gpu,
-        Step::Cpu,
-        Step::Memory,
-        Step::Storage,
-        Step::Network,
-        Step::UseIt,
-        Step::Features,
-        Step::Review,
-    ];
-    pub fn title(self) -> &'static str {
-        match self {
-            Step::Gpu => "1 GPU",
-            Step::Cpu => "2 CPU",
-            Step::Memory => "3 Memory",
-            Step::Storage => "4 Storage",
-            Step::Network => "5 Network",
-            Step::UseIt => "6 Use it",
-            Step::Features => "7 Features",
-            Step::Review => "8 Review",
-        }
-    }
+    /// Its place in the wizard's table (`views::wizard::STEPS`).
     fn index(self) -> usize {
-        Step::ALL.iter().position(|s| *s == self).unwrap_or(0)
+        crate::ui::views::wizard::STEPS
+            .iter()
+            .position(|s| s.step == self)
+            .unwrap_or(0)
+    }
+    fn at(i: usize) -> Option<Step> {
+        crate::ui::views::wizard::STEPS.get(i).map(|s| s.step)
     }
     pub fn next(self) -> Step {
-        Step::ALL.get(self.index() + 1).copied().unwrap_or(self)
+        Step::at(self.index() + 1).unwrap_or(self)
     }
     pub fn prev(self) -> Step {
         self.index()
             .checked_sub(1)
-            .and_then(|i| Step::ALL.get(i).copied())
+            .and_then(Step::at)
             .unwrap_or(self)
     }
 }

@@ -9,7 +9,7 @@ use crate::support::hosts::{bad_host, good_host};
 use std::collections::BTreeMap;
 use std::path::Path;
 use vfio_assistant::checks::model::{Finding, Status};
-use vfio_assistant::checks::{CHECK_IDS, run_checks};
+use vfio_assistant::checks::{AREAS, check_ids, run_checks};
 use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 
@@ -175,24 +175,36 @@ fn every_finding_id_is_declared_and_documented() {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/check-json.md"))
             .unwrap();
-    for id in CHECK_IDS
-        .iter()
-        .chain(vfio_assistant::checks::vm::VM_CHECK_IDS)
-    {
+    for id in check_ids() {
         assert!(
-            doc.contains(&format!("`{id}`")),
-            "{id} missing from docs/check-json.md"
+            doc.contains(&format!("`{}`", id.as_str())),
+            "{id:?} missing from docs/check-json.md"
         );
     }
+    // Each area gives only the ids it declares in its line of the table
+    // (a check added to a file without its id there fails here).
     for host in [good_host(), bad_host()] {
-        for f in findings(host.path(), None) {
-            assert!(
-                CHECK_IDS.contains(&f.id.as_str()),
-                "{} is not in CHECK_IDS",
-                f.id
-            );
+        let snap = scan(&HostRoot::at(host.path())).unwrap();
+        for area in AREAS {
+            let Some(run) = area.run else { continue };
+            let mut out = Vec::new();
+            run(&snap, None, &mut out);
+            for f in out {
+                assert!(
+                    area.ids.iter().any(|c| c.as_str() == f.id),
+                    "{} is not among {}'s ids",
+                    f.id,
+                    area.name
+                );
+            }
         }
     }
+    // No id in two areas.
+    let mut all: Vec<_> = check_ids().collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "an id declared twice");
 }
 
 #[test]

@@ -45,7 +45,7 @@ fn focused(h: &Harness<'static, App>) -> Option<String> {
 
 #[test]
 fn tab_reaches_every_button_on_every_page() {
-    for page in Page::ALL {
+    for page in Page::all() {
         let mut h = demo(page);
         let want = buttons(&h);
         assert!(!want.is_empty(), "{page:?}: no buttons");

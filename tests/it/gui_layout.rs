@@ -52,7 +52,7 @@ fn app_on(source: Source, page: Page) -> Harness<'static, App> {
 fn no_page_reaches_past_the_right_edge() {
     let wrong = crate::support::hosts::bad_host();
     for source in [Source::Demo, Source::Root(wrong.path().into())] {
-        for page in Page::ALL {
+        for page in Page::all() {
             let h = app_on(source.clone(), page);
             let over = past_the_edge(&h);
             assert!(over.is_empty(), "{page:?} on {source:?}: {over:#?}");

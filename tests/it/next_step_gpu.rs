@@ -33,7 +33,7 @@ fn device_named(boot_vga_on: &str) -> Option<String> {
     let findings = host_findings(&root, &snap, &FindingsRequest::default());
     match next_step(&snap, &findings).action {
         NextAction::Tuning {
-            change: "vfio-boot",
+            change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
             device,
         } => device,
         other => panic!("{other:?}"),
@@ -104,7 +104,7 @@ mod whose_gpu {
             assert_ne!(
                 step.action,
                 NextAction::Tuning {
-                    change: "vfio-boot",
+                    change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
                     device: Some("0000:0c:00.0".into())
                 }
             );
@@ -139,7 +139,7 @@ mod whose_gpu {
         assert_eq!(
             step.action,
             NextAction::Tuning {
-                change: "vfio-boot",
+                change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
                 device: Some("0000:0c:00.0".into())
             },
             "{step:#?}"
@@ -175,7 +175,7 @@ mod whose_gpu {
         assert_eq!(
             step.action,
             NextAction::Tuning {
-                change: "vfio-boot",
+                change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
                 device: Some("0000:01:00.0".into())
             },
             "{step:#?}"
@@ -202,7 +202,7 @@ mod whose_gpu {
             !matches!(
                 step.action,
                 NextAction::Tuning {
-                    change: "vfio-boot",
+                    change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
                     ..
                 }
             ),
@@ -230,7 +230,7 @@ mod whose_gpu {
             !matches!(
                 step.action,
                 NextAction::Tuning {
-                    change: "vfio-boot",
+                    change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
                     ..
                 }
             ),

@@ -127,7 +127,7 @@ fn the_boot_entry_is_switched_last_and_undo_puts_the_boot_files_back() {
     let original = tree(r);
     let root = HostRoot::at(r);
     let p = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
-    let ids: Vec<&str> = p.changes.iter().map(|c| c.id.as_str()).collect();
+    let ids: Vec<String> = p.changes.iter().map(|c| c.id.to_string()).collect();
     let at = |id: &str| ids.iter().position(|x| *x == id).unwrap();
     assert!(
         at("vfio-boot") < at("cmdline"),

@@ -61,9 +61,9 @@ fn looking_glass_and_sound_are_set_up_and_undone() {
     let original = tree(r);
     let root = HostRoot::at(r);
     let p = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
-    let ids: Vec<&str> = p.changes.iter().map(|c| c.id.as_str()).collect();
+    let ids: Vec<String> = p.changes.iter().map(|c| c.id.to_string()).collect();
     assert!(
-        ids.contains(&"kvmfr") && ids.contains(&"qemu-conf"),
+        ids.iter().any(|i| i == "kvmfr") && ids.iter().any(|i| i == "qemu-conf"),
         "{ids:?}"
     );
     let o = apply(&env(r), &gather(&root), &p, &request(), &mut |_| {}).unwrap();
@@ -93,9 +93,9 @@ fn looking_glass_and_sound_are_set_up_and_undone() {
     }
     // The same request again: nothing.
     let again = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
-    let left: Vec<&str> = again.changes.iter().map(|c| c.id.as_str()).collect();
+    let left: Vec<String> = again.changes.iter().map(|c| c.id.to_string()).collect();
     assert!(
-        !left.contains(&"kvmfr") && !left.contains(&"qemu-conf"),
+        !left.iter().any(|i| i == "kvmfr") && !left.iter().any(|i| i == "qemu-conf"),
         "{left:?}"
     );
     let u = undo(&env(r), &o.id, false, &mut |_| {}).unwrap();

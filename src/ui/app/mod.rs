@@ -6,6 +6,7 @@
 
 mod commands;
 mod logic;
+pub mod page_table;
 mod ui;
 
 pub use commands::{Command, VmPage};

@@ -1,10 +1,9 @@
 //! Drawing: the top bar and the page, with each view given its page's
 //! runtime; the views' commands run after the frame is drawn.
 
+use super::page_table::PAGES;
 use super::{App, Command};
 use crate::ui::Source;
-use crate::ui::state::Page;
-use crate::ui::views;
 
 impl App {
     /// Draw everything into `ui`, then run what the views asked for.
@@ -14,12 +13,12 @@ impl App {
             ui.horizontal(|ui| {
                 ui.heading("VFIO Assistant");
                 ui.separator();
-                for page in Page::ALL {
+                for spec in PAGES {
                     if ui
-                        .selectable_label(self.state.page == page, page.title())
+                        .selectable_label(self.state.page == spec.page, spec.title)
                         .clicked()
                     {
-                        self.commands.push(Command::ShowPage(page));
+                        self.commands.push(Command::ShowPage(spec.page));
                     }
                 }
                 ui.separator();
@@ -123,74 +122,8 @@ impl App {
             return;
         };
         let mut out = Vec::new();
-        match self.state.page {
-            Page::Overview => views::overview::overview_ui(ui, &snap, &self.findings, &mut out),
-            Page::Devices => views::devices::devices_ui(
-                ui,
-                &snap,
-                &mut self.state,
-                self.focus_device.take(),
-                &views::devices::RomView {
-                    findings: &self.devices.rom_findings,
-                    busy: self.devices.rom_job.is_busy(),
-                },
-                &mut out,
-            ),
-            Page::Cpu => views::cpu::cpu_ui(ui, &snap, &mut self.state, &self.cpu, &mut out),
-            Page::Troubleshoot => views::troubleshoot::troubleshoot_ui(
-                ui,
-                &self.findings,
-                &self.troubleshoot,
-                &self.cpu.pending_restart,
-                &mut self.state,
-                &mut out,
-            ),
-            Page::Monitor => {
-                if self.sampler.is_none() && self.root.is_some() && self.monitor.ended.is_none() {
-                    out.push(Command::StartMonitor);
-                }
-                let mode = views::monitor::PageMode {
-                    running: self.sampler.is_some(),
-                    busy: self.monitor_rt.latency_job.is_busy(),
-                    live: self.shows_a_live_machine(),
-                };
-                views::monitor::monitor_ui(
-                    ui,
-                    &snap,
-                    &self.monitor,
-                    &mut self.state,
-                    mode,
-                    &mut out,
-                )
-            }
-            Page::Tuning => {
-                // Another machine itself (not a captured root there) is
-                // tuned for real, through its helper under sudo.
-                let live = self.shows_a_live_machine();
-                views::tuning::tuning_ui(ui, &snap, &mut self.state, &self.tuning, live, &mut out)
-            }
-            Page::NewVm => {
-                let uri = self.wizard_uri();
-                if self.wizard.caps_asked.as_deref() != Some(uri.as_str())
-                    && !self.wizard.caps_job.is_busy()
-                {
-                    self.wizard.caps_asked = Some(uri.clone());
-                    let wake = self.wake();
-                    let _ = self
-                        .wizard
-                        .caps_job
-                        .start(move || crate::ui::jobs::caps(&uri), wake);
-                }
-                let live = self.shows_a_live_machine();
-                views::wizard::wizard_ui(
-                    ui,
-                    &snap,
-                    &mut self.state.wizard,
-                    &self.wizard,
-                    live,
-                    &mut out,
-                )
-            }
+        if let Some(spec) = PAGES.iter().find(|p| p.page == self.state.page) {
+            (spec.draw)(self, ui, &snap, &mut out);
         }
         self.commands.extend(out);
     }

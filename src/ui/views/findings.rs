@@ -141,7 +141,11 @@ fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
             if !matches!(f.status, Status::Fail | Status::Warn) {
                 return None;
             }
-            ("Fix on the Tuning page", TUNING, tune(change_fixing(f)?))
+            (
+                "Fix on the Tuning page",
+                TUNING,
+                tune(change_fixing(f)?.name()),
+            )
         }
     })
 }

@@ -11,4 +11,3 @@ pub mod pin_board;
 pub mod troubleshoot;
 pub mod tuning;
 pub mod wizard;
-pub mod wizard_use;

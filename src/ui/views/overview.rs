@@ -5,6 +5,7 @@ use crate::checks::model::Finding;
 use crate::host::HostSnapshot;
 use crate::report::next_step::{NextAction, next_step};
 use crate::report::text::human_kib;
+use crate::tuning::kinds::Kind;
 use crate::ui::app::Command;
 use crate::ui::state::Page;
 use crate::ui::widgets::badges::{badge_ui, verdict_color, verdict_label};
@@ -59,7 +60,7 @@ fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: 
     ui.add_space(4.0);
     match &step.action {
         NextAction::Tuning { change, device } => {
-            let label = if *change == "vfio-boot" {
+            let label = if *change == Kind::VfioBoot {
                 "Bind it on the Tuning page"
             } else {
                 "Fix on the Tuning page"
@@ -71,7 +72,7 @@ fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: 
             {
                 out.push(Command::OpenTuning {
                     focus: vec![(*change).to_string()],
-                    gpus: device.iter().filter(|_| *change == "vfio-boot").cloned().collect(),
+                    gpus: device.iter().filter(|_| *change == Kind::VfioBoot).cloned().collect(),
                     use_board: false,
                     memory_gib: None,
                 });

@@ -11,6 +11,7 @@ use crate::domain::tune::diff_labeled;
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::parse::cpulist::format_cpulist;
+use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
 use crate::tuning::plan::plan;
 use crate::tuning::status::Standing;
@@ -21,7 +22,7 @@ use crate::ui::theme;
 use egui::RichText;
 
 /// The request the page's choices make (the board's CPUs when asked).
-pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<String>) -> Request {
+pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<ChangeId>) -> Request {
     Request {
         gpus: c.gpus.clone(),
         vcpus: (c.vcpus > 0 && board_cpus.is_none()).then_some(c.vcpus),
@@ -93,7 +94,10 @@ pub fn terminal_command(r: &Request) -> String {
         s.push_str(" --sound");
     }
     if !r.only.is_empty() {
-        s.push_str(&format!(" --only {}", r.only.join(",")));
+        s.push_str(&format!(
+            " --only {}",
+            ChangeId::joined(&r.only).replace(", ", ",")
+        ));
     }
     s
 }
@@ -227,7 +231,8 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
 }
 
 fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) {
-    let mut on = !off.contains(&c.id);
+    let id = c.id.to_string();
+    let mut on = !off.contains(&id);
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.set_width(ui.available_width());
         ui.horizontal(|ui| {
@@ -236,9 +241,9 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                 .changed()
             {
                 if on {
-                    off.retain(|x| x != &c.id);
+                    off.retain(|x| *x != id);
                 } else {
-                    off.push(c.id.clone());
+                    off.push(id.clone());
                 }
             }
             ui.weak(format!("[{}]", c.id));
@@ -309,7 +314,7 @@ fn group_ui(
     }
     ui.label(RichText::new(heading).heading());
     for c in list {
-        change_ui(ui, c, off, focus.contains(&c.id));
+        change_ui(ui, c, off, focus.contains(&c.id.to_string()));
     }
     ui.add_space(6.0);
 }
@@ -434,7 +439,7 @@ fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
                 Standing::Interrupted => ("interrupted", theme::BAD),
             };
             crate::ui::widgets::badges::badge_ui(ui, word, color);
-            ui.label(format!("{}: {}", e.id, e.changes.join(", ")));
+            ui.label(format!("{}: {}", e.id, ChangeId::joined(&e.changes)));
             let undoable = matches!(e.standing, Standing::Applied | Standing::WaitingForReboot | Standing::TookEffect | Standing::DidNotTake | Standing::Interrupted);
             let label = if e.standing == Standing::Interrupted {
                 "Restore the host"
@@ -541,7 +546,7 @@ pub fn tuning_ui(
                 }
             });
         }
-        let chosen: Vec<String> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(id)).collect();
+        let chosen: Vec<ChangeId> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(&id.to_string())).collect();
         if p.changes.is_empty() {
             let t = &state.tuning;
             let no_cpus = if t.use_board { board_cpus(state).is_none() } else { t.vcpus == 0 };

@@ -7,6 +7,16 @@ use super::model::{Finding, Status};
 use crate::hypervisor::{VirtError, error::VirtErrorKind};
 use crate::sysroot::{HostPath, HostRoot};
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "access",
+    ids: &[
+        super::CheckId("libvirt.connect"),
+        super::CheckId("libvirt.network"),
+    ],
+    run: None,
+};
+
 /// Who is asking, as far as the host's account files tell.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct User {
@@ -278,6 +288,11 @@ mod tests {
         assert_eq!(f(&net(true, false)).status, Status::Warn);
         assert_eq!(f(&[]).status, Status::Info);
         assert!(network_finding("qemu:///system", None).is_none());
+        // Its id is this file's (it was missing from the id list once).
+        for n in [net(true, true), net(false, false), vec![]] {
+            let id = f(&n).id;
+            assert!(AREA.ids.iter().any(|c| c.as_str() == id), "{id}");
+        }
     }
 
     #[test]
@@ -332,6 +347,7 @@ mod tests {
         );
         assert_eq!(ok.status, Status::Pass);
         assert!(ok.evidence[0].value.contains("libvirt 9.0.0, 2 domain(s)"));
+        assert!(AREA.ids.iter().any(|c| c.as_str() == ok.id), "{}", ok.id);
 
         let denied = connect_finding(
             "qemu:///system",

@@ -11,6 +11,24 @@ use crate::host::usage::{GpuOwner, boot_framebuffers_in, gpu_owner, vfio_ids_con
 use crate::host::{HostSnapshot, PciEntry};
 use crate::sysroot::HostPath;
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "devices",
+    ids: &[
+        super::CheckId("device.exists"),
+        super::CheckId("device.viable"),
+        super::CheckId("device.bound"),
+        super::CheckId("device.host_driver_first"),
+        super::CheckId("device.boot_vga"),
+        super::CheckId("device.reset"),
+        super::CheckId("device.rebar"),
+        super::CheckId("device.laptop_gpu"),
+        super::CheckId("device.host_display"),
+        super::CheckId("device.sriov_pf"),
+    ],
+    run: Some(check),
+};
+
 /// AMD GPUs known for the reset bug (they do not reset between VM runs without
 /// vendor-reset): Polaris 10/11/12, Vega 10/20, Navi 10/12/14 device ids.
 const AMD_RESET_BUG: &[u16] = &[

@@ -11,6 +11,13 @@ use crate::parse::cpulist::format_cpulist;
 use crate::sysroot::HostPath;
 use std::collections::BTreeMap;
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "idle",
+    ids: &[super::CheckId("cpu.idle_states")],
+    run: Some(|s, _, out| check(s, out)),
+};
+
 pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
     let idle = &s.system.cpuidle;
     let Some(cpu) = idle.cpu else {

@@ -7,6 +7,13 @@ use super::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::host::initramfs::{InitramfsState, binds_at_boot};
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "initramfs",
+    ids: &[super::CheckId("boot.initramfs_vfio")],
+    run: Some(|s, _, out| check(s, out)),
+};
+
 const WHY: &str = "The GPU driver and vfio-pci race for the card early in boot, inside the initramfs. Your /etc/modprobe.d lines only take part if they were copied into the image, which happens only when it is rebuilt; without them (or without the vfio-pci module) the host driver takes the card and the VM cannot have it.";
 
 const REBUILD: &str = "Rebuild the initramfs and reboot: Debian/Ubuntu `sudo update-initramfs -u -k all`; Fedora `sudo dracut -f --regenerate-all` (with `force_drivers+=\" vfio vfio_iommu_type1 vfio_pci \"` in /etc/dracut.conf.d/vfio.conf); Arch `sudo mkinitcpio -P` (with `MODULES=(vfio_pci vfio vfio_iommu_type1)` and the modconf hook in /etc/mkinitcpio.conf).";

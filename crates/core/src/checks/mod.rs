@@ -21,60 +21,61 @@ use crate::host::HostSnapshot;
 use model::{Finding, Status};
 use serde::Serialize;
 
-/// Every id a finding can have (stable: scripts and the doctor's symptoms use them).
-pub const CHECK_IDS: &[&str] = &[
-    "cpu.virtualization",
-    "kvm.device",
-    "iommu.firmware",
-    "iommu.enabled",
-    "iommu.passthrough_mode",
-    "iommu.interrupt_remapping",
-    "iommu.acs_override",
-    "iommu.rmrr",
-    "vfio.modules",
-    "boot.reboot_pending",
-    "boot.initramfs_vfio",
-    "device.exists",
-    "device.viable",
-    "device.bound",
-    "device.host_driver_first",
-    "device.boot_vga",
-    "device.reset",
-    "device.rebar",
-    "device.rom",
-    "device.laptop_gpu",
-    "device.host_display",
-    "device.sriov_pf",
-    "cpu.governor",
-    "mem.thp",
-    "mem.hugepages",
-    "mem.fragmentation",
-    "mem.ksm",
-    "time.clocksource",
-    "cpu.idle_states",
-    "cpu.isolation",
-    "cpu.irq_affinity",
-    "cpu.split_lock",
-    "kvm.ignore_msrs",
-    "dev.vhost_net",
-    "dev.tun",
-    "cgroup.controllers",
-    "libvirt.running",
-    "libvirt.connect",
-    "libvirt.hooks",
-    "firmware.ovmf",
-    "tpm.swtpm",
-    "irq.vfio_mode",
+/// A finding's id: stable (scripts, `check --json` and the doctor's
+/// symptoms use them) and declared by the check file that gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CheckId(pub &'static str);
+
+impl CheckId {
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+/// How a check file runs over a snapshot (with `--device`, one device).
+pub type Run = fn(&HostSnapshot, Option<&str>, &mut Vec<Finding>);
+
+/// A check file's line in the table.
+pub struct Area {
+    pub name: &'static str,
+    /// Every id its findings can have.
+    pub ids: &'static [CheckId],
+    /// None: it runs where its data is (libvirt's access with a
+    /// connection, a card's ROM when read, a VM with its live probe).
+    pub run: Option<Run>,
+}
+
+/// The table: every check file, in the order `run_checks` runs them.
+/// Adding a check is a function in its area's file and its id in that
+/// file's `AREA`; a new area is its file and its line here.
+pub const AREAS: &[Area] = &[
+    platform::AREA,
+    devices::AREA,
+    runtime::AREA,
+    idle::AREA,
+    initramfs::AREA,
+    rom::AREA,
+    access::AREA,
+    vm::AREA,
 ];
+
+/// Every id a finding can have, from the table.
+pub fn check_ids() -> impl Iterator<Item = CheckId> {
+    AREAS.iter().flat_map(|a| a.ids.iter().copied())
+}
+
+/// Whether `id` is one of the table's.
+pub fn is_check_id(id: &str) -> bool {
+    check_ids().any(|c| c.0 == id)
+}
 
 /// All findings, failures first (stable within a status).
 pub fn run_checks(s: &HostSnapshot, device: Option<&str>) -> Vec<Finding> {
     let mut out = Vec::new();
-    platform::check(s, &mut out);
-    devices::check(s, device, &mut out);
-    runtime::check(s, &mut out);
-    idle::check(s, &mut out);
-    initramfs::check(s, &mut out);
+    for run in AREAS.iter().filter_map(|a| a.run) {
+        run(s, device, &mut out);
+    }
     out.sort_by_key(|f| f.status);
     out
 }

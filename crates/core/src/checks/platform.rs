@@ -6,6 +6,24 @@ use super::model::{Finding, Status};
 use crate::host::HostSnapshot;
 use crate::sysroot::HostPath;
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "platform",
+    ids: &[
+        super::CheckId("cpu.virtualization"),
+        super::CheckId("kvm.device"),
+        super::CheckId("iommu.firmware"),
+        super::CheckId("iommu.enabled"),
+        super::CheckId("iommu.passthrough_mode"),
+        super::CheckId("iommu.interrupt_remapping"),
+        super::CheckId("iommu.acs_override"),
+        super::CheckId("iommu.rmrr"),
+        super::CheckId("vfio.modules"),
+        super::CheckId("boot.reboot_pending"),
+    ],
+    run: Some(|s, _, out| check(s, out)),
+};
+
 /// Firmware setting names differ per vendor; say the ones on the user's board.
 pub struct Vendor {
     pub intel: bool,

@@ -8,6 +8,13 @@ use super::model::{Action, Finding, Status};
 use crate::parse::option_rom::{CodeType, OptionRom, parse_option_rom};
 use crate::sysroot::HostPath;
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "rom",
+    ids: &[super::CheckId("device.rom")],
+    run: None,
+};
+
 const WHY: &str = "In a UEFI VM (OVMF, which Windows 11 and modern GPUs need) the card's ROM must carry an x64 UEFI driver (GOP) for anything to appear on screen before Windows loads the GPU driver; a ROM file with a header in front, or made for another card, leaves a black screen or Code 43.";
 
 fn kind(i: &crate::parse::option_rom::RomImage) -> String {

@@ -10,6 +10,32 @@ use crate::sysroot::HostPath;
 use crate::units::human_kib;
 use std::collections::BTreeSet;
 
+/// This file's line in `checks::AREAS`.
+pub const AREA: super::Area = super::Area {
+    name: "runtime",
+    ids: &[
+        super::CheckId("cpu.governor"),
+        super::CheckId("mem.thp"),
+        super::CheckId("mem.hugepages"),
+        super::CheckId("mem.fragmentation"),
+        super::CheckId("mem.ksm"),
+        super::CheckId("time.clocksource"),
+        super::CheckId("cpu.isolation"),
+        super::CheckId("cpu.irq_affinity"),
+        super::CheckId("cpu.split_lock"),
+        super::CheckId("dev.vhost_net"),
+        super::CheckId("dev.tun"),
+        super::CheckId("cgroup.controllers"),
+        super::CheckId("libvirt.running"),
+        super::CheckId("libvirt.hooks"),
+        super::CheckId("firmware.ovmf"),
+        super::CheckId("tpm.swtpm"),
+        super::CheckId("irq.vfio_mode"),
+        super::CheckId("kvm.ignore_msrs"),
+    ],
+    run: Some(|s, _, out| check(s, out)),
+};
+
 pub fn check(s: &HostSnapshot, out: &mut Vec<Finding>) {
     governor(s, out);
     memory(s, out);

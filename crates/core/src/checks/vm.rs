@@ -472,15 +472,20 @@ pub fn vm_findings(snap: &HostSnapshot, root: &HostRoot, v: &VmLive) -> Vec<Find
 }
 
 /// The ids `vm_findings` can produce (for the symptom tables).
-pub const VM_CHECK_IDS: &[&str] = &[
-    "vm.state",
-    // From the domain's QEMU log, in report::findings (the log is read
-    // there, where a start is also explained).
-    "vm.last_start",
-    "vm.pinning",
-    "vm.hyperv",
-    "vm.code43",
-    "vm.intx",
-    "vm.irq_on_vm_cpus",
-    "vm.exits",
-];
+/// This file's line in `checks::AREAS` (run with the VM's live probe:
+/// `vm_findings`; `vm.last_start` comes from the domain's QEMU log, read in
+/// report::findings, where a start is also explained).
+pub const AREA: super::Area = super::Area {
+    name: "vm",
+    ids: &[
+        super::CheckId("vm.state"),
+        super::CheckId("vm.last_start"),
+        super::CheckId("vm.pinning"),
+        super::CheckId("vm.hyperv"),
+        super::CheckId("vm.code43"),
+        super::CheckId("vm.intx"),
+        super::CheckId("vm.irq_on_vm_cpus"),
+        super::CheckId("vm.exits"),
+    ],
+    run: None,
+};

@@ -16,7 +16,7 @@ pub enum NextAction {
     /// A change of the tuning engine (`tune plan --only CHANGE`, the Tuning
     /// page with it selected), for `device` when it is about one.
     Tuning {
-        change: &'static str,
+        change: crate::tuning::kinds::Kind,
         device: Option<String>,
     },
     /// The New VM walk-through (`domain new`).
@@ -244,7 +244,7 @@ fn card_for_the_vm(
             f.title
         ),
         action: NextAction::Tuning {
-            change: "vfio-boot",
+            change: crate::tuning::kinds::Kind::VfioBoot,
             device: f.device.clone(),
         },
         finding: Some(f.id.clone()),
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(
             s.action,
             NextAction::Tuning {
-                change: "thp",
+                change: crate::tuning::kinds::Kind::Thp,
                 device: None
             }
         );
@@ -333,7 +333,7 @@ mod tests {
         assert_eq!(
             s.action,
             NextAction::Tuning {
-                change: "vfio-boot",
+                change: crate::tuning::kinds::Kind::VfioBoot,
                 device: Some("0000:77:00.0".into())
             }
         );

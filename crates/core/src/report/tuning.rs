@@ -33,12 +33,15 @@ pub fn tuning_findings(root: &HostRoot) -> Vec<Finding> {
             let done = s.completed.min(s.changes.len());
             let (before, after) = s.changes.split_at(done);
             if !before.is_empty() {
-                f = f.evidence("changes done", before.join(", "));
+                f = f.evidence(
+                    "changes done",
+                    crate::tuning::kinds::ChangeId::joined(before),
+                );
             }
             if let Some((now, rest)) = after.split_first() {
                 f = f.evidence("interrupted in", now.clone());
                 if !rest.is_empty() {
-                    f = f.evidence("not started", rest.join(", "));
+                    f = f.evidence("not started", crate::tuning::kinds::ChangeId::joined(rest));
                 }
             }
             out.push(f);

@@ -19,7 +19,7 @@ use super::artifacts;
 use super::facts::TuneFacts;
 use super::fsops::{WriteError, read_file, write_file, write_value};
 use super::journal::{ArtifactBefore, Entry, EntryState, FileBefore, new_id};
-use super::model::{Change, Plan, Request, Verify};
+use super::model::{Change, ChangeId, Plan, Request, Verify};
 use super::txn::now_secs;
 use super::txn::steps::{command_step, read_value, unbind_applies, value_text};
 use super::verify::{verify, verify_name};
@@ -312,7 +312,7 @@ pub fn apply(
             // Every change that started, newest first: the one that failed
             // and those completed before it.
             let started = entry.completed.len() + 1;
-            let ids: Vec<String> = entry.applied.iter().take(started).cloned().collect();
+            let ids: Vec<ChangeId> = entry.applied.iter().take(started).cloned().collect();
             super::undo::inverse(env, &mut entry, &ids, true, progress);
             entry.state = EntryState::RolledBack;
             entry.failure = Some(if entry.undo_failures.is_empty() {

@@ -300,7 +300,7 @@ pub fn cmdline_change(
     tokens: &[String],
 ) -> Result<Option<Change>, Manual> {
     let base = Change {
-        id: "cmdline".into(),
+        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
         why: "Kernel parameters take effect only at boot: they are written into the boot configuration, checked in the generated boot entries before the boot can see them, and active after a reboot.".into(),
         effect: Effect::AfterReboot,
         ..Change::default()
@@ -436,7 +436,7 @@ pub fn cmdline_change(
             }))
         }
         Loader::Bootc => Err(Manual {
-            id: "cmdline".into(),
+            id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
             title: format!("Kernel parameters on a bootc system: {}", tokens.join(" ")),
             why: "An image-based (bootc) host takes kernel arguments from its image or from bootc itself; editing /etc does nothing.".into(),
             steps: vec![
@@ -445,7 +445,7 @@ pub fn cmdline_change(
             ],
         }),
         Loader::Uki => Err(Manual {
-            id: "cmdline".into(),
+            id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
             title: format!("Kernel parameters in a unified kernel image: {}", tokens.join(" ")),
             why: "A UKI carries its command line inside the signed image; it must be rebuilt (and re-signed for Secure Boot), which this tool does not guess.".into(),
             steps: vec![
@@ -576,7 +576,7 @@ fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
 
 fn manual_cmdline(tokens: &[String], why: &str) -> Manual {
     Manual {
-        id: "cmdline".into(),
+        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
         title: format!("Kernel parameters: {}", tokens.join(" ")),
         why: format!("Not changed automatically: {why}."),
         steps: vec![

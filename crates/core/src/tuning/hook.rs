@@ -19,11 +19,41 @@
 
 use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 use crate::parse::cpulist::format_cpulist;
 
 /// Our hook (host path).
 pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate";
+
+pub const SPEC: Spec = Spec {
+    kind: Kind::IsolationHook,
+    name: "isolation-hook",
+    what: "host tasks kept off the VM's CPUs while it runs (a libvirt hook)",
+    files: &[HOOK],
+    values: &[],
+    runs: restarts_libvirt,
+    fixes: &[],
+    plan: Some(plan),
+};
+
+fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+    if !cx.req.isolation_hook {
+        return Ok(());
+    }
+    let name = vm_name(cx.req)?;
+    if cx.vm.is_empty() || cx.hk.is_empty() {
+        return Err(PlanError::Hook("it needs the VM's CPUs (--vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
+    }
+    if !cx.systemd {
+        return Err(PlanError::Hook(
+            "it needs systemd (AllowedCPUs), and this host does not run it".into(),
+        ));
+    }
+    out.changes
+        .extend(isolation_hook(cx.facts, name, cx.vm, cx.hk));
+    Ok(())
+}
 
 /// The units whose tasks are the host's own.
 const UNITS: &str = "system.slice user.slice init.scope";
@@ -92,7 +122,7 @@ pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> O
         )
     };
     Some(Change {
-        id: "isolation-hook".into(),
+        id: ChangeId::of(Kind::IsolationHook),
         title: format!("Isolate CPUs {v} only while '{vm}' runs (libvirt hook)"),
         why: format!("A libvirt hook narrows the host's own tasks to CPUs {h} when '{vm}' starts and gives them all CPUs back when it stops: the VM's CPUs are quiet while it runs and the host's when it does not, without isolcpus at boot (nohz_full and rcu_nocbs still need a boot)."),
         evidence: Vec::new(),

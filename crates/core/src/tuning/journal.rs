@@ -16,6 +16,7 @@
 //! is checked against the allowlist of its change kind (`targets.rs`)
 //! before anything is done with it.
 
+use super::kinds::ChangeId;
 use super::model::{Plan, Request};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -40,7 +41,7 @@ pub struct FileBefore {
 pub struct ArtifactBefore {
     pub path: String,
     /// The change that regenerates it.
-    pub change: String,
+    pub change: ChangeId,
     /// `None`: it was absent.
     pub saved_as: Option<String>,
     pub mode: Option<u32>,
@@ -92,7 +93,7 @@ pub struct Entry {
     pub request: Request,
     pub plan: Plan,
     /// The change ids applied (a subset of the plan with `--only`).
-    pub applied: Vec<String>,
+    pub applied: Vec<ChangeId>,
     pub state: EntryState,
     pub files: Vec<FileBefore>,
     /// Value path → what it was before.
@@ -111,7 +112,7 @@ pub struct Entry {
     /// The change ids whose steps all ran (an interrupted transaction got
     /// this far).
     #[serde(default)]
-    pub completed: Vec<String>,
+    pub completed: Vec<ChangeId>,
     /// Steps of a rollback or an undo that could not be done, each with why.
     #[serde(default)]
     pub undo_failures: Vec<String>,

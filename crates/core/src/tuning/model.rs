@@ -5,6 +5,7 @@
 //! undone. The same types go into the journal, out as `tune … --json`
 //! (docs/tune-json.md), and through the privileged helper.
 
+pub use super::kinds::{ChangeId, Kind};
 use crate::finding::Evidence;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -28,8 +29,8 @@ pub struct Request {
     pub hugepages_1g: bool,
     /// SR-IOV: physical function address → number of virtual functions.
     pub sriov: BTreeMap<String, u32>,
-    /// Only these change ids (empty: all).
-    pub only: Vec<String>,
+    /// Only these changes (empty: all); `sriov` takes every card's.
+    pub only: Vec<ChangeId>,
     /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs)
     /// instead of `isolcpus` at boot; needs `vm` and the VM's CPUs.
     pub isolation_hook: bool,
@@ -187,10 +188,9 @@ pub struct Artifact {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
-    /// Stable: `cmdline`, `vfio-boot`, `governor`, `epp`, `thp`, `ksm`,
-    /// `hugepages`, `irq-affinity`, `irqbalance`, `vfio-bind`,
-    /// `sriov:ADDR`, `persist`, `isolation-hook`.
-    pub id: String,
+    /// Its kind (and device): `cmdline`, `vfio-boot`, `sriov:ADDR`… — the
+    /// closed set of `kinds::KINDS`.
+    pub id: ChangeId,
     pub title: String,
     pub why: String,
     pub evidence: Vec<Evidence>,
@@ -238,7 +238,7 @@ impl Change {
 /// What could not be planned, and what to do by hand instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manual {
-    pub id: String,
+    pub id: ChangeId,
     pub title: String,
     pub why: String,
     pub steps: Vec<String>,

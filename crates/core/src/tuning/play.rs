@@ -30,6 +30,7 @@
 
 use super::command::{Cmd, Module, Unit, UnitVerb};
 use super::facts::TuneFacts;
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Spec, restarts_libvirt};
 use super::model::{Change, CommandStep, Effect, FileChange, Manual};
 
 pub const LG_TMPFILES: &str = "/etc/tmpfiles.d/10-looking-glass.conf";
@@ -46,6 +47,100 @@ pub const APPARMOR_LIBVIRT: &str = "/etc/apparmor.d/abstractions/libvirt-qemu";
 /// The loaded kvmfr's reference count: absent when it is not loaded, above
 /// 0 while anyone has /dev/kvmfr0 open (its file operations hold the module).
 pub const KVMFR_REFCNT: &str = "/sys/module/kvmfr/refcnt";
+
+pub const LOOKING_GLASS_SHM: Spec = Spec {
+    kind: Kind::LookingGlassShm,
+    name: "looking-glass-shm",
+    what: "Looking Glass's /dev/shm file for the desktop user and QEMU",
+    files: &[LG_TMPFILES],
+    values: &[],
+    runs: |cmd| matches!(cmd, Cmd::TmpfilesLookingGlass),
+    fixes: &[],
+    plan: Some(|cx, out| {
+        if looking_glass_mib(cx)?.is_some() && !cx.req.kvmfr {
+            out.changes
+                .extend(looking_glass_shm(cx.facts, desktop_user(cx)?));
+        }
+        Ok(())
+    }),
+};
+
+pub const KVMFR: Spec = Spec {
+    kind: Kind::Kvmfr,
+    name: "kvmfr",
+    what: "Looking Glass's kvmfr module, its device for the user, AppArmor's line",
+    files: &[KVMFR_MODPROBE, KVMFR_LOAD, KVMFR_UDEV, APPARMOR_LOCAL],
+    values: &[],
+    runs: |cmd| {
+        matches!(
+            cmd,
+            Cmd::Modprobe {
+                module: Module::Kvmfr
+            } | Cmd::ModprobeRemove {
+                module: Module::Kvmfr
+            }
+        )
+    },
+    fixes: &[],
+    plan: Some(|cx, out| {
+        if let Some(mib) = looking_glass_mib(cx)?
+            && cx.req.kvmfr
+        {
+            match kvmfr(cx.facts, desktop_user(cx)?, mib) {
+                Ok(c) => out.changes.extend(c),
+                Err(m) => out.manual.push(m),
+            }
+        }
+        Ok(())
+    }),
+};
+
+pub const QEMU_CONF_SPEC: Spec = Spec {
+    kind: Kind::QemuConf,
+    name: "qemu-conf",
+    what: "qemu.conf: kvmfr's device for QEMU, the desktop's sound server",
+    files: &[QEMU_CONF],
+    values: &[],
+    runs: restarts_libvirt,
+    fixes: &[],
+    plan: Some(|cx, out| {
+        let kvmfr_used = cx.req.kvmfr && looking_glass_mib(cx)?.is_some() && cx.facts.kvmfr_module;
+        if kvmfr_used || cx.req.sound {
+            out.changes.extend(qemu_conf(
+                cx.facts,
+                desktop_user(cx)?,
+                kvmfr_used,
+                cx.req.sound,
+            ));
+        }
+        Ok(())
+    }),
+};
+
+/// The desktop user Looking Glass and sound are set up for, checked.
+fn desktop_user<'a>(cx: &Ctx<'a>) -> Result<&'a str, PlanError> {
+    let user = cx.req.desktop_user.as_deref().map(str::trim).unwrap_or("");
+    if !valid_user(user) || !cx.facts.is_person(user) {
+        return Err(PlanError::User(format!(
+            "{user:?} is not a user of this host (Looking Glass and sound are set up for the desktop's user: --user NAME)"
+        )));
+    }
+    Ok(user)
+}
+
+/// Looking Glass's shared memory asked for, checked (and the user with it).
+fn looking_glass_mib(cx: &Ctx) -> Result<Option<u64>, PlanError> {
+    let Some(mib) = cx.req.looking_glass_mib else {
+        return Ok(None);
+    };
+    desktop_user(cx)?;
+    if !(16..=1024).contains(&mib) {
+        return Err(PlanError::User(format!(
+            "{mib} MiB of shared memory for Looking Glass: 16 to 1024 MiB (it follows the resolution)"
+        )));
+    }
+    Ok(Some(mib))
+}
 /// The line Looking Glass's guide adds for QEMU.
 const APPARMOR_KVMFR: &str = "/dev/kvmfr0 rw,";
 
@@ -154,7 +249,7 @@ pub fn looking_glass_shm(f: &TuneFacts, user: &str) -> Option<Change> {
     );
     let fc = file_change(f, LG_TMPFILES, after)?;
     Some(Change {
-        id: "looking-glass-shm".into(),
+        id: ChangeId::of(Kind::LookingGlassShm),
         title: format!("/dev/shm/looking-glass for {user} and QEMU (tmpfiles.d)"),
         why: "The Looking Glass client (you) and QEMU (libvirt's user, in the kvm group) share the frames through this file; created by QEMU it would be QEMU's alone and the client could not open it. The rule makes it at every boot with the right owner, as the Looking Glass project's guide does.".into(),
         effect: Effect::Now,
@@ -208,7 +303,7 @@ fn size_in(text: Option<&str>) -> Option<u64> {
 pub fn kvmfr(f: &TuneFacts, user: &str, mib: u64) -> Result<Option<Change>, Manual> {
     if !f.kvmfr_module {
         return Err(Manual {
-            id: "kvmfr".into(),
+            id: ChangeId::of(Kind::Kvmfr),
             title: "Install the kvmfr module (Looking Glass)".into(),
             why: "kvmfr is not in the kernel: it comes with Looking Glass's source (module/), usually as a DKMS package.".into(),
             steps: vec![
@@ -284,7 +379,7 @@ pub fn kvmfr(f: &TuneFacts, user: &str, mib: u64) -> Result<Option<Change>, Manu
         "loads it now with the size from its modprobe.d file (nothing when it is loaded already)",
     ));
     Ok(Some(Change {
-        id: "kvmfr".into(),
+        id: ChangeId::of(Kind::Kvmfr),
         title: format!("kvmfr for Looking Glass: {mib} MiB at /dev/kvmfr0"),
         why,
         effect: Effect::Now,
@@ -341,7 +436,7 @@ pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<
     }
     let unit = daemon(f);
     Some(Change {
-        id: "qemu-conf".into(),
+        id: ChangeId::of(Kind::QemuConf),
         title: format!("libvirt's qemu.conf: {}", what.join("; ")),
         why: format!(
             "QEMU may open only the devices qemu.conf lists (kvmfr's is not among libvirt's defaults); and PulseAudio and PipeWire listen in {user}'s runtime folder (/run/user/UID), which no other user may enter, so a QEMU running as libvirt-qemu cannot play through them — running it as {user} is the simple, documented way (an ACL on the runtime folder is lost at every login). libvirt reads the file when it starts."

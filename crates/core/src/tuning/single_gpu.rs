@@ -28,9 +28,63 @@
 
 use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 
 pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu";
+
+pub const SPEC: Spec = Spec {
+    kind: Kind::SingleGpuHook,
+    name: "single-gpu-hook",
+    what: "the desktop's only GPU handed to the VM at its start and back (a libvirt hook)",
+    files: &[HOOK],
+    values: &[],
+    runs: restarts_libvirt,
+    fixes: &[],
+    plan: Some(plan),
+};
+
+fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+    if !cx.req.single_gpu {
+        return Ok(());
+    }
+    let name = vm_name(cx.req)?;
+    let blacklisted = cx
+        .tokens
+        .iter()
+        .any(|t| t == "initcall_blacklist=sysfb_init");
+    out.changes.extend(single_gpu_hook(cx.facts, name).map(|mut c| {
+        if !blacklisted {
+            c.notes.retain(|n| !n.starts_with("initcall_blacklist"));
+            c.notes.push("The card's own driver takes the firmware's framebuffer over when it loads, so no initcall blacklist is added: the boot console (a disk passphrase prompt) stays.".into());
+        }
+        c.notes.extend(foreign_hooks(cx.facts, name));
+        c.notes.push("libvirt runs hooks from /etc/libvirt/hooks/qemu.d/ since 6.5 (Debian 11, Ubuntu 22.04, Fedora 33 and newer): an older libvirt never runs this one.".into());
+        c
+    }));
+    Ok(())
+}
+
+/// Another single-GPU setup's hooks for the VM (a guide's dispatcher
+/// `/etc/libvirt/hooks/qemu` running `qemu.d/VM/prepare/begin/*`): they
+/// would run beside ours and stop (or start) the same things twice.
+fn foreign_hooks(f: &TuneFacts, vm: &str) -> Vec<String> {
+    let has = |d: &str, n: &str| f.dir(d).is_some_and(|names| names.iter().any(|x| x == n));
+    let mut theirs = Vec::new();
+    if has("/etc/libvirt/hooks", "qemu") {
+        theirs.push("/etc/libvirt/hooks/qemu".to_string());
+    }
+    if has("/etc/libvirt/hooks/qemu.d", vm) {
+        theirs.push(format!("/etc/libvirt/hooks/qemu.d/{vm}/"));
+    }
+    if theirs.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "Other hooks for '{vm}' are there ({}): a guide's single-GPU scripts would run beside this one and stop or start the display manager twice. Move them away before the first start.",
+        theirs.join(", ")
+    )]
+}
 
 fn script(vm: &str) -> String {
     format!(
@@ -173,7 +227,7 @@ pub fn single_gpu_hook(f: &TuneFacts, vm: &str) -> Option<Change> {
         )
     };
     Some(Change {
-        id: "single-gpu-hook".into(),
+        id: ChangeId::of(Kind::SingleGpuHook),
         title: format!("Single-GPU passthrough for '{vm}' (libvirt hook)"),
         why: format!("The VM's GPU is the one the desktop is on: at '{vm}'s start the hook stops the display manager and makes the consoles and the boot framebuffer let go of the card, so libvirt can hand it over; when '{vm}' stops, or its start fails, everything comes back and the desktop starts again. Every step has a time limit, so the start never hangs: a step that fails, or a program still holding the card (named in the log), fails the start and gives the desktop back. Each step is logged to /var/log/vfio-assistant-single-gpu.log."),
         effect: Effect::AtVmStart,

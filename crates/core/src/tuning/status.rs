@@ -49,7 +49,7 @@ pub enum NextBoot {
 pub struct EntryStatus {
     pub id: String,
     pub created: u64,
-    pub changes: Vec<String>,
+    pub changes: Vec<crate::tuning::kinds::ChangeId>,
     /// How many of `changes` ran to their end (all, once applied).
     pub completed: usize,
     pub standing: Standing,

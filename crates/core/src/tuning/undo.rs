@@ -20,7 +20,7 @@
 use super::artifacts;
 use super::fsops::{read_file, write_file, write_value};
 use super::journal::{Entry, EntryState};
-use super::model::Verify;
+use super::model::{ChangeId, Verify};
 use super::txn::steps::{command_step, read_value, unbind_applies, value_text};
 use super::txn::{Env, Outcome, Progress};
 use super::verify::{entries_check, initramfs_check};
@@ -52,7 +52,7 @@ impl Reporter<'_> {
 pub(super) fn inverse(
     env: &Env,
     entry: &mut Entry,
-    ids: &[String],
+    ids: &[ChangeId],
     rollback: bool,
     progress: &mut dyn FnMut(Progress),
 ) {
@@ -271,7 +271,7 @@ pub fn undo(
 ) -> Result<Outcome, super::txn::ApplyError> {
     use super::txn::ApplyError;
     let mut entry = env.journal.load(id)?;
-    let ids: Vec<String> = match entry.state {
+    let ids: Vec<ChangeId> = match entry.state {
         EntryState::Applied | EntryState::Undoing => entry.applied.clone(),
         // Interrupted: the changes that completed and the one that ran.
         EntryState::Applying => entry

@@ -321,7 +321,7 @@ pub fn vfio_boot_change(
         (c.clone(), c)
     };
     Ok(Some(Change {
-        id: "vfio-boot".into(),
+        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::VfioBoot),
         title: format!("vfio-pci takes {} at boot", set.join(", ")),
         why: "Bound at boot, the VM's devices never meet their host drivers: no driver to unbind, no display the host holds on to, and the card reaches the VM in a clean state. The initramfs must carry vfio-pci and this file, or the host driver wins the race.".into(),
         evidence: vec![ev("PCI IDs", ids.join(",")), ev("host drivers", drivers.join(" ")), ev("initramfs generator", generator.id())],

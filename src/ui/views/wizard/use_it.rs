@@ -5,6 +5,7 @@
 //! emulated sound card. Each choice says what it needs; the domain is
 //! rebuilt from them like every other step's.
 
+use super::StepSpec;
 use crate::domain::playable::{
     AudioBackend, ClientSetup, GRAB_TOGGLES, LookingGlass, looking_glass_mib,
 };
@@ -13,7 +14,13 @@ use crate::host::input::InputKind;
 use crate::ui::app::Command;
 use crate::ui::pages::WizardRuntime;
 use crate::ui::theme;
-use crate::ui::wizard_state::WizardState;
+use crate::ui::wizard_state::{Step, WizardState};
+
+pub const STEP: StepSpec = StepSpec {
+    step: Step::UseIt,
+    title: "Use it",
+    draw: |ui, cx| use_it_step(ui, cx.snap, cx.w, cx.rt, cx.live, cx.out),
+};
 use egui::RichText;
 
 fn input_ui(

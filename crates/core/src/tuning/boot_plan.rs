@@ -1,0 +1,272 @@
+//! The boot kinds, planned together: vfio-pci in the initramfs
+//! (`vfio-boot`), the kernel command line (`cmdline`), and the IOMMU in the
+//! firmware (`iommu-firmware`, only ever a manual step). Together because
+//! the devices' IDs go on the command line with the other parameters, so
+//! that the boot entry is the one switch between the old setup and the
+//! new (see vfio_boot::IdsAt), and into modprobe.d only where the command
+//! line is a manual step. The loader and initramfs back-ends are boot.rs,
+//! boot/ and vfio_boot.rs.
+
+use super::boot::{Generator, Loader, cmdline_change};
+use super::command::Cmd;
+use super::facts::TuneFacts;
+use super::kinds::{ChangeId, Kind, Spec, runs_nothing};
+use super::model::{Change, Manual, Request};
+use super::plan_error::PlanError;
+use super::tokens::allowed;
+use super::vfio_boot::{IdsAt, ids_and_drivers, ids_token, vfio_boot_change};
+use crate::host::HostSnapshot;
+use crate::host::pci::full_address;
+use crate::parse::cpulist::format_cpulist;
+
+/// The boot changes of one plan, worked out together.
+#[derive(Debug)]
+pub struct BootChanges {
+    pub vfio_boot: Result<Option<Change>, String>,
+    pub cmdline: Result<Option<Change>, Manual>,
+}
+
+fn boot_image(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::UpdateInitramfs { .. }
+            | Cmd::Dracut { .. }
+            | Cmd::Mkinitcpio
+            | Cmd::KernelInstallAdd { .. }
+    )
+}
+
+pub const VFIO_BOOT: Spec = Spec {
+    kind: Kind::VfioBoot,
+    name: "vfio-boot",
+    what: "vfio-pci claims the VM's devices at boot (the initramfs rebuilt)",
+    files: &[
+        "/etc/modprobe.d/vfio-assistant.conf",
+        "/etc/initramfs-tools/modules",
+        "/etc/dracut.conf.d/90-vfio-assistant.conf",
+        "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
+    ],
+    values: &[],
+    runs: |cmd| boot_image(cmd) || matches!(cmd, Cmd::RpmOstreeInitramfsEtc { .. }),
+    fixes: &[
+        "device.bound",
+        "device.host_driver_first",
+        "boot.initramfs_vfio",
+    ],
+    plan: Some(|cx, out| {
+        match &cx.boot.vfio_boot {
+            Ok(c) => out.changes.extend(c.clone()),
+            Err(_) => out.notes.push("vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into()),
+        }
+        Ok(())
+    }),
+};
+
+pub const CMDLINE: Spec = Spec {
+    kind: Kind::Cmdline,
+    name: "cmdline",
+    what: "the kernel command line (IOMMU, CPU isolation, the devices' IDs)",
+    files: &[
+        "/etc/default/grub",
+        "/etc/default/grub.d/99-vfio-assistant.cfg",
+        "/etc/kernel/cmdline",
+        "/boot/loader/entries/vfio-assistant.conf",
+        "/boot/efi/loader/entries/vfio-assistant.conf",
+        "/efi/loader/entries/vfio-assistant.conf",
+        "/etc/kernelstub/configuration",
+    ],
+    values: &[],
+    runs: |cmd| {
+        boot_image(cmd)
+            || matches!(
+                cmd,
+                Cmd::GrubMkconfig { .. }
+                    | Cmd::Grubby { .. }
+                    | Cmd::Kernelstub { .. }
+                    | Cmd::RpmOstreeKargs { .. }
+                    | Cmd::BootctlSetOneshot
+            )
+    },
+    fixes: &["cpu.isolation", "iommu.passthrough_mode", "iommu.enabled"],
+    plan: Some(|cx, out| {
+        match &cx.boot.cmdline {
+            Ok(Some(c)) => {
+                let mut c = c.clone();
+                c.fixes.extend(
+                    ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
+                );
+                // After the initramfs: the boot entry is switched last.
+                out.changes.push(c);
+            }
+            Ok(None) => {}
+            Err(m) => out.manual.push(m.clone()),
+        }
+        Ok(())
+    }),
+};
+
+/// Only ever a manual step (said by `tokens`).
+pub const IOMMU_FIRMWARE: Spec = Spec {
+    kind: Kind::IommuFirmware,
+    name: "iommu-firmware",
+    what: "the IOMMU switched on in the firmware (by hand)",
+    files: &[],
+    values: &[],
+    runs: runs_nothing,
+    fixes: &[],
+    plan: None,
+};
+
+/// The boot changes for `set` (bound at boot) with the kernel parameters
+/// `tok`; an error when a parameter is not one this tool writes.
+pub fn plan_boot(
+    snap: &HostSnapshot,
+    f: &TuneFacts,
+    (loader, generator): (Loader, Generator),
+    set: &[String],
+    tok: &[String],
+) -> Result<BootChanges, PlanError> {
+    let (ids, _, _) = ids_and_drivers(snap, set);
+    let ids_tok = (!ids.is_empty()).then(|| ids_token(&ids));
+    let mut with_ids = tok.to_vec();
+    with_ids.extend(ids_tok.clone());
+    if let Some(bad) = with_ids.iter().find(|t| !allowed(t)) {
+        return Err(PlanError::Token(bad.clone()));
+    }
+    let mut ids_at = IdsAt::Cmdline;
+    let cmdline = match (with_ids.is_empty(), f.vfio_builtin) {
+        (true, _) => Ok(None),
+        (false, true) => cmdline_change(f, loader, &with_ids),
+        (false, false) => match cmdline_change(f, loader, &with_ids) {
+            Err(_) if ids_tok.is_some() => {
+                ids_at = IdsAt::Modprobe;
+                if tok.is_empty() {
+                    Ok(None)
+                } else {
+                    cmdline_change(f, loader, tok)
+                }
+            }
+            other => other,
+        },
+    };
+    Ok(BootChanges {
+        vfio_boot: vfio_boot_change(f, snap, generator, loader, set, ids_at),
+        cmdline,
+    })
+}
+
+/// Whether the GPU at `addr`'s driver removed the firmware's framebuffer
+/// from the card when it loaded (every kernel DRM driver for a PCI card
+/// does, through the aperture helpers; NVIDIA's own driver only with
+/// `nvidia_drm.fbdev=1`): then `initcall_blacklist=sysfb_init` is not
+/// needed, and it would cost the boot console (a LUKS passphrase prompt)
+/// until that driver loads.
+fn evicts_boot_framebuffer(snap: &HostSnapshot, f: &TuneFacts, addr: &str) -> bool {
+    const DRM: &[&str] = &[
+        "amdgpu",
+        "radeon",
+        "i915",
+        "xe",
+        "nouveau",
+        "bochs-drm",
+        "qxl",
+        "virtio-pci",
+        "ast",
+        "mgag200",
+        "cirrus-qemu",
+        "cirrus",
+        "vmwgfx",
+        "hibmc-drm",
+    ];
+    let Some(d) = snap.device(&full_address(addr.trim())) else {
+        return false;
+    };
+    match d.device.driver.as_deref() {
+        Some("nvidia") => f
+            .value("/sys/module/nvidia_drm/parameters/fbdev")
+            .is_some_and(|v| v.trim() == "Y"),
+        Some(drv) => DRM.contains(&drv),
+        None => false,
+    }
+}
+
+/// The kernel parameters the request needs that `/proc/cmdline` and the
+/// host do not already give.
+pub(crate) fn tokens(
+    snap: &HostSnapshot,
+    f: &TuneFacts,
+    req: &Request,
+    set: &[String],
+    vm: &[u32],
+    hk: &[u32],
+    manual: &mut Vec<Manual>,
+) -> Vec<String> {
+    let mut t = Vec::new();
+    if !set.is_empty() {
+        let intel = snap.cpu.vendor.as_deref() == Some("GenuineIntel");
+        let table = snap.firmware.acpi_dmar || snap.firmware.acpi_ivrs;
+        if !snap.iommu.active {
+            if snap.firmware.acpi_tables_visible && !table {
+                manual.push(Manual {
+                    id: ChangeId::of(Kind::IommuFirmware),
+                    title: "Turn the IOMMU on in the firmware".into(),
+                    why: "The firmware offers no IOMMU table (DMAR/IVRS): no kernel parameter can help until it is switched on.".into(),
+                    steps: vec![if intel {
+                        "In the firmware setup: Intel VT-d: Enabled (often under Advanced > System Agent, or Chipset).".into()
+                    } else {
+                        "In the firmware setup: AMD CBS > NBIO > IOMMU: Enabled (and SVM Mode on).".into()
+                    }],
+                });
+            } else if intel {
+                // AMD's IOMMU is on by default when the IVRS table is there;
+                // `amd_iommu=on` is not even a value the kernel takes.
+                t.push("intel_iommu=on".to_string());
+            }
+        }
+        t.push("iommu=pt".to_string());
+    }
+    if !vm.is_empty() && !hk.is_empty() {
+        let v = format_cpulist(vm);
+        // The hook keeps host tasks off them while the VM runs instead.
+        if !req.isolation_hook {
+            t.push(format!("isolcpus=managed_irq,domain,{v}"));
+        }
+        t.push(format!("nohz_full={v}"));
+        t.push(format!("rcu_nocbs={v}"));
+        t.push(format!("irqaffinity={}", format_cpulist(hk)));
+    }
+    // No card named: the host's only GPU is the one single GPU is about;
+    // with several, which one is not known, so the blacklist is kept.
+    let only_gpu: Vec<String> = match snap.gpus().collect::<Vec<_>>().as_slice() {
+        [one] if req.gpus.is_empty() => vec![one.device.address.clone()],
+        _ => Vec::new(),
+    };
+    let cards = if req.gpus.is_empty() {
+        &only_gpu
+    } else {
+        &req.gpus
+    };
+    if req.single_gpu
+        && (cards.is_empty() || !cards.iter().all(|g| evicts_boot_framebuffer(snap, f, g)))
+    {
+        // simpledrm/efifb on the firmware's framebuffer keeps the card's
+        // memory reserved ("BAR 0: can't reserve" at the VM's start) —
+        // unless the card's own driver took it over when it loaded.
+        t.push("initcall_blacklist=sysfb_init".into());
+    }
+    if req.hugepages_1g
+        && let Some(mib) = req.memory_mib
+    {
+        let pages = mib.div_ceil(1024);
+        let free: u64 = f
+            .value("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if free < pages {
+            t.push("default_hugepagesz=1G".into());
+            t.push("hugepagesz=1G".into());
+            t.push(format!("hugepages={pages}"));
+        }
+    }
+    t
+}

@@ -1,0 +1,53 @@
+//! Transparent hugepages to `madvise`.
+
+use super::{ChangeId, Kind, Spec, change, ev, runs_nothing, value};
+use crate::tuning::facts::TuneFacts;
+use crate::tuning::model::{Change, Effect, Verify};
+
+pub const SPEC: Spec = Spec {
+    kind: Kind::Thp,
+    name: "thp",
+    what: "transparent hugepages to madvise",
+    files: &[],
+    values: &[
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        "/sys/kernel/mm/transparent_hugepage/defrag",
+    ],
+    runs: runs_nothing,
+    fixes: &["mem.thp"],
+    plan: Some(|cx, out| {
+        out.changes.extend(thp(cx.facts));
+        Ok(())
+    }),
+};
+
+/// Transparent hugepages to `madvise` (from `always`).
+pub fn thp(f: &TuneFacts) -> Option<Change> {
+    let path = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let cur = f.value(path)?;
+    let now = bracketed(cur);
+    if now != "always" {
+        return None;
+    }
+    let mut c = change(
+        ChangeId::of(Kind::Thp),
+        "Transparent hugepages: always -> madvise".into(),
+        "With 'always' the kernel compacts memory for every process and a VM with a passed-through device can sit paused for minutes at start while its memory is pinned; 'madvise' still gives QEMU hugepages (it asks for them) without the host paying.",
+        Effect::Now,
+    );
+    c.evidence.push(ev(path, cur));
+    c.values.push(value(path.into(), now, "madvise"));
+    c.verify.push(Verify::ValueIs {
+        path: path.into(),
+        value: "madvise".into(),
+    });
+    c.fixes.push("mem.thp".into());
+    Some(c)
+}
+
+/// The bracketed choice of a THP file (`always [madvise] never`).
+fn bracketed(v: &str) -> &str {
+    v.split_whitespace()
+        .find(|w| w.starts_with('['))
+        .map_or(v, |w| w.trim_matches(|c| c == '[' || c == ']'))
+}

@@ -1,0 +1,104 @@
+//! The app's pages, in the top bar's order: each one's `Page`, its title,
+//! and how it draws from the app's state (its view in ui/views/ and the
+//! runtime the app keeps for it). Adding a page is its view file, its
+//! `Page` variant, and its line here.
+
+use super::{App, Command};
+use crate::host::HostSnapshot;
+use crate::ui::state::Page;
+use crate::ui::views;
+
+/// A page's line in the table.
+pub struct PageSpec {
+    pub page: Page,
+    pub title: &'static str,
+    pub draw: fn(&mut App, &mut egui::Ui, &HostSnapshot, &mut Vec<Command>),
+}
+
+pub const PAGES: &[PageSpec] = &[
+    PageSpec {
+        page: Page::Overview,
+        title: "Overview",
+        draw: |app, ui, snap, out| views::overview::overview_ui(ui, snap, &app.findings, out),
+    },
+    PageSpec {
+        page: Page::Devices,
+        title: "Devices",
+        draw: |app, ui, snap, out| {
+            views::devices::devices_ui(
+                ui,
+                snap,
+                &mut app.state,
+                app.focus_device.take(),
+                &views::devices::RomView {
+                    findings: &app.devices.rom_findings,
+                    busy: app.devices.rom_job.is_busy(),
+                },
+                out,
+            )
+        },
+    },
+    PageSpec {
+        page: Page::Cpu,
+        title: "CPU",
+        draw: |app, ui, snap, out| views::cpu::cpu_ui(ui, snap, &mut app.state, &app.cpu, out),
+    },
+    PageSpec {
+        page: Page::Tuning,
+        title: "Tuning",
+        draw: |app, ui, snap, out| {
+            // Another machine itself (not a captured root there) is
+            // tuned for real, through its helper under sudo.
+            let live = app.shows_a_live_machine();
+            views::tuning::tuning_ui(ui, snap, &mut app.state, &app.tuning, live, out)
+        },
+    },
+    PageSpec {
+        page: Page::NewVm,
+        title: "New VM",
+        draw: |app, ui, snap, out| {
+            let uri = app.wizard_uri();
+            if app.wizard.caps_asked.as_deref() != Some(uri.as_str())
+                && !app.wizard.caps_job.is_busy()
+            {
+                app.wizard.caps_asked = Some(uri.clone());
+                let wake = app.wake();
+                let _ = app
+                    .wizard
+                    .caps_job
+                    .start(move || crate::ui::jobs::caps(&uri), wake);
+            }
+            let live = app.shows_a_live_machine();
+            views::wizard::wizard_ui(ui, snap, &mut app.state.wizard, &app.wizard, live, out)
+        },
+    },
+    PageSpec {
+        page: Page::Monitor,
+        title: "Monitor",
+        draw: |app, ui, snap, out| {
+            if app.sampler.is_none() && app.root.is_some() && app.monitor.ended.is_none() {
+                out.push(Command::StartMonitor);
+            }
+            let mode = views::monitor::PageMode {
+                running: app.sampler.is_some(),
+                busy: app.monitor_rt.latency_job.is_busy(),
+                live: app.shows_a_live_machine(),
+            };
+            views::monitor::monitor_ui(ui, snap, &app.monitor, &mut app.state, mode, out)
+        },
+    },
+    PageSpec {
+        page: Page::Troubleshoot,
+        title: "Troubleshoot",
+        draw: |app, ui, _, out| {
+            views::troubleshoot::troubleshoot_ui(
+                ui,
+                &app.findings,
+                &app.troubleshoot,
+                &app.cpu.pending_restart,
+                &mut app.state,
+                out,
+            )
+        },
+    },
+];

@@ -1,0 +1,115 @@
+//! The GPU step: which card (and its passthrough set) goes to the VM.
+
+use super::StepSpec;
+use crate::host::HostSnapshot;
+use crate::host::iommu::VerdictKind;
+use crate::ui::theme::WARN;
+use crate::ui::wizard_state::{Step, WizardState};
+use egui::RichText;
+
+pub const STEP: StepSpec = StepSpec {
+    step: Step::Gpu,
+    title: "GPU",
+    draw: |ui, cx| gpu_step(ui, cx.snap, cx.w),
+};
+
+fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
+    ui.heading("Which GPU goes to the VM?");
+    ui.label("Its whole passthrough set goes with it: the other functions of the card (HDMI audio, USB-C) and anything sharing its IOMMU group.");
+    if snap.gpus().next().is_some() && !snap.iommu.active {
+        ui.colored_label(
+            WARN,
+            "The IOMMU is not active on this host, so no GPU can be handed to a VM yet: turn on VT-d / AMD-Vi (\"IOMMU\", \"SVM Mode\" on AMD boards) in the firmware and, where the kernel needs it, intel_iommu=on on its command line (the Overview's next step says which). The VM can be set up now; its GPU is added once the IOMMU is on.",
+        );
+    }
+    if snap.gpus().next().is_none() {
+        ui.colored_label(
+            WARN,
+            if snap.pci_devices.is_empty() {
+                "No PCI devices could be read on this host, so no GPU either (a container or a capture without sysfs)."
+            } else {
+                "This host has no GPU (no display controller among its PCI devices). The VM can still be set up now; add a GPU later."
+            },
+        );
+    }
+    for g in snap.gpus() {
+        let v = &g.passthrough;
+        let addr = &g.device.address;
+        let ok = v.verdict != VerdictKind::NotViable;
+        let label = format!("{addr}  {}", g.device.display_name());
+        let selected = w.gpu.as_deref() == Some(addr.as_str());
+        let r = ui.add_enabled(ok, egui::RadioButton::new(selected, label));
+        if r.clicked() {
+            w.gpu = Some(addr.clone());
+        }
+        ui.indent(addr, |ui| {
+            let text = RichText::new(&v.reason).weak();
+            if ok {
+                ui.label(text)
+            } else {
+                ui.colored_label(WARN, text)
+            };
+            if selected && !v.companions.is_empty() {
+                ui.label(RichText::new(format!(
+                    "Goes with: {}",
+                    v.companions.join(", ")
+                )));
+            }
+            if selected {
+                for n in &v.notes {
+                    ui.label(RichText::new(format!("- {n}")).weak());
+                }
+            }
+        });
+    }
+    let gpu_set: Vec<String> = w
+        .gpu
+        .as_ref()
+        .and_then(|g| snap.device(g))
+        .map(|e| e.passthrough.set.clone())
+        .unwrap_or_default();
+    let extras: Vec<_> = snap
+        .pci_devices
+        .iter()
+        .filter(|e| e.device.is_usb_controller() || e.device.class_subclass() == 0x0403)
+        .filter(|e| e.passthrough.verdict != VerdictKind::NotViable)
+        .filter(|e| !gpu_set.contains(&e.device.address))
+        // A GPU's own HDMI audio goes with its GPU, not on its own.
+        .filter(|e| !is_gpu_function(snap, &e.device.address))
+        .collect();
+    if !extras.is_empty() {
+        ui.label(RichText::new("Also pass through").strong()).on_hover_text(
+            "A whole USB controller gives the VM its own ports (keyboard, mouse, headset) with no USB redirection; a sound card gives it its own audio.",
+        );
+        for e in extras {
+            let addr = &e.device.address;
+            let mut on = w.devices.contains(addr);
+            if ui
+                .checkbox(&mut on, format!("{addr}  {}", e.device.display_name()))
+                .changed()
+            {
+                if on {
+                    w.devices.push(addr.clone());
+                } else {
+                    w.devices.retain(|d| d != addr);
+                }
+            }
+        }
+    }
+    if ui
+        .radio(
+            w.gpu.is_none(),
+            "No GPU yet (set the VM up first, add the GPU later)",
+        )
+        .clicked()
+    {
+        w.gpu = None;
+    }
+}
+
+/// Whether `addr` is another function of a GPU's card (its HDMI audio).
+fn is_gpu_function(snap: &HostSnapshot, addr: &str) -> bool {
+    let slot = |a: &str| a.rsplit_once('.').map(|(s, _)| s.to_string());
+    snap.gpus()
+        .any(|g| g.device.address != addr && slot(&g.device.address) == slot(addr))
+}

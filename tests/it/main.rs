@@ -28,8 +28,10 @@ static PROVIDE_LIBVIRT: extern "C" fn() = {
 };
 
 mod bad_input;
+mod bad_input_files;
 mod checks;
 mod checks_each_way;
+mod checks_idle;
 mod cli;
 mod cli_check;
 mod cli_domain;
@@ -64,6 +66,7 @@ mod layers;
 mod libvirt_driver;
 mod lspci_yardstick;
 mod monitor;
+mod monitor_cpus;
 mod next_step_gpu;
 mod pci_listings;
 mod pinning;

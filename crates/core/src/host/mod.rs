@@ -13,6 +13,7 @@ pub mod initramfs;
 pub mod input;
 pub mod iommu;
 pub mod kernel;
+pub mod numa;
 pub mod pci;
 pub mod pci_names;
 pub mod system;

@@ -10,12 +10,12 @@
 //! does and what GRUB's own documentation advises), which writes everything
 //! to its final place.
 
-use super::fsops::{WriteError, confined};
+use super::fsops::{Content, WriteError, confined, replace_at};
 use crate::sysroot::HostRoot;
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// Generated files this tool may save, put back, stage and switch (host
@@ -146,33 +146,18 @@ pub fn put(
             Err(e) => Err(io(path)(e)),
         };
     };
-    if rename {
-        std::fs::File::open(src)
-            .and_then(|f| f.sync_all())
-            .map_err(io(path))?;
-        std::fs::rename(src, &target).map_err(io(path))?;
-        return sync_dir(dir, path);
-    }
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.vfio-assistant.tmp"));
-    let _ = std::fs::remove_file(&tmp);
-    let result = (|| {
-        std::fs::copy(src, &tmp)?;
-        let f = std::fs::File::open(&tmp)?;
-        if let Some(m) = file_mode {
-            f.set_permissions(std::fs::Permissions::from_mode(m & 0o777))?;
-        }
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(path)(e));
-    }
-    sync_dir(dir, path)
+    // A copy keeps its source's mode unless the journal says another.
+    let mode = match (file_mode, rename) {
+        (Some(m), _) => m,
+        (None, true) => 0,
+        (None, false) => std::fs::metadata(src).map_err(io(path))?.mode(),
+    };
+    let from = if rename {
+        Content::Rename(src)
+    } else {
+        Content::Copy(src)
+    };
+    replace_at(&target, path, from, (mode, u32::MAX, u32::MAX))
 }
 
 /// The top folder of the file system `p` is on (its mount point).

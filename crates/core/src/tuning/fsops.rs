@@ -125,35 +125,73 @@ pub fn write_file(
         return Err(WriteError::ReadOnly(path.into()));
     }
     let old = std::fs::symlink_metadata(&target).ok();
+    let (mode, uid, gid) = match (keep, &old) {
+        (Some(k), _) => k,
+        (None, Some(m)) => (m.mode() & 0o7777, m.uid(), m.gid()),
+        (None, None) => (new_file_mode(path), u32::MAX, u32::MAX),
+    };
+    replace_at(&target, path, Content::Bytes(bytes), (mode, uid, gid))
+}
+
+/// Where a file's new bytes come from.
+pub enum Content<'a> {
+    Bytes(&'a [u8]),
+    /// A copy of this file (a journal's saved copy).
+    Copy(&'a Path),
+    /// This file itself, renamed into place (a staged grub.cfg): the switch
+    /// the boot sees, all or nothing.
+    Rename(&'a Path),
+}
+
+/// The one confined atomic writer (`write_file`, and `artifacts::put` for
+/// the boot files): `target` is already confined and allowlisted for host
+/// `path`. The bytes go to a temporary file beside it, 0600 until whole
+/// (what it holds is never readable by others on the way, whatever the
+/// umask), given `mode` (permission bits only: never setuid, setgid or
+/// sticky) and, as root, its owner (`u32::MAX`: keep), synced, renamed over
+/// the target; the folder is synced. A failure leaves the target as it was.
+pub fn replace_at(
+    target: &Path,
+    path: &str,
+    from: Content,
+    (mode, uid, gid): Meta,
+) -> Result<(), WriteError> {
+    let dir = target
+        .parent()
+        .ok_or_else(|| WriteError::NotAllowed(path.into()))?;
+    if let Content::Rename(src) = from {
+        std::fs::File::open(src)
+            .and_then(|f| f.sync_all())
+            .map_err(io(path))?;
+        std::fs::rename(src, target).map_err(io(path))?;
+        return sync_dir(dir, path);
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.vfio-assistant.tmp"));
     let _ = std::fs::remove_file(&tmp);
-    // 0600 until it is whole: the content (a root-only qemu.conf's) is
-    // never readable by others on the way, whatever the umask.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(path))?;
     let result = (|| {
-        f.write_all(bytes)?;
-        let (mode, uid, gid) = match (keep, &old) {
-            (Some(k), _) => k,
-            (None, Some(m)) => (m.mode() & 0o7777, m.uid(), m.gid()),
-            (None, None) => (new_file_mode(path), u32::MAX, u32::MAX),
-        };
-        // Permission bits only: never setuid, setgid or sticky.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        match from {
+            Content::Bytes(bytes) => f.write_all(bytes)?,
+            Content::Copy(src) => {
+                std::io::copy(&mut std::fs::File::open(src)?, &mut f)?;
+            }
+            Content::Rename(_) => {}
+        }
         f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
         if uid != u32::MAX {
             // Only root may give a file away; elsewhere (tests) it stays ours.
             let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
         }
         f.sync_all()?;
-        std::fs::rename(&tmp, &target)
+        std::fs::rename(&tmp, target)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);

@@ -3,5 +3,5 @@
 //! `cli::entry`).
 
 fn main() -> std::process::ExitCode {
-    vfio_assistant::cli::entry::main(None)
+    vfio_assistant::cli::entry::main(vfio_assistant::cli::entry::Links::default())
 }

@@ -4,5 +4,8 @@
 //! /usr/libexec/vfio-assistant/.
 
 fn main() -> std::process::ExitCode {
-    vfio_assistant::cli::entry::main(Some(vfio_assistant_libvirt::connect))
+    vfio_assistant::cli::entry::main(vfio_assistant::cli::entry::Links {
+        libvirt: Some(vfio_assistant_libvirt::connect),
+        gui: Some(vfio_assistant::ui::run_app),
+    })
 }

@@ -19,22 +19,32 @@
 use super::out::{closed, err_fmt, flush};
 use super::{Cli, Command, json_error, json_in_args};
 use crate::libvirt::Connect;
+use crate::remote::{HostSource, OpenedHost};
 use crate::sysroot::HostRoot;
 use clap::Parser;
 use std::process::ExitCode;
 
-pub fn main(libvirt: Option<Connect>) -> ExitCode {
+/// What a binary links beside the CLI: libvirt's opener and the window.
+/// `vfio-assistant` links neither (the commands that need them continue in
+/// `vfio-assistant-virt`), so neither libvirt nor the GUI's code is in it.
+#[derive(Clone, Copy, Default)]
+pub struct Links {
+    pub libvirt: Option<Connect>,
+    pub gui: Option<fn(crate::ui::Source) -> anyhow::Result<i32>>,
+}
+
+pub fn main(links: Links) -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    match libvirt {
+    match links.libvirt {
         Some(open) => crate::libvirt::provide(open),
         None if needs_libvirt(&cli) => run_with_libvirt(),
         None => {}
     }
     let json = cli.command.as_ref().is_some_and(Command::wants_json);
-    let result = match quiet_on_closed_stdout(|| run(cli)) {
+    let result = match quiet_on_closed_stdout(|| run(cli, links.gui)) {
         Some(r) => r.and_then(|code| {
             flush()?;
             Ok(code)
@@ -96,36 +106,6 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text).trim()
 }
 
-/// With `--host ssh://…`: the other machine's snapshot, fetched into a
-/// temporary folder (kept while it is read) and named as the root, for the
-/// commands that read a host (and `domain`, whose libvirt is then that
-/// machine's, `qemu+ssh://`).
-fn remote_root(cli: &mut Cli) -> anyhow::Result<Option<tempfile::TempDir>> {
-    let Some(t) = cli.host.host.clone() else {
-        return Ok(None);
-    };
-    // The app fetches it itself, on a worker, with its progress shown.
-    if cli.command.is_none() {
-        return Ok(None);
-    }
-    if let Some(Command::Domain(d)) = &mut cli.command {
-        d.connect_default(&t.libvirt_uri());
-        if !d.reads_host() {
-            // Nothing of this machine stands in for that one's (its QEMU
-            // log is read there): an empty root.
-            let dir = crate::userfile::private_tempdir("vfio-assistant-empty-", None)?;
-            cli.host.root = Some(dir.path().to_path_buf());
-            return Ok(Some(dir));
-        }
-    }
-    // The user's alone (0700): the snapshot fetched into it is theirs.
-    let dir = crate::userfile::private_tempdir("vfio-assistant-fetch-", None)?;
-    let file = dir.path().join(format!("{}.tar.gz", t.host));
-    t.fetch_snapshot(&file)?;
-    cli.host.root = Some(file);
-    Ok(Some(dir))
-}
-
 /// The commands that act on the other machine itself run there (our own
 /// program, over the same SSH): `tune`, `monitor`, `latency`, `input`, `rom`.
 /// None when the command is not one of them.
@@ -150,90 +130,78 @@ fn run_there(cli: &Cli) -> anyhow::Result<Option<i32>> {
     Ok(Some(t.forward(&args, privilege)?))
 }
 
-fn run(mut cli: Cli) -> anyhow::Result<i32> {
+fn run(
+    mut cli: Cli,
+    gui: Option<fn(crate::ui::Source) -> anyhow::Result<i32>>,
+) -> anyhow::Result<i32> {
     if let Some(code) = run_there(&cli)? {
         return Ok(code);
     }
-    let _remote = remote_root(&mut cli)?;
-    // A folder or a snapshot file (unpacked, kept while `opened` lives); the
-    // app opens its own, and latency only asks whether a root was named.
-    let opened = match (&cli.command, &cli.host.root) {
-        (None | Some(Command::Latency(_)), _) | (_, None) => None,
-        (Some(_), Some(path)) => Some(crate::sysroot::open_root(path)?),
+    let source = HostSource::from_args(cli.demo, cli.host.root.clone(), cli.host.host.clone());
+    let Some(command) = &mut cli.command else {
+        return match gui {
+            Some(run_app) => run_app(source),
+            None => anyhow::bail!(
+                "the app's window is vfio-assistant-virt, which could not be started from here (the commands still work: vfio-assistant --help)"
+            ),
+        };
     };
     let captured = cli
         .host
         .root
         .as_ref()
         .is_some_and(|p| !HostRoot::at(p).is_live());
-    let root = opened
-        .as_ref()
-        .map_or_else(HostRoot::live, |o| o.root().clone());
-    match &cli.command {
-        None => crate::ui::run_app(crate::ui::Source::from_args(
-            cli.demo,
-            cli.host.root.clone(),
-            cli.host.host.clone(),
-        )),
-        Some(Command::Scan(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::scan::run(&root.0, args)
+    let (root, _kept) = open_for(command, &source)?;
+    match &*command {
+        Command::Scan(args) => crate::cli::scan::run(&root, args),
+        Command::Check(args) => crate::cli::check::run(&root, args, cli.demo),
+        Command::Doctor(args) => crate::cli::doctor::run(&root, args, cli.demo),
+        Command::Pin(args) => crate::cli::pin::run(&root, args),
+        Command::Domain(args) => {
+            crate::cli::domain::run(&root, args, cli.demo, cli.host.host.as_ref())
         }
-        Some(Command::Check(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::check::run(&root.0, args, cli.demo)
-        }
-        Some(Command::Doctor(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::doctor::run(&root.0, args, cli.demo)
-        }
-        Some(Command::Pin(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::pin::run(&root.0, args)
-        }
-        Some(Command::Domain(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::domain::run(&root.0, args, cli.demo, cli.host.host.as_ref())
-        }
-        Some(Command::Monitor(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::monitor::run(&root.0, args, cli.demo)
-        }
-        Some(Command::Latency(_)) if cli.demo || captured => {
+        Command::Monitor(args) => crate::cli::monitor::run(&root, args, cli.demo),
+        Command::Latency(_) if cli.demo || captured => {
             // The probe measures the CPUs it runs on: a captured host's
             // cannot be measured, and this machine's would pass for them.
             anyhow::bail!(
                 "latency measures this machine's CPUs; --root and --demo name a captured host it cannot measure (run it on that host)"
             )
         }
-        Some(Command::Latency(args)) => crate::cli::latency::run(args),
-        Some(Command::Rom(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::rom::run(&root.0, args)
-        }
-        Some(Command::Tune(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::tune::run(&root.0, args)
-        }
-        Some(Command::Snapshot(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::snapshot::run(&root.0, args)
-        }
-        Some(Command::Input(args)) => {
-            let root = demo_or(root, cli.demo)?;
-            crate::cli::input::run(&root.0, args)
-        }
+        Command::Latency(args) => crate::cli::latency::run(args),
+        Command::Rom(args) => crate::cli::rom::run(&root, args),
+        Command::Tune(args) => crate::cli::tune::run(&root, args),
+        Command::Snapshot(args) => crate::cli::snapshot::run(&root, args),
+        Command::Input(args) => crate::cli::input::run(&root, args),
     }
 }
 
-/// With `--demo`, the bundled sample host (kept alive while it is used).
-fn demo_or(root: HostRoot, demo: bool) -> anyhow::Result<(HostRoot, Option<tempfile::TempDir>)> {
-    if demo {
-        let (root, dir) = crate::demo::unpack_demo()?;
-        Ok((root, Some(dir)))
-    } else {
-        Ok((root, None))
+/// What keeps an opened host's files while a command reads it.
+#[allow(dead_code)] // held for their Drop
+enum Kept {
+    Nothing,
+    Host(OpenedHost),
+    Empty(tempfile::TempDir),
+}
+
+/// The host a command reads, opened once from its source (the app opens
+/// its own). Latency reads none: it measures this machine's CPUs. A
+/// `domain` command with `--host` uses that machine's libvirt, and when it
+/// reads no host, an empty root: nothing of this machine stands in for that
+/// one's (its QEMU log is read there).
+fn open_for(command: &mut Command, source: &HostSource) -> anyhow::Result<(HostRoot, Kept)> {
+    if let (Command::Domain(d), HostSource::Remote(t)) = (&mut *command, source) {
+        d.connect_default(&t.libvirt_uri());
+        if !d.reads_host() {
+            let dir = crate::userfile::private_tempdir("vfio-assistant-empty-", None)?;
+            return Ok((HostRoot::at(dir.path()), Kept::Empty(dir)));
+        }
     }
+    if matches!(command, Command::Latency(_)) {
+        return Ok((HostRoot::live(), Kept::Nothing));
+    }
+    let opened = source.open()?;
+    Ok((opened.root.clone(), Kept::Host(opened)))
 }
 
 /// Whether this command talks to libvirt (or may: the GUI, a domain, a

@@ -15,37 +15,9 @@ pub mod widgets;
 pub mod wizard_state;
 pub mod worker;
 
-use std::path::PathBuf;
-
-/// Which host the app shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The running machine.
-    Live,
-    /// An extracted snapshot or fixture tree.
-    Root(PathBuf),
-    /// The bundled sample host.
-    Demo,
-    /// Another machine over SSH (`ssh://[user@]host[:port][/root]`): its
-    /// snapshot, taken there by its own vfio-assistant; its libvirt over
-    /// `qemu+ssh://`; its tuning through its helper, under sudo.
-    Remote(crate::remote::SshTarget),
-}
-
-impl Source {
-    pub fn from_args(
-        demo: bool,
-        root: Option<PathBuf>,
-        host: Option<crate::remote::SshTarget>,
-    ) -> Self {
-        match (demo, root, host) {
-            (true, _, _) => Source::Demo,
-            (false, _, Some(h)) => Source::Remote(h),
-            (false, Some(r), None) => Source::Root(r),
-            (false, None, None) => Source::Live,
-        }
-    }
-}
+/// Where the host the app shows is: the library's one `HostSource`, which
+/// the CLI starts from too.
+pub use crate::remote::HostSource as Source;
 
 pub const APP_ID: &str = "io.github.vfio_assistant.VfioAssistant";
 

@@ -66,7 +66,7 @@ fn spawn_one<T: Send + 'static>(
 /// Another machine's snapshot, fetched over SSH and opened (kept unpacked
 /// while the app shows it).
 /// With the machine's id (see `remote::Fetched`).
-pub type FetchResult = Result<(crate::sysroot::OpenedRoot, Option<String>), String>;
+pub type FetchResult = Result<crate::remote::OpenedHost, String>;
 
 /// Fetch `target`'s snapshot off the UI thread; `wake` when it is there.
 pub fn spawn_fetch(
@@ -74,12 +74,9 @@ pub fn spawn_fetch(
     wake: impl FnOnce() + Send + 'static,
 ) -> Receiver<FetchResult> {
     spawn_one("fetch", wake, move || {
-        // The user's alone (0700), as the snapshot fetched into it.
-        let dir = crate::userfile::private_tempdir("vfio-assistant-fetch-", None)
-            .map_err(|e| e.to_string())?;
-        let file = dir.path().join("snapshot.tar.gz");
-        let fetched = target.fetch_snapshot(&file).map_err(|e| e.to_string())?;
-        let opened = crate::sysroot::open_root(&file).map_err(|e| format!("{e:#}"))?;
-        Ok((opened, fetched.machine_id))
+        // As the CLI opens it: fetched into a folder of the user's alone.
+        crate::remote::HostSource::Remote(target)
+            .open()
+            .map_err(|e| format!("{e:#}"))
     })
 }

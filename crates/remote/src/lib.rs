@@ -25,9 +25,11 @@
 
 mod forward;
 mod live;
+mod source;
 
 pub use forward::{Privilege, forwarded_args};
 pub use live::{LatencyPair, parse_update};
+pub use source::{HostSource, OpenedHost, SourceError};
 
 use std::io::Read;
 use std::path::Path;
@@ -153,6 +155,8 @@ pub enum RemoteError {
         "{host} has no sudo and you log in there as a user, not root: changing that machine needs root (log in as root with ssh://root@{name}, or install sudo there)."
     )]
     NoSudo { host: String, name: String },
+    #[error("{what} from the other machine could not be read: {detail}")]
+    Unreadable { what: &'static str, detail: String },
     #[error("the ssh command could not be run: {0} (install the OpenSSH client: openssh-client)")]
     NoSsh(String),
 }

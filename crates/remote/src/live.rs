@@ -26,8 +26,11 @@ use vfio_assistant_core::monitor::sampler::Update;
 const MAX_LINE: u64 = 4 << 20;
 
 /// One sample as the remote monitor printed it.
-pub fn parse_update(line: &str) -> Result<Update, String> {
-    let mut u: Update = serde_json::from_str(line).map_err(|e| format!("a sample unread: {e}"))?;
+pub fn parse_update(line: &str) -> Result<Update, RemoteError> {
+    let mut u: Update = serde_json::from_str(line).map_err(|e| RemoteError::Unreadable {
+        what: "a sample",
+        detail: e.to_string(),
+    })?;
     for k in &mut u.rates.kvm {
         k.meaning = kvm_meaning(&k.name);
     }
@@ -148,7 +151,7 @@ impl SshTarget {
                         }
                     }
                     Err(e) => {
-                        bad = Some(e);
+                        bad = Some(e.to_string());
                         break;
                     }
                 }
@@ -181,7 +184,11 @@ impl SshTarget {
     /// event nodes; empty: every keyboard and mouse it has) react in
     /// `seconds`. Reading input devices wants root there (or the input
     /// group): root is used when the login has it without a password.
-    pub fn watch_input(&self, nodes: &[String], seconds: u64) -> Result<Vec<Reaction>, String> {
+    pub fn watch_input(
+        &self,
+        nodes: &[String],
+        seconds: u64,
+    ) -> Result<Vec<Reaction>, RemoteError> {
         let sudo = self.root_if_free().unwrap_or("");
         let mut args = vec![
             "input".to_string(),
@@ -193,10 +200,11 @@ impl SshTarget {
         ];
         args.extend(nodes.iter().cloned());
         let line = self.ours_there(&args, sudo);
-        let out = self
-            .run("watching its keyboards and mice", &line, 4 << 20)
-            .map_err(|e| e.to_string())?;
-        serde_json::from_slice(&out).map_err(|e| format!("the picker's answer unread: {e}"))
+        let out = self.run("watching its keyboards and mice", &line, 4 << 20)?;
+        serde_json::from_slice(&out).map_err(|e| RemoteError::Unreadable {
+            what: "the picker's answer",
+            detail: e.to_string(),
+        })
     }
 
     /// The latency probe there on `cpus` for `seconds`; with
@@ -208,7 +216,7 @@ impl SshTarget {
         cpus: &[u32],
         seconds: u64,
         compare_idle: bool,
-    ) -> Result<LatencyPair, String> {
+    ) -> Result<LatencyPair, RemoteError> {
         let root = self.root_if_free();
         let compare = compare_idle && root.is_some();
         let sudo = root.unwrap_or("");
@@ -225,11 +233,12 @@ impl SshTarget {
         }
         let line = self.ours_there(&args, sudo);
         let limit = 16 << 20;
-        let out = self
-            .run("the latency probe", &line, limit)
-            .map_err(|e| e.to_string())?;
+        let out = self.run("the latency probe", &line, limit)?;
         let text = String::from_utf8_lossy(&out);
-        let unread = |e: serde_json::Error| format!("the probe's statistics unread: {e}");
+        let unread = |e: serde_json::Error| RemoteError::Unreadable {
+            what: "the probe's statistics",
+            detail: e.to_string(),
+        };
         if compare {
             #[derive(serde::Deserialize)]
             struct Both {

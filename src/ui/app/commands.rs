@@ -236,7 +236,7 @@ impl App {
                             // The probe runs there, on that machine's CPUs.
                             Some(t) => match t.latency(&cpus, seconds, compare_idle) {
                                 Ok((c, h)) => (Ok(c), h),
-                                Err(e) => (Err(e), None),
+                                Err(e) => (Err(e.to_string()), None),
                             },
                             None => jobs::latency(&cpus, seconds, compare_idle),
                         },
@@ -257,7 +257,7 @@ impl App {
                     .start(
                         move || match remote {
                             // That machine's keyboards, pressed there.
-                            Some(t) => t.watch_input(&devices, 5),
+                            Some(t) => t.watch_input(&devices, 5).map_err(|e| e.to_string()),
                             None => jobs::watch_input(&root, &devices),
                         },
                         wake,

@@ -36,12 +36,15 @@ impl App {
         };
         self.fetching = None;
         match got {
-            Ok((opened, machine_id)) => {
+            Ok(opened) => {
                 // That machine's choices are kept under its own id, the
                 // one the app running there uses too, whatever the address.
-                self.rekey = machine_id.map(|id| state_key(&format!("live:{id}")));
-                self.root = Some(opened.root().clone());
-                self._unpacked = Some(super::Unpacked::Snapshot(opened));
+                self.rekey = opened
+                    .machine_id
+                    .as_ref()
+                    .map(|id| state_key(&format!("live:{id}")));
+                self.root = Some(opened.root.clone());
+                self._unpacked = Some(opened);
                 self.tuning.facts = None;
                 self.tuning.single_gpu = None;
                 self.tuning.status_asked = false;

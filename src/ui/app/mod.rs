@@ -27,20 +27,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Receiver;
 
-/// A temporary folder a host was unpacked to, removed with the app.
-#[allow(dead_code)] // held, never read
-enum Unpacked {
-    Demo(tempfile::TempDir),
-    Snapshot(crate::sysroot::OpenedRoot),
-}
-
 pub struct App {
     pub state: State,
     /// Where `state` is saved: one key per host (`host_identity`).
     state_key: String,
     root: Option<HostRoot>,
     /// Keeps an unpacked host (the demo, a snapshot file) alive.
-    _unpacked: Option<Unpacked>,
+    _unpacked: Option<crate::remote::OpenedHost>,
     source_label: String,
     /// The host shown, to go back to it or switch (the top bar's picker).
     pub source: Option<Source>,
@@ -179,41 +172,23 @@ impl App {
         let mut app = Self::empty(state, &default_uri);
         app.state_key = state_key(&host_identity(&source));
         app.source = Some(source.clone());
-        match source {
+        app.source_label = source.label();
+        app.libvirt_uri = source.libvirt_uri();
+        match &source {
+            // Fetched on a worker, with its progress said (`start_scan`).
             Source::Remote(t) => {
                 app.picker.ssh = t.url();
-                app.source_label = format!("{} (over SSH)", t.shown());
-                // A captured root there has no daemon, as here.
-                app.libvirt_uri = remote_uri.filter(|_| t.root.is_none());
-                app.remote = Some(t);
+                app.remote = Some(t.clone());
             }
-            Source::Live => {
-                app.root = Some(HostRoot::live());
-                app.source_label = "this machine".into();
-                app.libvirt_uri = Some(crate::libvirt::DEFAULT_URI.into());
-            }
-            // A folder, or a snapshot file unpacked for as long as the app runs.
-            Source::Root(path) => {
-                app.source_label = path.display().to_string();
-                match crate::sysroot::open_root(&path) {
-                    Ok(opened) => {
-                        app.root = Some(opened.root().clone());
-                        app._unpacked = Some(Unpacked::Snapshot(opened));
-                    }
-                    Err(e) => app.error = Some(format!("{e:#}")),
+            // This machine, or a folder, a snapshot file or the demo unpacked
+            // for as long as the app shows it: as the CLI opens them.
+            _ => match source.open() {
+                Ok(opened) => {
+                    app.root = Some(opened.root.clone());
+                    app._unpacked = Some(opened);
                 }
-            }
-            Source::Demo => {
-                app.source_label = "demo host (sample data)".into();
-                app.libvirt_uri = Some(crate::libvirt::TEST_URI.into());
-                match crate::demo::unpack_demo() {
-                    Ok((root, dir)) => {
-                        app.root = Some(root);
-                        app._unpacked = Some(Unpacked::Demo(dir));
-                    }
-                    Err(e) => app.error = Some(format!("{e:#}")),
-                }
-            }
+                Err(e) => app.error = Some(format!("{e:#}")),
+            },
         }
         app
     }

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use vfio_assistant::helper::{MAX_REQUEST, check_request, parse_request};
 use vfio_assistant::tuning::artifacts::artifact_allowed;
 use vfio_assistant::tuning::fsops::{file_allowed, value_allowed};
-use vfio_assistant::tuning::journal::{Entry, parse_entry, valid_id};
+use vfio_assistant::tuning::journal::{Entry, EntryError, parse_entry, valid_id};
 use vfio_assistant::tuning::targets::{check_entry, mode_ok};
 
 const DEFAULT_SEED: u64 = 0x5eed_f022_0030;
@@ -129,9 +129,12 @@ fn entry_verdict(bytes: &[u8]) -> Verdict {
     let e = match parse_entry(bytes) {
         Ok(e) => e,
         Err(why) => {
-            // serde_json says where it choked; the allowlist says what.
-            let by_check = !why.contains(" at line ") && !why.contains("EOF while");
-            return Verdict::Refused { why, by_check };
+            // Refused by the checks, not by the JSON reader.
+            let by_check = !matches!(why, EntryError::Json(_));
+            return Verdict::Refused {
+                why: why.to_string(),
+                by_check,
+            };
         }
     };
     match entry_within_allowlist(&e) {

@@ -42,10 +42,11 @@ impl PciAddr {
 }
 
 /// The host functions grouped by card (host slot), in address order.
-pub fn cards(set: &[String]) -> Result<Vec<Vec<PciAddr>>, String> {
+pub fn cards(set: &[String]) -> Result<Vec<Vec<PciAddr>>, crate::parse::ParseError> {
     let mut by_slot: BTreeMap<String, Vec<PciAddr>> = BTreeMap::new();
     for a in set {
-        let p = PciAddr::parse(a).ok_or_else(|| format!("'{a}' is not a PCI address"))?;
+        let p = PciAddr::parse(a)
+            .ok_or_else(|| crate::parse::ParseError(format!("'{a}' is not a PCI address")))?;
         by_slot
             .entry(slot_of(&full_address(a)).to_string())
             .or_default()

@@ -113,15 +113,17 @@ pub struct UsbId {
 }
 
 /// `vvvv:pppp` (hex) as `lsusb` shows it.
-pub fn parse_usb_id(s: &str) -> Result<UsbId, String> {
+pub fn parse_usb_id(s: &str) -> Result<UsbId, crate::parse::ParseError> {
     let (v, p) = s.trim().split_once(':').ok_or_else(|| {
-        format!("{s:?}: give VENDOR:PRODUCT in hex, as lsusb shows them (046d:c52b)")
+        crate::parse::ParseError(format!(
+            "{s:?}: give VENDOR:PRODUCT in hex, as lsusb shows them (046d:c52b)"
+        ))
     })?;
     let h = |x: &str| {
         (x.len() == 4)
             .then(|| u16::from_str_radix(x, 16).ok())
             .flatten()
-            .ok_or_else(|| format!("{s:?}: {x:?} is not four hex digits"))
+            .ok_or_else(|| crate::parse::ParseError(format!("{s:?}: {x:?} is not four hex digits")))
     };
     Ok(UsbId {
         vendor: h(v)?,

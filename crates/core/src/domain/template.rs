@@ -323,7 +323,7 @@ pub fn new_windows(spec: &WindowsSpec) -> Result<NewDomain, TemplateError> {
     let mut edits = Vec::new();
     let text = base(spec, &mut edits);
     let mut doc = Document::parse(&text).map_err(|e| TemplateError::Internal(e.to_string()))?;
-    let cards = cards(&spec.gpu_set).map_err(TemplateError::BadDevice)?;
+    let cards = cards(&spec.gpu_set).map_err(|e| TemplateError::BadDevice(e.to_string()))?;
     if let Some(devs) = doc.root.child_mut("devices") {
         for (i, card) in cards.iter().enumerate() {
             // Root ports 1.. for the cards; libvirt numbers its own after them.

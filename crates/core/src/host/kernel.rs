@@ -39,14 +39,15 @@ impl KernelState {
 /// Pure: (MemTotal, MemAvailable) in KiB from `/proc/meminfo` text.
 /// (procfs-core's `Meminfo` insists on fields a trimmed or old meminfo
 /// lacks; these two are all the preflight needs.)
-pub fn parse_meminfo_totals(text: &str) -> Result<(u64, Option<u64>), String> {
+pub fn parse_meminfo_totals(text: &str) -> Result<(u64, Option<u64>), crate::parse::ParseError> {
     let field = |name: &str| -> Option<u64> {
         text.lines().find_map(|l| {
             let rest = l.strip_prefix(name)?.strip_prefix(':')?;
             rest.trim().trim_end_matches("kB").trim().parse().ok()
         })
     };
-    let total = field("MemTotal").ok_or("no MemTotal line")?;
+    let total =
+        field("MemTotal").ok_or_else(|| crate::parse::ParseError::new("no MemTotal line"))?;
     Ok((total, field("MemAvailable")))
 }
 

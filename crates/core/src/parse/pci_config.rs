@@ -119,19 +119,25 @@ pub fn parse_config(b: &[u8]) -> ConfigInfo {
 }
 
 /// The same answer as `parse_config` on the whole dump, from the few bytes
-/// the capability lists take: the 64-byte header, each standard capability's
-/// first 8 bytes, each extended capability's header. `read(offset, len)`
+/// the capability lists take: the status word and the capabilities pointer,
+/// each standard capability's first 8 bytes, each extended capability's
+/// header. `read(offset, len)`
 /// gives what it could read there (less or nothing past what this reader may
 /// see: 64 bytes unprivileged). Config space reads trap into the hypervisor
 /// on a VM and are uncached ECAM reads on metal, one per 4 bytes: a whole
 /// 4 KiB dump is 1024 of them per device, this is about twenty.
 pub fn read_config(mut read: impl FnMut(usize, usize) -> Vec<u8>) -> ConfigInfo {
-    let head = read(0, 64);
-    if head.len() < 64 {
-        return parse_config(&head);
+    // The header's two fields the lists need (the IDs and class come from
+    // sysfs's own files): the status word and the capabilities pointer.
+    let status = read(0x04, 4);
+    if status.len() < 4 {
+        return parse_config(&[]);
     }
     let mut b = vec![0u8; 256];
-    b[..64].copy_from_slice(&head);
+    b[0x04..0x08].copy_from_slice(&status);
+    if let Some(&ptr) = read(0x34, 1).first() {
+        b[0x34] = ptr;
+    }
     let mut reached = 64;
     let mut fill = |b: &mut Vec<u8>, off: usize, len: usize, reached: &mut usize| -> bool {
         let got = read(off, len);
@@ -238,7 +244,7 @@ mod tests {
                     .to_vec()
             });
             assert_eq!(piecewise, parse_config(&d), "{} bytes", d.len());
-            assert!(asked <= 64 + 8 * 4 + 4 * 8, "{asked} bytes asked");
+            assert!(asked <= 5 + 8 * 4 + 4 * 8, "{asked} bytes asked");
         }
     }
 

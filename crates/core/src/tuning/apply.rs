@@ -254,7 +254,7 @@ pub fn apply(
     let changes: Vec<&Change> = plan.changes.iter().collect();
     // The same allowlist the journal is read back against: a plan that
     // could not be undone is not applied.
-    super::targets::check_plan(plan).map_err(ApplyError::Preflight)?;
+    super::targets::check_plan(plan).map_err(|e| ApplyError::Preflight(e.to_string()))?;
     env.journal.check()?;
     preflight(env, facts, &changes)?;
     let id = new_id(now_secs());

@@ -303,9 +303,9 @@ impl Journal {
                 message: e.to_string(),
             },
         })?;
-        let e = parse_entry(&bytes).map_err(|message| JournalError::Bad {
+        let e = parse_entry(&bytes).map_err(|e| JournalError::Bad {
             path: p.display().to_string(),
-            message,
+            message: e.to_string(),
         })?;
         if e.id != id {
             return Err(JournalError::Bad {
@@ -405,13 +405,24 @@ fn write_synced(p: &Path, bytes: &[u8]) -> Result<(), JournalError> {
 /// An entry from its bytes: the JSON, then every path, mode and command
 /// checked against what its change kind may have (`targets::check_entry`).
 /// What the journal loader does with a file's contents; fuzzed.
-pub fn parse_entry(bytes: &[u8]) -> Result<Entry, String> {
-    let e: Entry = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+pub fn parse_entry(bytes: &[u8]) -> Result<Entry, EntryError> {
+    let e: Entry = serde_json::from_slice(bytes).map_err(|e| EntryError::Json(e.to_string()))?;
     if !valid_id(&e.id) {
-        return Err(format!("{:?} is not a transaction id", e.id));
+        return Err(EntryError::Id(e.id));
     }
     super::targets::check_entry(&e)?;
     Ok(e)
+}
+
+/// Why an entry's bytes are not believed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("{0}")]
+    Json(String),
+    #[error("{0:?} is not a transaction id")]
+    Id(String),
+    #[error(transparent)]
+    Outside(#[from] super::targets::Outside),
 }
 
 #[cfg(test)]

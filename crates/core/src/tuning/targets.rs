@@ -50,9 +50,36 @@ pub fn mode_ok(mode: u32) -> bool {
     mode & !0o775 == 0
 }
 
+/// What is outside the allowlist, in a plan or a journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Outside {
+    #[error("change {change} may not {what} {path}")]
+    Change {
+        change: String,
+        what: &'static str,
+        path: String,
+    },
+    #[error("{what} {path} belongs to no change")]
+    NoOwner { what: &'static str, path: String },
+    #[error("{what} {path} would get mode {mode:o}")]
+    Mode {
+        what: &'static str,
+        path: String,
+        mode: u32,
+    },
+    #[error("{what} {path} is kept under a path")]
+    SavedAs { what: &'static str, path: String },
+}
+
 /// Every path and command of a change within its kind's allowlist.
-pub fn check_change(c: &Change) -> Result<(), String> {
-    let bad = |what: &str, p: &str| Err(format!("change {} may not {what} {p}", c.id));
+pub fn check_change(c: &Change) -> Result<(), Outside> {
+    let bad = |what: &'static str, p: &str| {
+        Err(Outside::Change {
+            change: c.id.to_string(),
+            what,
+            path: p.to_string(),
+        })
+    };
     for f in &c.files {
         if !file_for(Some(c.id.kind), &f.path) {
             return bad("write", &f.path);
@@ -82,7 +109,7 @@ pub fn check_change(c: &Change) -> Result<(), String> {
 }
 
 /// A plan only of allowlisted changes (checked before it is applied).
-pub fn check_plan(p: &Plan) -> Result<(), String> {
+pub fn check_plan(p: &Plan) -> Result<(), Outside> {
     p.changes.iter().try_for_each(check_change)
 }
 
@@ -96,7 +123,7 @@ fn saved_name_ok(name: Option<&str>) -> bool {
 /// A journal entry undo may act on: its plan within the allowlist, every
 /// saved file and generated file one of its changes writes, every mode
 /// closed, every value one of its changes sets.
-pub fn check_entry(e: &Entry) -> Result<(), String> {
+pub fn check_entry(e: &Entry) -> Result<(), Outside> {
     check_plan(&e.plan)?;
     let changes = &e.plan.changes;
     for f in &e.files {
@@ -104,17 +131,23 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
             .iter()
             .any(|c| c.files.iter().any(|x| x.path == f.path));
         if !owner {
-            return Err(format!("saved file {} belongs to no change", f.path));
+            return Err(Outside::NoOwner {
+                what: "saved file",
+                path: f.path.clone(),
+            });
         }
         if f.mode.is_some_and(|m| !mode_ok(m)) {
-            return Err(format!(
-                "saved file {} would get mode {:o}",
-                f.path,
-                f.mode.unwrap_or(0)
-            ));
+            return Err(Outside::Mode {
+                what: "saved file",
+                path: f.path.clone(),
+                mode: f.mode.unwrap_or(0),
+            });
         }
         if !saved_name_ok(f.saved_as.as_deref()) {
-            return Err(format!("saved file {} is kept under a path", f.path));
+            return Err(Outside::SavedAs {
+                what: "saved file",
+                path: f.path.clone(),
+            });
         }
     }
     for a in &e.artifacts {
@@ -122,16 +155,23 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
             .iter()
             .any(|c| c.id == a.change && c.artifacts.iter().any(|x| x.path == a.path));
         if !owner || !super::artifacts::artifact_allowed(&a.path) {
-            return Err(format!("boot file {} belongs to no change", a.path));
+            return Err(Outside::NoOwner {
+                what: "boot file",
+                path: a.path.clone(),
+            });
         }
         if a.mode.is_some_and(|m| !mode_ok(m)) {
-            return Err(format!(
-                "boot file {} would get a mode it may not have",
-                a.path
-            ));
+            return Err(Outside::Mode {
+                what: "boot file",
+                path: a.path.clone(),
+                mode: a.mode.unwrap_or(0),
+            });
         }
         if !saved_name_ok(a.saved_as.as_deref()) {
-            return Err(format!("boot file {} is kept under a path", a.path));
+            return Err(Outside::SavedAs {
+                what: "boot file",
+                path: a.path.clone(),
+            });
         }
     }
     for (path, before) in &e.values {
@@ -139,7 +179,10 @@ pub fn check_entry(e: &Entry) -> Result<(), String> {
             .iter()
             .any(|c| c.values.iter().any(|v| &v.path == path));
         if !owner || before.len() > 4096 || before.contains('\0') {
-            return Err(format!("value {path} belongs to no change"));
+            return Err(Outside::NoOwner {
+                what: "value",
+                path: path.clone(),
+            });
         }
     }
     Ok(())

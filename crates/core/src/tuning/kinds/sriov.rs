@@ -19,24 +19,23 @@ pub const SPEC: Spec = Spec {
             if cx.snap.device(&addr).is_none() {
                 return Err(PlanError::NoDevice(pf.clone()));
             }
-            out.changes
-                .extend(sriov(cx.facts, &addr, *n).map_err(PlanError::Sriov)?);
+            out.changes.extend(sriov(cx.facts, &addr, *n)?);
         }
         Ok(())
     }),
 };
 
 /// SR-IOV: `n` virtual functions on `pf` (through 0 when it has others).
-pub fn sriov(f: &TuneFacts, pf: &str, n: u32) -> Result<Option<Change>, String> {
+pub fn sriov(f: &TuneFacts, pf: &str, n: u32) -> Result<Option<Change>, PlanError> {
     let dev = format!("/sys/bus/pci/devices/{pf}");
     let total: u32 = f
         .value(&format!("{dev}/sriov_totalvfs"))
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{pf} has no SR-IOV (no sriov_totalvfs)"))?;
+        .ok_or_else(|| PlanError::Sriov(format!("{pf} has no SR-IOV (no sriov_totalvfs)")))?;
     if n > total {
-        return Err(format!(
+        return Err(PlanError::Sriov(format!(
             "{pf} offers at most {total} virtual functions, {n} asked"
-        ));
+        )));
     }
     let path = format!("{dev}/sriov_numvfs");
     let cur: u32 = f.value(&path).and_then(|v| v.parse().ok()).unwrap_or(0);

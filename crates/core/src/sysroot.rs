@@ -62,6 +62,10 @@ impl HostPath {
     pub fn usr(rel: &str) -> Self {
         Self::under("usr", rel)
     }
+    /// A path below the host's `/lib` (the kernel's modules).
+    pub fn lib(rel: &str) -> Self {
+        Self::under("lib", rel)
+    }
     /// A path below the host's `/var` (libvirt's logs and images).
     pub fn var(rel: &str) -> Self {
         Self::under("var", rel)

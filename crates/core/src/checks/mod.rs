@@ -15,6 +15,7 @@ pub mod model {
 pub mod platform;
 pub mod rom;
 pub mod runtime;
+pub mod secure_boot;
 pub mod vm;
 
 use crate::host::HostSnapshot;
@@ -55,6 +56,7 @@ pub const AREAS: &[Area] = &[
     runtime::AREA,
     idle::AREA,
     initramfs::AREA,
+    secure_boot::AREA,
     rom::AREA,
     access::AREA,
     vm::AREA,

@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod numa;
 pub mod pci;
 pub mod pci_names;
+pub mod signing;
 pub mod system;
 pub mod topology;
 pub mod usage;
@@ -199,6 +200,11 @@ fn scan_host(root: &HostRoot, shown: &str) -> Result<HostSnapshot, ScanError> {
             let mut system = system::read_system(root, &mut cw);
             let online: Vec<u32> = topology.online_cpus().map(|c| c.id).collect();
             system.cpuidle = cpuidle::read_cpuidle(root, &online, &mut cw);
+            system.signing = signing::read_signing(
+                root,
+                kernel.release.as_deref(),
+                kernel.modules.as_deref().unwrap_or_default(),
+            );
             (cpu, topology, kernel, system, cw)
         });
         let mut devices = pci::read_pci_devices(root, &mut w);

@@ -186,6 +186,9 @@ pub struct SystemState {
     /// A battery exists: this is a laptop.
     pub battery: bool,
     /// CPU idle states (filled by `scan`, which knows the online CPUs).
+    /// Secure Boot, the kernel's lockdown, and whether the modules a
+    /// passthrough desktop adds (kvmfr, vendor-reset, NVIDIA's) are signed.
+    pub signing: super::signing::Signing,
     pub cpuidle: super::cpuidle::CpuIdle,
     /// `kvm_intel`/`kvm_amd` present as loaded or built-in module directories.
     pub kvm_vendor_module: Option<String>,
@@ -415,6 +418,7 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         .collect();
     let initramfs = read_state(root, release.as_deref(), &pairs);
     SystemState {
+        signing: super::signing::Signing::default(),
         usb: super::usb::read_usb(root),
         input: super::input::read_input_devices(root),
         cpuidle: super::cpuidle::CpuIdle::default(),

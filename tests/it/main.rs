@@ -90,5 +90,6 @@ mod topology_masks;
 mod tuning;
 mod tuning_boot;
 mod tuning_distros;
+mod tuning_kernel_update;
 mod tuning_play;
 mod vm_lifecycle;

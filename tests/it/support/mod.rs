@@ -1,4 +1,5 @@
 #![allow(dead_code)]
+pub mod boot_hosts;
 pub mod gui;
 pub mod hosts;
 pub mod json;

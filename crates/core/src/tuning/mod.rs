@@ -37,6 +37,7 @@ pub mod tokens;
 pub mod trust;
 pub mod txn;
 pub mod undo;
+pub mod undo_since;
 pub mod verify;
 pub mod vfio_boot;
 

@@ -221,6 +221,15 @@ pub(super) fn inverse(
                 }
             }
         }
+        // The images a kernel update built since, from the changed files.
+        let (since, since_images) = super::undo_since::rebuilt_since(root, entry, c);
+        for cmd in &since {
+            let r = command_step(env, cmd, &mut entry.commands);
+            rep.result(
+                format!("{}: {} ({})", c.id, cmd.argv().join(" "), cmd.why),
+                r,
+            );
+        }
         for a in &c.artifacts {
             if let Err(e) = artifacts::make_durable(root, &a.path) {
                 rep.result(format!("{}: {} durable", c.id, a.path), Err(e.to_string()));
@@ -244,7 +253,9 @@ pub(super) fn inverse(
                             })
                             .cloned()
                             .collect();
-                        initramfs_check(root, images, &[], &added, false)
+                        let mut all = images.clone();
+                        all.extend(since_images.iter().cloned());
+                        initramfs_check(root, &all, &[], &added, false)
                     }
                     _ => Vec::new(),
                 };

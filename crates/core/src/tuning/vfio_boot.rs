@@ -282,9 +282,16 @@ pub fn vfio_boot_change(
         && !rebuild.is_empty()
     {
         notes.push(format!(
-            "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}). Other installed kernels keep their images until their next update.",
+            "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}).",
             n.release, n.source
         ));
+        let others = other_kernels(f, &n.release);
+        if !others.is_empty() {
+            notes.push(format!(
+                "Not rebuilt: {} — their images stay as they were until their next update, so a boot into one of them is the old setup for the card (its host driver takes it), never half of each; undo rebuilds any image made since from the restored files.",
+                others.join(", ")
+            ));
+        }
     }
     let mut verify = Vec::new();
     if !rebuild.is_empty() {
@@ -415,6 +422,17 @@ pub fn initramfs_images(f: &TuneFacts) -> Vec<String> {
                 && !n.contains("kdump")
         })
         .map(|n| format!("/boot/{n}"))
+        .collect()
+}
+
+/// The other kernels installed in /boot (`vmlinuz-RELEASE`), by release.
+fn other_kernels(f: &TuneFacts, next: &str) -> Vec<String> {
+    f.dir("/boot")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.strip_prefix("vmlinuz-"))
+        .filter(|r| *r != next && !r.is_empty())
+        .map(str::to_string)
         .collect()
 }
 

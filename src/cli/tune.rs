@@ -96,6 +96,17 @@ pub struct RequestArgs {
     /// desktop's only GPU to it at its start and back when it stops.
     #[arg(long, value_name = "NAME", conflicts_with = "isolate_vm")]
     pub single_gpu: Option<String>,
+    /// Shared GPU for the VM NAME: the second GPU (--gpu) stays the
+    /// desktop's while the VM is off; a libvirt hook lends it to the VM at
+    /// its start and gives it back at its stop, and the compositor is kept
+    /// off it.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["isolate_vm", "single_gpu"])]
+    pub shared_gpu: Option<String>,
+    /// With --shared-gpu: a systemd unit (NAME.service) the hook may stop
+    /// at the VM's start when it holds the card, and starts again at its
+    /// stop (nvidia-persistenced always). Repeat for more.
+    #[arg(long = "shared-stop", value_name = "UNIT", requires = "shared_gpu")]
+    pub shared_stop: Vec<String>,
     /// Let the system QEMU reach your sound server (qemu.conf's user).
     #[arg(long)]
     pub sound: bool,
@@ -200,8 +211,14 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
         sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
         isolation_hook: a.isolate_vm.is_some(),
-        vm: a.isolate_vm.clone().or_else(|| a.single_gpu.clone()),
+        vm: a
+            .isolate_vm
+            .clone()
+            .or_else(|| a.single_gpu.clone())
+            .or_else(|| a.shared_gpu.clone()),
         single_gpu: a.single_gpu.is_some(),
+        shared_gpu: a.shared_gpu.is_some(),
+        shared_stop_units: a.shared_stop.clone(),
         looking_glass_mib: a
             .looking_glass
             .map(|(w, h)| crate::domain::playable::looking_glass_mib(w, h, a.hdr))
@@ -351,7 +368,7 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
     }
     // A user on the live host: root's part is the helper's, through sudo.
     if run_commands && !super::tune_helper::is_root() {
-        let request = crate::helper::HelperRequest::Apply { request: req };
+        let request = crate::helper::HelperRequest::Apply { request: Box::new(req) };
         return super::tune_helper::run(&request, json);
     }
     let e = env(root, &a.req.journal, run_commands);

@@ -81,6 +81,8 @@ mod remote_live;
 mod remote_ssh;
 mod remote_user;
 mod rom;
+mod shared_gpu_hook;
+mod shared_gpu_plan;
 mod single_gpu_checks;
 mod single_gpu_hook;
 mod single_gpu_plan;

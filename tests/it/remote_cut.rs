@@ -77,10 +77,10 @@ fn apply_until_paused(
         helper: Some(paused_helper(s).display().to_string()),
     };
     let request = HelperRequest::Apply {
-        request: Request {
+        request: Box::new(Request {
             gpus: vec!["0000:0b:00.0".into()],
             ..Request::default()
-        },
+        }),
     };
     let mut child = target
         .helper_command()

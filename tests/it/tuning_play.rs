@@ -152,10 +152,10 @@ fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
         asking_uid: Some(1000),
     };
     let req = vfio_assistant::helper::HelperRequest::Apply {
-        request: Request {
+        request: Box::new(Request {
             desktop_user: Some("mallory".into()),
             ..request()
-        },
+        }),
     };
     let mut lines = Vec::new();
     let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l));

@@ -30,7 +30,7 @@ pub enum HelperRequest {
     /// Plan `request` on this host and apply the changes named in
     /// `request.only` (all of them when empty).
     Apply {
-        request: Request,
+        request: Box<Request>,
     },
     Undo {
         id: String,

@@ -252,6 +252,9 @@ pub enum Cmd {
     },
     /// `bootctl set-oneshot` of our entry.
     BootctlSetOneshot,
+    /// `udevadm trigger` of the DRM devices (a rule of ours for them
+    /// changed), waiting until udev has handled them.
+    UdevadmTriggerDrm,
 }
 
 impl Cmd {
@@ -270,6 +273,7 @@ impl Cmd {
             Cmd::Kernelstub { .. } => "kernelstub",
             Cmd::RpmOstreeKargs { .. } | Cmd::RpmOstreeInitramfsEtc { .. } => "rpm-ostree",
             Cmd::BootctlSetOneshot => "bootctl",
+            Cmd::UdevadmTriggerDrm => "udevadm",
         }
     }
 
@@ -353,6 +357,16 @@ impl Cmd {
             Cmd::BootctlSetOneshot => {
                 push("set-oneshot");
                 push(OUR_ENTRY);
+            }
+            Cmd::UdevadmTriggerDrm => {
+                for a in [
+                    "trigger",
+                    "--action=change",
+                    "--subsystem-match=drm",
+                    "--settle",
+                ] {
+                    push(a);
+                }
             }
         }
         v

@@ -34,6 +34,10 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/tmpfiles.d/vfio-assistant.conf",
     super::hook::HOOK,
     super::single_gpu::HOOK,
+    super::shared_gpu::HOOK,
+    super::shared_desktop::UDEV,
+    super::shared_desktop::ENVIRONMENT,
+    super::shared_desktop::XORG,
     super::play::LG_TMPFILES,
     super::play::KVMFR_MODPROBE,
     super::play::KVMFR_LOAD,
@@ -105,6 +109,7 @@ pub const TOOLS: &[&str] = &[
     "power-profiles-daemon",
     "tuned",
     "tlp",
+    "udevadm",
 ];
 
 const BIN_DIRS: &[&str] = &["usr/sbin", "usr/bin", "sbin", "bin", "usr/lib/systemd"];
@@ -325,7 +330,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
             f.markers.insert((*m).to_string());
         }
     }
-    for t in TOOLS {
+    for t in TOOLS.iter().chain(super::shared_desktop::PROGRAMS) {
         if BIN_DIRS.iter().any(|d| {
             HostPath::from_absolute(&format!("/{d}/{t}")).is_some_and(|hp| root.is_executable(&hp))
         }) {

@@ -43,11 +43,12 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     }
     let name = vm_name(cx.req)?;
     if cx.vm.is_empty() || cx.hk.is_empty() {
-        return Err(PlanError::Hook("it needs the VM's CPUs (--vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
+        return Err(PlanError::Hook("the isolation hook: it needs the VM's CPUs (--vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
     }
     if !cx.systemd {
         return Err(PlanError::Hook(
-            "it needs systemd (AllowedCPUs), and this host does not run it".into(),
+            "the isolation hook: it needs systemd (AllowedCPUs), and this host does not run it"
+                .into(),
         ));
     }
     out.changes

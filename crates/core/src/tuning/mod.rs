@@ -30,6 +30,8 @@ pub mod plan_error;
 pub mod play;
 pub mod preflight;
 pub mod records;
+pub mod shared_desktop;
+pub mod shared_gpu;
 pub mod single_gpu;
 pub mod status;
 pub mod targets;

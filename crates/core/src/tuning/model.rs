@@ -45,6 +45,12 @@ pub struct Request {
     /// Single-GPU passthrough: the hook that hands the desktop's only GPU
     /// to the VM `vm` and back.
     pub single_gpu: bool,
+    /// Shared GPU: the card stays the desktop's at boot; the hook lends it
+    /// to the VM `vm` at its start and gives it back at its stop.
+    pub shared_gpu: bool,
+    /// Units the shared-GPU hook may stop when they hold the card
+    /// (nvidia-persistenced always).
+    pub shared_stop_units: Vec<String>,
     /// The desktop user these are for. Under pkexec the helper takes the
     /// user who asked (PKEXEC_UID), whatever this says.
     pub desktop_user: Option<String>,
@@ -167,6 +173,8 @@ pub enum Verify {
     DriverIs { device: String, driver: String },
     /// A file is there and executable (a hook script).
     Executable { path: String },
+    /// A path is there (a device node's name udev makes).
+    Exists { path: String },
 }
 
 /// A file the boot reads that a command of the change generates (grub.cfg,

@@ -18,6 +18,25 @@ use crate::pinning::{PinRequest, plan as pin_plan};
 
 pub use super::plan_error::PlanError;
 
+/// The VM's card as a hook hands it over: the GPU first, then the rest of
+/// its passthrough set (its audio function); empty without `--gpu`.
+pub(super) fn card_functions(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
+    let Some(g) = req.gpus.first() else {
+        return Ok(Vec::new());
+    };
+    let gpu = full_address(g.trim());
+    let mut set = passthrough_set(
+        snap,
+        &Request {
+            gpus: vec![gpu.clone()],
+            ..Request::default()
+        },
+    )?;
+    set.retain(|a| *a != gpu);
+    set.insert(0, gpu);
+    Ok(set)
+}
+
 /// The passthrough set of every requested device, each address once.
 fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
     let mut set: Vec<String> = Vec::new();
@@ -49,7 +68,7 @@ fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, Pl
 /// screen. The set bound at boot is everything else asked for (a USB
 /// controller, a NIC); the IOMMU parameters still come from the whole set.
 fn boot_set(snap: &HostSnapshot, req: &Request, set: &[String]) -> Result<Vec<String>, PlanError> {
-    if !req.single_gpu {
+    if !(req.single_gpu || req.shared_gpu) {
         return Ok(set.to_vec());
     }
     let gpus = passthrough_set(
@@ -139,6 +158,9 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     let set = boot_set(snap, req, &full_set)?;
     if req.single_gpu && set.len() < full_set.len() {
         out.notes.push("Single GPU: the card is handed to the VM when it starts and given back when it stops (the hook), never at boot — it is not bound to vfio-pci at boot, so the host keeps its screen.".into());
+    }
+    if req.shared_gpu && set.len() < full_set.len() {
+        out.notes.extend(super::shared_gpu::describe(req));
     }
     let boot_changes = plan_boot(snap, f, (loader, generator), &set, &tok)?;
     let cx = Ctx {

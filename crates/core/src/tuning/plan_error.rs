@@ -17,8 +17,11 @@ pub enum PlanError {
     Token(String),
     #[error("memory of {0} MiB is more than this host has")]
     Memory(u64),
-    #[error("the isolation hook: {0}")]
+    /// A hook of ours (isolation, single GPU, shared GPU) cannot be made.
+    #[error("{0}")]
     Hook(String),
+    #[error("shared GPU: {0}")]
+    Shared(String),
     #[error("{0}")]
     OnlyKeyboard(String),
     #[error("{0}")]

@@ -28,6 +28,7 @@ pub fn verify_name(v: &Verify) -> String {
         }
         Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
         Verify::Executable { path } => format!("{path} is executable"),
+        Verify::Exists { path } => format!("{path} is there"),
     }
 }
 
@@ -269,6 +270,14 @@ pub fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
                     }
                 ),
                 true,
+            )
+        }
+        Verify::Exists { path } => {
+            let ok = HostPath::from_absolute(path).is_some_and(|p| root.exists(&p));
+            (
+                ok || !root.is_live(),
+                format!("{path}: {}", if ok { "there" } else { "not there" }),
+                root.is_live(),
             )
         }
         Verify::DriverIs { device, driver } => {

@@ -15,7 +15,8 @@
 //! irq_affinity.rs, irqbalance.rs, vfio_bind.rs, sriov.rs, persist.rs); the
 //! boot kinds are planned together in boot_plan.rs (over boot.rs and
 //! vfio_boot.rs, the loader and initramfs back-ends), the hooks in hook.rs
-//! and single_gpu.rs, the Looking Glass and sound kinds in play.rs.
+//! and single_gpu.rs, the shared GPU in shared_gpu.rs and
+//! shared_desktop.rs, the Looking Glass and sound kinds in play.rs.
 
 mod governor;
 mod hugepages;
@@ -57,6 +58,8 @@ pub enum Kind {
     Irqbalance,
     IsolationHook,
     SingleGpuHook,
+    SharedGpuDesktop,
+    SharedGpuHook,
     LookingGlassShm,
     Kvmfr,
     QemuConf,
@@ -139,7 +142,7 @@ pub fn vm_name(req: &Request) -> Result<&str, PlanError> {
     let name = req.vm.as_deref().map(str::trim).unwrap_or("");
     if !super::hook::valid_vm_name(name) {
         return Err(PlanError::Hook(format!(
-            "{name:?} is not a VM name it takes (letters, digits and ._+- only)"
+            "the VM's hook: {name:?} is not a VM name it takes (letters, digits and ._+- only)"
         )));
     }
     Ok(name)
@@ -160,6 +163,8 @@ pub const KINDS: &[Spec] = &[
     irqbalance::SPEC,
     super::hook::SPEC,
     super::single_gpu::SPEC,
+    super::shared_desktop::SPEC,
+    super::shared_gpu::SPEC,
     super::play::LOOKING_GLASS_SHM,
     super::play::KVMFR,
     super::play::QEMU_CONF_SPEC,

@@ -145,6 +145,8 @@ fn every_kind() -> Vec<super::Kind> {
         Irqbalance,
         IsolationHook,
         SingleGpuHook,
+        SharedGpuDesktop,
+        SharedGpuHook,
         LookingGlassShm,
         Kvmfr,
         QemuConf,
@@ -155,7 +157,7 @@ fn every_kind() -> Vec<super::Kind> {
         match k {
             VfioBoot | Cmdline | IommuFirmware | VfioBind | Governor | Epp | Thp | Ksm
             | Hugepages | IrqAffinity | Irqbalance | IsolationHook | SingleGpuHook
-            | LookingGlassShm | Kvmfr | QemuConf | Sriov | Persist => {}
+            | SharedGpuDesktop | SharedGpuHook | LookingGlassShm | Kvmfr | QemuConf | Sriov | Persist => {}
         }
     }
     all.to_vec()

@@ -1,0 +1,308 @@
+//! Shared GPU: the second card is the desktop's while the VM is off, and
+//! the VM's while it runs — without a reboot or a logout. It stays on its
+//! own driver at boot (nothing binds it to vfio-pci then); a libvirt qemu
+//! hook of ours lends it at the VM's `prepare begin` and takes it back at
+//! `release end` (libvirt runs that after a stop, and after a start that
+//! failed). The desktop is kept off the card beforehand (`shared_desktop.rs`),
+//! so that handing it over never tears the session down.
+//!
+//! At `prepare begin` the hook stops the units it was allowed to stop
+//! (`nvidia-persistenced`, and those the user named) when they run, waits
+//! (bounded) for the card's nodes to be let go — its `/dev/dri` card and
+//! render nodes, NVIDIA's `/dev/nvidia*` — and refuses the start, naming
+//! every holder (pid, program, systemd unit), when something still holds
+//! them: an unbind under a holder hangs NVIDIA's driver in an unkillable
+//! write. Then each function (the audio first, the GPU last) goes from its
+//! driver to vfio-pci (`driver_override`, unbind, bind), each write bounded
+//! by `timeout`; libvirt finds the card on vfio-pci (`managed='yes'` has
+//! nothing left to do). At `release end` each function goes back to the
+//! driver it had, the units come back, and the card's health is read and
+//! logged: its config space answers (not all ones), its power state is D0,
+//! its driver is the one it had. A step that fails gives back what was done
+//! and fails the start: the card stays with the host. Everything is logged
+//! to `/var/log/vfio-assistant-shared-gpu.log`; what was done is kept in
+//! `/run/vfio-assistant-shared-gpu.state` so the release undoes exactly that.
+//! Paths run under `$VFIO_ASSISTANT_ROOT` when that is set (tests).
+
+use super::command::{Cmd, UnitVerb};
+use super::facts::TuneFacts;
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::model::{Change, CommandStep, Effect, FileChange, Request, Verify};
+
+pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-shared-gpu";
+/// The hook's log (what `check` reads for the card's health after a stop).
+pub const LOG: &str = "/var/log/vfio-assistant-shared-gpu.log";
+
+/// Units the hook may always stop: NVIDIA's persistence daemon keeps every
+/// NVIDIA card open and is made to be stopped and started.
+pub const ALWAYS_STOPPED: &[&str] = &["nvidia-persistenced.service"];
+
+pub const SPEC: Spec = Spec {
+    kind: Kind::SharedGpuHook,
+    name: "shared-gpu-hook",
+    what: "the second GPU lent to the VM at its start and given back to the desktop at its stop (a libvirt hook)",
+    files: &[HOOK],
+    values: &[],
+    runs: restarts_libvirt,
+    fixes: &[],
+    plan: Some(plan),
+};
+
+/// A unit name the hook may be told to stop: systemd's characters only,
+/// a `.service` (a process holding the card runs in one).
+pub fn valid_unit(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".service") else {
+        return false;
+    };
+    !stem.is_empty()
+        && stem.len() <= 200
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@._:-".contains(c))
+}
+
+fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+    if !cx.req.shared_gpu {
+        return Ok(());
+    }
+    if cx.req.single_gpu {
+        return Err(PlanError::Shared(
+            "single-GPU and shared modes are two ways to use one card: choose one".into(),
+        ));
+    }
+    let name = vm_name(cx.req)?;
+    let funcs = functions(cx)?;
+    if let Some(bad) = cx.req.shared_stop_units.iter().find(|u| !valid_unit(u)) {
+        return Err(PlanError::Shared(format!(
+            "{bad:?} is not a unit it may stop (a name ending in .service, systemd's characters only)"
+        )));
+    }
+    let mut units: Vec<String> = ALWAYS_STOPPED.iter().map(|s| s.to_string()).collect();
+    for u in &cx.req.shared_stop_units {
+        if !units.contains(u) {
+            units.push(u.clone());
+        }
+    }
+    out.changes
+        .extend(shared_gpu_hook(cx.facts, name, &funcs, &units));
+    Ok(())
+}
+
+/// The card's functions, the display function last (the audio goes first
+/// and comes back last); refused when the card is the one the host boots
+/// on (that is single GPU) or there is no other GPU for the desktop.
+fn functions(cx: &Ctx) -> Result<Vec<String>, PlanError> {
+    let card = super::plan::card_functions(cx.snap, cx.req)?;
+    let Some(gpu) = card.first() else {
+        return Err(PlanError::Shared(
+            "shared mode needs the VM's GPU (--gpu)".into(),
+        ));
+    };
+    let gpu_entry = cx.snap.device(gpu);
+    if gpu_entry.is_some_and(|e| e.device.boot_vga == Some(true)) {
+        return Err(PlanError::Shared(format!(
+            "{gpu} is the GPU the host boots on and shows its desktop on: lending it would take the screen away (that is single-GPU mode)"
+        )));
+    }
+    let others = cx
+        .snap
+        .gpus()
+        .filter(|e| !card.contains(&e.device.address))
+        .count();
+    if others == 0 {
+        return Err(PlanError::Shared(
+            "shared mode needs a second GPU for the desktop; with only one, use single-GPU mode"
+                .into(),
+        ));
+    }
+    let mut funcs: Vec<String> = card.iter().filter(|a| *a != gpu).cloned().collect();
+    funcs.push(gpu.clone());
+    Ok(funcs)
+}
+
+/// The hook for `vm`, lending `funcs` (the display function last) and
+/// allowed to stop `units`; `None` when ours already says exactly this.
+pub fn shared_gpu_hook(
+    f: &TuneFacts,
+    vm: &str,
+    funcs: &[String],
+    units: &[String],
+) -> Option<Change> {
+    let after = script(vm, funcs, units);
+    let before = f.file(HOOK).map(str::to_string);
+    if before.as_deref() == Some(after.as_str()) {
+        return None;
+    }
+    let unit = super::play::daemon(f);
+    let restart = |why: &str| {
+        CommandStep::new(
+            Cmd::Systemctl {
+                verb: UnitVerb::TryRestart,
+                unit,
+            },
+            why,
+        )
+    };
+    let gpu = funcs.last().map(String::as_str).unwrap_or("the card");
+    Some(Change {
+        id: ChangeId::of(Kind::SharedGpuHook),
+        title: format!("Shared GPU {gpu} for '{vm}' (libvirt hook)"),
+        why: format!("{gpu} stays the desktop's while '{vm}' is off (games, CUDA, render offload on Linux). At '{vm}'s start the hook stops {} if they run, checks that nothing else holds the card — and refuses the start, naming who does, when something does, rather than hang on a driver's usage count — then moves it to vfio-pci with every step time-limited; at the stop it gives the card back to its driver, starts what it stopped and logs whether the card came back healthy (config space, power state, driver) to {LOG}.", units.join(", ")),
+        effect: Effect::AtVmStart,
+        files: vec![FileChange {
+            path: HOOK.into(),
+            before,
+            after: Some(after),
+        }],
+        commands: vec![restart("libvirt finds hook scripts when its daemon starts; running VMs keep running")],
+        undo_commands: vec![restart("forgets the removed hook")],
+        verify: vec![Verify::Executable { path: HOOK.into() }],
+        notes: vec![
+            format!("A program that holds the card at the VM's start (a game, a CUDA job, ollama, a browser that opened every GPU) makes the start fail with its name in {LOG}: close it, or let the hook stop its unit (--shared-stop UNIT)."),
+            "NVIDIA: /dev/nvidiactl and nvidia-uvm are shared by every NVIDIA card, so a CUDA program on another NVIDIA card counts as a holder too.".into(),
+            "AMD: cards from before RDNA (Polaris, Vega, Navi 10/12/14) may not reset after the VM (the reset bug): vendor-reset fixes those; the health line in the log says when a card did not come back.".into(),
+        ],
+        ..Change::default()
+    })
+}
+
+/// The request's shared-mode part, said plainly (the plan's note).
+pub fn describe(req: &Request) -> Option<String> {
+    req.shared_gpu.then(|| "Shared GPU: the card stays on its own driver at boot (the desktop uses it while the VM is off); the hook lends it to the VM at its start and gives it back at its stop, without a reboot or a logout.".to_string())
+}
+
+fn script(vm: &str, funcs: &[String], units: &[String]) -> String {
+    let funcs = funcs.join(" ");
+    let gpu = funcs.rsplit(' ').next().unwrap_or("").to_string();
+    let units = units.join(" ");
+    format!(
+        r#"#!/bin/sh
+# Written by vfio-assistant (tune, change shared-gpu-hook): the GPU {gpu}
+# is the desktop's while the VM '{vm}' is off and the VM's while it runs.
+# At its start: the allowed units stopped, nobody else may hold the card
+# (else the start fails, naming who does), each function moved to vfio-pci.
+# At its stop (or a failed start): each function back on its driver, the
+# units started again, the card's health logged. Every wait is bounded.
+# libvirt runs it as: vfio-assistant-shared-gpu VM OPERATION SUB-OPERATION EXTRA.
+# Undo: `vfio-assistant tune undo`, or delete this file.
+[ "$1" = '{vm}' ] || exit 0
+R="${{VFIO_ASSISTANT_ROOT:-}}"
+LOG="$R{LOG}"
+STATE="$R/run/vfio-assistant-shared-gpu.state"
+FUNCS='{funcs}'
+GPU='{gpu}'
+UNITS='{units}'
+WAIT="${{VFIO_ASSISTANT_WAIT:-10}}"
+SYS="$R/sys/bus/pci"
+log() {{ echo "$(date '+%F %T' 2>/dev/null) {vm} $*" >> "$LOG" 2>/dev/null; echo "vfio-assistant-shared-gpu: $*" >&2; }}
+step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }}
+run() {{ timeout "$WAIT" "$@"; }}
+# A sysfs write that may not take longer than $WAIT (a write the kernel
+# blocks cannot be cancelled: it is said, never retried).
+put() {{ timeout "$WAIT" sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }}
+driver_of() {{ d=$(readlink "$SYS/devices/$1/driver" 2>/dev/null) && echo "${{d##*/}}"; }}
+# The card's own nodes: its DRM card and render nodes, and NVIDIA's.
+nodes() {{
+    for n in "$SYS/devices/$GPU"/drm/card* "$SYS/devices/$GPU"/drm/renderD*; do
+        [ -e "$n" ] && echo "/dev/dri/${{n##*/}}"
+    done
+    if [ "$(driver_of "$GPU")" = nvidia ]; then
+        for n in "$R"/dev/nvidia[0-9]* "$R"/dev/nvidiactl "$R"/dev/nvidia-modeset; do
+            [ -e "$n" ] && echo "${{n#"$R"}}"
+        done
+    fi
+}}
+# Who holds one of the card's nodes, as "pid:program(unit)"; a look cut
+# short by $WAIT answers "?" (then the start fails rather than guess).
+holders() {{
+    want=$(nodes)
+    [ -n "$want" ] || return 0
+    args=""
+    for n in $want; do args="$args -o -lname $n"; done
+    found=$(timeout "$WAIT" find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( ${{args# -o }} \) 2>/dev/null)
+    if [ $? -ge 124 ]; then echo "? (a look at every process's open files took over ${{WAIT}}s)"; return 0; fi
+    [ -n "$found" ] || return 0
+    echo "$found" | while read -r fd; do
+        p=${{fd%/fd/*}}
+        u=$(sed -n 's|^0::.*/||p' "$p/cgroup" 2>/dev/null)
+        echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)(${{u:-?}})"
+    done | sort -u | tr '\n' ' '
+}}
+health() {{
+    for f in $FUNCS; do
+        cfg=$(od -An -N4 -tx4 "$SYS/devices/$f/config" 2>/dev/null | tr -d ' ')
+        ps=$(cat "$SYS/devices/$f/power_state" 2>/dev/null || echo "?")
+        drv=$(driver_of "$f")
+        want=$(sed -n "s/^drv $f //p" "$STATE" 2>/dev/null)
+        if [ -z "$cfg" ] || [ "$cfg" = ffffffff ]; then
+            log "NOT HEALTHY: $f config space ${{cfg:-unreadable}} (the card did not come back from its reset)"
+        elif [ "$ps" != D0 ] && [ "$ps" != "?" ]; then
+            log "NOT HEALTHY: $f power state $ps (stuck; try disable_idle_d3 or its reset_method)"
+        elif [ -n "$want" ] && [ "$want" != none ] && [ "$drv" != "$want" ]; then
+            log "NOT HEALTHY: $f on ${{drv:-no driver}}, not $want"
+        else
+            log "healthy: $f on ${{drv:-no driver}} ($ps, config space $cfg)"
+        fi
+    done
+}}
+# Give back what the state file records, newest first.
+give_back() {{
+    [ -f "$STATE" ] || {{ log "nothing recorded to give back"; return 0; }}
+    sed -n '1!G;h;$p' "$STATE" | while read -r kind a b; do
+        case "$kind" in
+        drv)
+            step put "$SYS/devices/$a/driver_override" "" || true
+            if [ "$(driver_of "$a")" = vfio-pci ]; then step put "$SYS/drivers/vfio-pci/unbind" "$a" || true; fi
+            if [ "$b" != none ] && [ "$(driver_of "$a")" != "$b" ]; then
+                step put "$SYS/drivers/$b/bind" "$a" || step put "$SYS/drivers_probe" "$a" || true
+            fi
+            ;;
+        unit) step run systemctl start "$a" || true ;;
+        esac
+    done
+    health
+    rm -f "$STATE"
+    log "the card is the desktop's again"
+}}
+fail() {{
+    log "$1"
+    log "the VM's start is stopped: the card stays with the host"
+    give_back
+    exit 1
+}}
+
+case "$2/$3" in
+prepare/begin)
+    : > "$STATE" || {{ log "cannot write $STATE"; exit 1; }}
+    for u in $UNITS; do
+        if systemctl is-active --quiet "$u" 2>/dev/null; then
+            echo "unit $u" >> "$STATE"
+            step run systemctl stop "$u" || fail "could not stop $u"
+        fi
+    done
+    end=$(( $(date +%s) + WAIT ))
+    while [ -n "$(holders)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 1; done
+    left=$(holders)
+    [ -z "$left" ] || fail "still holding the GPU after ${{WAIT}}s (pid:program(unit)): $left— close it, or allow its unit to be stopped (tune --shared-stop UNIT)"
+    [ -d "$SYS/drivers/vfio-pci" ] || step run modprobe vfio-pci || fail "vfio-pci could not be loaded"
+    for f in $FUNCS; do
+        d=$(driver_of "$f")
+        echo "drv $f ${{d:-none}}" >> "$STATE"
+        [ "$d" = vfio-pci ] && continue
+        step put "$SYS/devices/$f/driver_override" vfio-pci || fail "$f: driver_override"
+        if [ -n "$d" ]; then
+            step put "$SYS/devices/$f/driver/unbind" "$f" || fail "$f: $d did not let go within ${{WAIT}}s"
+        fi
+        step put "$SYS/drivers/vfio-pci/bind" "$f" || fail "$f: vfio-pci did not take it"
+        [ "$(driver_of "$f")" = vfio-pci ] || fail "$f is on $(driver_of "$f"), not vfio-pci"
+    done
+    log "lent to the VM: $FUNCS on vfio-pci"
+    ;;
+release/end)
+    give_back
+    ;;
+esac
+exit 0
+"#
+    )
+}

@@ -368,7 +368,9 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
     }
     // A user on the live host: root's part is the helper's, through sudo.
     if run_commands && !super::tune_helper::is_root() {
-        let request = crate::helper::HelperRequest::Apply { request: Box::new(req) };
+        let request = crate::helper::HelperRequest::Apply {
+            request: Box::new(req),
+        };
         return super::tune_helper::run(&request, json);
     }
     let e = env(root, &a.req.journal, run_commands);

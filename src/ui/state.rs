@@ -93,6 +93,12 @@ pub struct TuningChoices {
     /// Single-GPU passthrough: the VM (by name) that takes the desktop's
     /// only GPU through our hook; empty: none.
     pub single_gpu_vm: String,
+    /// Shared GPU: the VM (by name) the second GPU is lent to while it
+    /// runs (the desktop has it otherwise); empty: none.
+    pub shared_gpu_vm: String,
+    /// Units the shared-GPU hook may stop when they hold the card
+    /// (space-separated `NAME.service`).
+    pub shared_stop: String,
 }
 
 impl State {

@@ -210,6 +210,19 @@ fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
     });
     h.snapshot_options("e2e-tuning-single-gpu", &o);
     results.extend_harness(&mut h);
+    // The second card shared: the desktop keeps it while the VM is off.
+    let mut s = on(Page::Tuning);
+    s.tuning.gpus = vec!["0000:01:00.0".into()];
+    s.tuning.shared_gpu_vm = "win11".into();
+    s.tuning.shared_stop = "ollama".into();
+    let mut h = on_root(e2e.path(), label, s);
+    wait_for(&mut h, 60, |a| a.tuning.facts.is_some());
+    settle(&mut h);
+    h.get_by_label_contains("Shared GPU 0000:01:00.0 for 'win11'");
+    h.get_by_label_contains("Keep the desktop off 0000:01:00.0");
+    h.get_by_label_contains("--shared-gpu win11 --shared-stop ollama.service");
+    h.snapshot_options("e2e-tuning-shared-gpu", &o);
+    results.extend_harness(&mut h);
     let bad = crate::support::hosts::bad_host();
     let mut h = on_root(
         bad.path(),

@@ -344,7 +344,12 @@ impl App {
                     .err()
             }
             Command::TuningApply { request, steps } => {
-                self.start_helper(crate::helper::HelperRequest::Apply { request: Box::new(request) }, steps);
+                self.start_helper(
+                    crate::helper::HelperRequest::Apply {
+                        request: Box::new(request),
+                    },
+                    steps,
+                );
                 None
             }
             Command::TuningUndo { id } => {

@@ -10,4 +10,5 @@ pub mod overview;
 pub mod pin_board;
 pub mod troubleshoot;
 pub mod tuning;
+pub mod tuning_gpu_mode;
 pub mod wizard;

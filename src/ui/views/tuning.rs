@@ -32,11 +32,13 @@ pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<Cha
         sriov: c.sriov.clone(),
         only,
         isolation_hook: !c.isolate_vm.trim().is_empty(),
-        vm: [&c.isolate_vm, &c.single_gpu_vm]
+        vm: [&c.isolate_vm, &c.single_gpu_vm, &c.shared_gpu_vm]
             .iter()
             .map(|v| v.trim().to_string())
             .find(|v| !v.is_empty()),
         single_gpu: single_gpu_on(c),
+        shared_gpu: super::tuning_gpu_mode::shared_on(c),
+        shared_stop_units: super::tuning_gpu_mode::stop_units(c),
         looking_glass_mib: (c.looking_glass_mib > 0).then_some(c.looking_glass_mib),
         kvmfr: c.kvmfr && c.looking_glass_mib > 0,
         sound: c.sound,
@@ -83,6 +85,12 @@ pub fn terminal_command(r: &Request) -> String {
     }
     if let Some(vm) = r.vm.as_ref().filter(|_| r.single_gpu && !r.isolation_hook) {
         s.push_str(&format!(" --single-gpu {vm}"));
+    }
+    if let Some(vm) = r.vm.as_ref().filter(|_| r.shared_gpu) {
+        s.push_str(&format!(" --shared-gpu {vm}"));
+        for u in &r.shared_stop_units {
+            s.push_str(&format!(" --shared-stop {u}"));
+        }
     }
     if let Some(m) = r.looking_glass_mib {
         s.push_str(&format!(" --looking-glass-mib {m}"));
@@ -190,24 +198,7 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
         }
         ui.checkbox(&mut c.sound, "Let the VM's QEMU reach your sound server");
     });
-    ui.horizontal(|ui| {
-        let l = ui.label("Single GPU: this VM takes the desktop's only GPU");
-        ui.add(
-            egui::TextEdit::singleline(&mut c.single_gpu_vm)
-                .desired_width(140.0)
-                .hint_text("VM name"),
-        )
-        .labelled_by(l.id)
-        .on_hover_text("A libvirt hook stops the desktop when this VM starts and gives the screen back when it stops (or its start fails). Empty: the host keeps its GPU.");
-        let s = c.single_gpu_vm.trim();
-        let i = c.isolate_vm.trim();
-        if !s.is_empty() && !i.is_empty() && s != i {
-            ui.colored_label(
-                theme::WARN,
-                "Both hooks are for one VM: give the same name as above.",
-            );
-        }
-    });
+    super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap);
     for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
         let a = pf.device.address.clone();
         let total = pf.device.sriov.as_ref().map_or(0, |s| s.total_vfs);

@@ -49,8 +49,26 @@ pub const SPEC: Spec = Spec {
 };
 
 /// A unit name the hook may be told to stop: systemd's characters only,
-/// a `.service` (a process holding the card runs in one).
+/// a `.service` (a process holding the card runs in one), and none the host
+/// needs while the VM runs: libvirt's own daemons (a hook that stops them
+/// deadlocks the start), the display manager (that is single GPU), the
+/// system bus, logind, the journal, polkit, the network, SSH.
 pub fn valid_unit(name: &str) -> bool {
+    const NEVER: &[&str] = &[
+        "systemd-",
+        "dbus",
+        "libvirt",
+        "virt",
+        "ssh",
+        "polkit",
+        "display-manager",
+        "gdm",
+        "sddm",
+        "lightdm",
+        "NetworkManager",
+        "getty",
+        "user@",
+    ];
     let Some(stem) = name.strip_suffix(".service") else {
         return false;
     };
@@ -59,6 +77,7 @@ pub fn valid_unit(name: &str) -> bool {
         && stem
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "@._:-".contains(c))
+        && !NEVER.iter().any(|n| stem.starts_with(n))
 }
 
 fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
@@ -74,7 +93,7 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     let funcs = functions(cx)?;
     if let Some(bad) = cx.req.shared_stop_units.iter().find(|u| !valid_unit(u)) {
         return Err(PlanError::Shared(format!(
-            "{bad:?} is not a unit it may stop (a name ending in .service, systemd's characters only)"
+            "{bad:?} is not a unit it may stop (a name ending in .service, systemd's characters only, not one the host needs while the VM runs: libvirt, the display manager, D-Bus, systemd's own, SSH, the network)"
         )));
     }
     let mut units: Vec<String> = ALWAYS_STOPPED.iter().map(|s| s.to_string()).collect();
@@ -305,4 +324,33 @@ esac
 exit 0
 "#
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_unit;
+
+    #[test]
+    fn units_the_host_needs_are_never_stopped() {
+        for ok in [
+            "ollama.service",
+            "nvidia-persistenced.service",
+            "docker.service",
+        ] {
+            assert!(valid_unit(ok), "{ok}");
+        }
+        for bad in [
+            "libvirtd.service",
+            "virtqemud.service",
+            "sshd.service",
+            "gdm.service",
+            "systemd-logind.service",
+            "dbus.service",
+            "x;reboot.service",
+            "ollama",
+            ".service",
+        ] {
+            assert!(!valid_unit(bad), "{bad}");
+        }
+    }
 }

@@ -157,7 +157,8 @@ fn every_kind() -> Vec<super::Kind> {
         match k {
             VfioBoot | Cmdline | IommuFirmware | VfioBind | Governor | Epp | Thp | Ksm
             | Hugepages | IrqAffinity | Irqbalance | IsolationHook | SingleGpuHook
-            | SharedGpuDesktop | SharedGpuHook | LookingGlassShm | Kvmfr | QemuConf | Sriov | Persist => {}
+            | SharedGpuDesktop | SharedGpuHook | LookingGlassShm | Kvmfr | QemuConf | Sriov
+            | Persist => {}
         }
     }
     all.to_vec()

@@ -20,6 +20,11 @@ outside after each (the guest's own checks are in steps/lib.sh).
   unbound, both functions on vfio-pci), stops, fails to start without its
   disk and with a stray program holding the card; each time the card, the
   consoles and the display manager come back; undo removes the hook.
+* shared-gpu (the "desktop" machine): the second card shared — it stays
+  on bochs-drm at boot, a unit of the host's holds its DRM node; ten VM
+  starts and stops in a row lend it to vfio-pci and give it back healthy
+  (the unit stopped and started again); a holder that may not be stopped
+  fails the start by name with the card left on the host; undo removes it.
 """
 
 import json
@@ -409,4 +414,73 @@ step_single_gpu_vm
     say(f"  {took.strip()}")
     expect(log.count("the host has its screen back") >= 3,
            f"the hook gave the screen back each time ({log.count('the host has its screen back')})")
+    settle()
+
+
+def cycle_states(share):
+    """steps/lib.sh's cycles.txt: [(label, {gpu, audio, host, holder, holds})]."""
+    p = share / "out/cycles.txt"
+    out = []
+    if not p.exists():
+        return out
+    for line in p.read_text(errors="replace").splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        label = " ".join(f for f in line.split() if "=" not in f)
+        out.append((label, fields))
+    return out
+
+
+def shared_gpu(guest):
+    """The second GPU shared (the "desktop" machine: virtio-vga the host's
+    screen, the VGA+audio slot the card lent): tuned and rebooted, the card
+    stays on bochs-drm; a unit holding its DRM node is stopped at each start
+    and started again at each stop; ten starts and stops in a row, the card
+    on vfio-pci while the VM runs and back on bochs-drm and snd_hda_intel
+    after, healthy each time, the host's own card untouched; a holder that
+    may not be stopped fails the start by name and the card stays; undo
+    removes the mode."""
+    share = guest.share
+    boot(guest, "shared GPU: install, plan, apply", """
+step_install
+step_shared_apply
+""")
+    plan = json.loads((share / "out/plan.json").read_text())
+    ids = [c["id"] for c in plan.get("changes", [])]
+    text = json.dumps(plan)
+    say(f"  planned: {ids}")
+    expect("shared-gpu-hook" in ids and "shared-gpu-desktop" in ids,
+           "the plan has the hook and the desktop's side")
+    expect("vfio-boot" not in ids and "vfio_pci.ids" not in text and "softdep" not in text,
+           "nothing binds the card at boot")
+    dri = (share / "out/dri-applied.txt").read_text(errors="replace") if (share / "out/dri-applied.txt").exists() else ""
+    expect("vfio-assistant-desktop-card" in dri, "udev named the desktop's card at once")
+    boot(guest, "shared GPU: after the reboot, ten starts and stops, a refused holder, undo", """
+step_shared_vm
+""")
+    states = cycle_states(share)
+    before = states[0][1] if states else {}
+    expect(before.get("gpu") == "bochs-drm" and before.get("audio") == "snd_hda_intel"
+           and before.get("holder") == "active" and before.get("holds"),
+           f"after the reboot the card is the host's, held by e2e-holder ({before})")
+    host = before.get("host")
+    running = [s for l, s in states if "running" in l]
+    stopped = [s for l, s in states if "stopped" in l]
+    expect(len(running) == 10 and all("running" in l for l, _ in states if "running" in l),
+           f"ten starts ({len(running)})")
+    expect(all(s.get("gpu") == "vfio-pci" and s.get("audio") == "vfio-pci" and s.get("holder") != "active"
+               and not s.get("holds") for s in running),
+           "while the VM runs: both functions on vfio-pci, the holder's unit stopped, nobody holds the card")
+    expect(len(stopped) == 10 and all(s.get("gpu") == "bochs-drm" and s.get("audio") == "snd_hda_intel"
+                                      and s.get("holder") == "active" and s.get("holds") for s in stopped),
+           "after each stop: back on bochs-drm and snd_hda_intel, the holder started again and holding it")
+    expect(all(s.get("host") == host for _, s in states), f"the host's own card stayed on {host}")
+    took = (share / "out/cycles-seconds.txt").read_text().strip() if (share / "out/cycles-seconds.txt").exists() else "?"
+    say(f"  {took}")
+    log = (share / "out/shared-gpu.log").read_text(errors="replace") if (share / "out/shared-gpu.log").exists() else ""
+    healthy = len(re.findall(r"healthy: \S+\.0 on bochs-drm \(D0", log))
+    expect(healthy >= 10 and "NOT HEALTHY" not in log, f"the card came back healthy each time ({healthy})")
+    stray = (share / "out/stray.txt").read_text(errors="replace") if (share / "out/stray.txt").exists() else ""
+    expect(stray.startswith("refused") and "gpu=bochs-drm" in stray,
+           f"a holder that may not be stopped: the start refused, the card stays ({stray.strip()})")
+    expect("e2e-cuda" in log and "still holding the GPU" in log, "the holder is named in the hook's log")
     settle()

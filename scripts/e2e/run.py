@@ -7,6 +7,7 @@ and the power cut at the moments a user's machine can lose it.
     scripts/e2e/run.py --all      # every case on every host
     scripts/e2e/run.py --host grub --case cut-bootcfg
     scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
+    scripts/e2e/run.py --host grub --case shared-gpu   # the second GPU, lent ten times
 
 Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
 installs. Images are cached in target/e2e/images by their recipe's hash;
@@ -33,7 +34,7 @@ import qemu  # noqa: E402
 from log import phase, say, summary  # noqa: E402
 
 TOP = HERE.parent.parent
-CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu"]
+CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu"]
 # The machine each case boots (qemu.py): the single-GPU case has no virtio-vga.
 MACHINE = {"single-gpu": "one-gpu"}
 CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs"), ("grub", "single-gpu")]
@@ -68,6 +69,8 @@ def run_case(host, case, disk, deb, runs):
             journey.journey(guest, host.apply_with)
         elif case == "single-gpu":
             journey.single_gpu(guest)
+        elif case == "shared-gpu":
+            journey.shared_gpu(guest)
         else:
             journey.cut(guest, host.apply_with, case)
         ok = True

@@ -32,6 +32,7 @@ mod bad_input_files;
 mod checks;
 mod checks_each_way;
 mod checks_idle;
+mod checks_reset_health;
 mod checks_secure_boot;
 mod cli;
 mod cli_check;

@@ -346,3 +346,116 @@ step_single_gpu_vm() {
     step_undo
     [ ! -e "$SG_HOOK" ] || fail "the hook is still there after the undo"
 }
+
+# Shared GPU (the "desktop" machine: virtio-vga is the host's screen, the
+# VGA+audio slot the second card): a unit of the host's holds the second
+# card's DRM node (a CUDA job's stand-in) and may be stopped by the hook;
+# the VM starts and stops ten times without a reboot, the card going to
+# vfio-pci and back each time; a program that may not be stopped makes the
+# start fail with its name; undo removes the mode.
+SH_ARGS="--gpu $GPU --shared-gpu e2e --shared-stop e2e-holder.service"
+SH_HOOK=/etc/libvirt/hooks/qemu.d/vfio-assistant-shared-gpu
+SH_LOG=/var/log/vfio-assistant-shared-gpu.log
+SH_RULE=/etc/udev/rules.d/61-vfio-assistant-shared-gpu.rules
+
+step_shared_apply() {
+    note "tune plan/apply $SH_ARGS"
+    $VA tune plan $SH_ARGS > "$OUT/plan.txt" 2>&1; rc=$?
+    cat "$OUT/plan.txt"
+    [ "$rc" = 0 ] || fail "tune plan exited $rc"
+    $VA tune plan $SH_ARGS --json > "$OUT/plan.json" || fail "tune plan --json"
+    $VA tune apply $SH_ARGS --yes --json > "$OUT/progress.jsonl" 2> "$OUT/apply.err"; rc=$?
+    cat "$OUT/apply.err"; tail -n 1 "$OUT/progress.jsonl"
+    [ "$rc" = 0 ] || fail "apply exited $rc"
+    [ -x "$SH_HOOK" ] || fail "no hook at $SH_HOOK"
+    ls -l /dev/dri/ | tee "$OUT/dri-applied.txt"
+    step_status applied
+}
+
+# Who has one of the second card's DRM nodes open (pid:program).
+card_holders() {
+    for f in /proc/[0-9]*/fd/*; do
+        case "$(readlink "$f" 2>/dev/null)" in
+        /dev/dri/card*|/dev/dri/renderD*)
+            n=$(readlink "$f"); n=${n##*/}
+            [ -e "/sys/bus/pci/devices/$GPU/drm/$n" ] || continue
+            p=${f%/fd/*}; echo "${p##*/}:$(cat "$p/comm")" ;;
+        esac
+    done | sort -u | tr '\n' ' '
+}
+
+step_shared_holder() {
+    i=0; while [ ! -e "$CARD_NODE" ] && [ "$i" -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    [ -e "$CARD_NODE" ] || fail "the second GPU has no DRM node ($(driver_of "$GPU"))"
+    cat > /etc/systemd/system/e2e-holder.service <<UNIT
+[Unit]
+Description=A program of the host's on the second GPU (a CUDA job's stand-in)
+[Service]
+ExecStart=/bin/sh -c 'i=0; while [ ! -e $CARD_NODE ] && [ \$i -lt 100 ]; do sleep 0.2; i=\$((i+1)); done; exec 3<>$CARD_NODE; exec sleep infinity'
+UNIT
+    systemctl daemon-reload
+    systemctl start e2e-holder.service || fail "start the holder"
+    sleep 2
+    echo "holders at the start: $(card_holders)"
+}
+
+# One line of what the host has: both functions' drivers, the host's own
+# card's, the holder's unit, who holds the card.
+shared_state() {
+    echo "gpu=$(driver_of "$GPU") audio=$(driver_of "$AUDIO") host=$(driver_of "$HOSTGPU") holder=$(systemctl is-active e2e-holder.service) holds=$(card_holders | tr ' ' ',')"
+}
+
+step_shared_vm() {
+    note "the second GPU lent to the VM and given back, ten times; a holder that may not be stopped"
+    modprobe -r kvm_amd kvm_intel 2>/dev/null; modprobe -r kvm 2>/dev/null
+    step_shared_holder
+    echo "before $(shared_state)" | tee "$OUT/cycles.txt"
+    truncate -s 256M /var/lib/libvirt/images/e2e.img
+    $VA domain new --name e2e --gpu "$GPU" --vcpus 1 --memory 512M --network none \
+        --disk /var/lib/libvirt/images/e2e.img > /tmp/e2e.xml 2> "$OUT/domain-new.err" \
+        || { cat "$OUT/domain-new.err"; fail "domain new"; }
+    cp /tmp/e2e.xml "$OUT/domain.xml"
+    $VA domain define /tmp/e2e.xml --yes || fail "domain define"
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    i=1
+    while [ "$i" -le 10 ]; do
+        if ! sg_start "cycle-$i"; then
+            echo "$i start-failed $(shared_state)" | tee -a "$OUT/cycles.txt"
+            break
+        fi
+        sleep 2
+        echo "$i running $(virsh -c qemu:///system domstate e2e | head -n 1) $(shared_state)" | tee -a "$OUT/cycles.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+        j=0
+        while { [ "$(driver_of "$GPU")" != bochs-drm ] || [ "$(systemctl is-active e2e-holder.service)" != active ] \
+            || [ -z "$(card_holders)" ]; } && [ "$j" -lt 30 ]; do sleep 1; j=$((j + 1)); done
+        echo "$i stopped $(shared_state)" | tee -a "$OUT/cycles.txt"
+        i=$((i + 1))
+    done
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "ten cycles took $(awk "BEGIN{print $t1 - $t0}") s" | tee "$OUT/cycles-seconds.txt"
+
+    # A program outside any unit the hook may stop holds the card: the
+    # start fails with its name, and the card stays with the host.
+    cp /bin/sleep /usr/local/bin/e2e-cuda
+    sh -c "exec 3<>$CARD_NODE; exec /usr/local/bin/e2e-cuda 600" &
+    stray=$!
+    sleep 1
+    if sg_start stray-holder; then
+        echo "started" > "$OUT/stray.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+    else
+        echo "refused $(shared_state)" > "$OUT/stray.txt"
+    fi
+    cat "$OUT/stray.txt"
+    kill "$stray" 2>/dev/null
+    wait "$stray" 2>/dev/null
+    $VA check --device "$GPU" > "$OUT/check-device.txt" 2>&1; echo "check --device exited $?"
+    cat "$OUT/check-device.txt"
+    cp "$SH_LOG" "$OUT/shared-gpu.log"
+    tail -n 30 "$SH_LOG"
+    virsh -c qemu:///system undefine e2e --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine e2e
+    step_undo
+    [ ! -e "$SH_HOOK" ] || fail "the hook is still there after the undo"
+    [ ! -e "$SH_RULE" ] || fail "the udev rule is still there after the undo"
+}

@@ -13,6 +13,7 @@ pub mod model {
     pub use crate::finding::{Action, Evidence, Finding, Status};
 }
 pub mod platform;
+pub mod reset_health;
 pub mod rom;
 pub mod runtime;
 pub mod secure_boot;
@@ -57,6 +58,7 @@ pub const AREAS: &[Area] = &[
     idle::AREA,
     initramfs::AREA,
     secure_boot::AREA,
+    reset_health::AREA,
     rom::AREA,
     access::AREA,
     vm::AREA,

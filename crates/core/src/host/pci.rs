@@ -96,6 +96,10 @@ pub struct PciDevice {
     pub numa_node: Option<u32>,
     pub iommu_group: Option<u32>,
     pub boot_vga: Option<bool>,
+    /// `power_state` (D0, D3hot, D3cold, unknown, error), where the kernel
+    /// has it (5.19 and newer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<String>,
     pub reset: ResetInfo,
     pub link: LinkInfo,
     pub physical_slot: Option<String>,
@@ -286,6 +290,10 @@ fn read_device(
     let boot_vga = warnings
         .take_opt(root.read_attr_opt(&dir.join("boot_vga")))
         .map(|v| v == "1");
+    let power_state = warnings
+        .take_opt(root.read_attr_opt(&dir.join("power_state")))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty() && v.len() < 16);
     // Config reads trap into the hypervisor or hit slow ECAM, one per 4
     // bytes: only the header and the capability lists are read (pread).
     let config_path = dir.join("config");
@@ -344,6 +352,7 @@ fn read_device(
         numa_node,
         iommu_group,
         boot_vga,
+        power_state,
         reset,
         link,
         physical_slot,

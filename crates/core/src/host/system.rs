@@ -32,6 +32,11 @@ const KMSG_TOPICS: &[&str] = &[
     "BOOTFB",
     "ACS",
     "split lock",
+    // A function that did not come back from a reset or a power state
+    // (pci_dev_wait, pci_set_power_state).
+    "not ready",
+    "power state",
+    "D3cold",
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

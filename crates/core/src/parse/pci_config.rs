@@ -16,6 +16,10 @@ pub struct ConfigInfo {
     pub acs: bool,
     /// Resizable BAR capability present.
     pub resizable_bar: bool,
+    /// It reads all ones: the function does not answer (gone from the bus,
+    /// or stuck after a reset or in D3cold).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dead: bool,
 }
 
 fn u16_at(b: &[u8], off: usize) -> Option<u16> {
@@ -133,6 +137,15 @@ pub fn read_config(mut read: impl FnMut(usize, usize) -> Vec<u8>) -> ConfigInfo 
     if status.len() < 4 {
         return parse_config(&[]);
     }
+    if status == [0xff; 4] {
+        // A function that answers never has every command and status bit
+        // set: it is not answering.
+        return ConfigInfo {
+            bytes: 64,
+            dead: true,
+            ..ConfigInfo::default()
+        };
+    }
     let mut b = vec![0u8; 256];
     b[0x04..0x08].copy_from_slice(&status);
     if let Some(&ptr) = read(0x34, 1).first() {
@@ -198,6 +211,17 @@ pub fn mask_serial_number(b: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_function_reading_all_ones_is_dead_and_one_that_answers_is_not() {
+        let ones = vec![0xffu8; 4096];
+        let info = read_config(|off, len| ones[off..off + len].to_vec());
+        assert!(info.dead);
+        assert!(info.capabilities.is_empty());
+        let b = dump();
+        let info = read_config(|off, len| b[off..(off + len).min(b.len())].to_vec());
+        assert!(!info.dead);
+    }
 
     /// A 4 KiB dump with PM -> PCIe (FLR) and AER -> DSN -> ACS -> Resizable BAR.
     fn dump() -> Vec<u8> {

@@ -55,6 +55,7 @@ mod gui_layout;
 mod gui_monitor;
 mod gui_pin_board;
 mod gui_remote;
+mod gui_shared_gpu;
 mod gui_snapshots;
 mod gui_tuning;
 mod gui_tuning_failure;

@@ -117,6 +117,11 @@ pub enum Command {
         use_board: bool,
         memory_gib: Option<u64>,
     },
+    /// The Tuning page with this GPU shared: the desktop's while the VM
+    /// (the New VM page's name) is off.
+    OpenSharedTuning {
+        gpu: String,
+    },
 }
 
 /// Write `text` to `path` for a Save button: whole or not at all, never
@@ -381,6 +386,25 @@ impl App {
                 if let Some(m) = memory_gib {
                     t.memory_gib = m;
                 }
+                t.off.retain(|id| !focus.contains(id));
+                self.tuning.focus = focus;
+                self.stop_monitor();
+                self.state.page = Page::Tuning;
+                None
+            }
+            Command::OpenSharedTuning { gpu } => {
+                let t = &mut self.state.tuning;
+                if !t.gpus.contains(&gpu) {
+                    t.gpus.insert(0, gpu);
+                }
+                if t.shared_gpu_vm.trim().is_empty() {
+                    t.shared_gpu_vm = self.state.wizard.name.clone();
+                }
+                t.single_gpu_vm.clear();
+                let focus = vec![
+                    "shared-gpu-hook".to_string(),
+                    "shared-gpu-desktop".to_string(),
+                ];
                 t.off.retain(|id| !focus.contains(id));
                 self.tuning.focus = focus;
                 self.stop_monitor();

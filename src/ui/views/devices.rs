@@ -180,6 +180,18 @@ fn details_ui(
                     memory_gib: None,
                 });
             }
+            if !on_vfio
+                && d.is_gpu()
+                && crate::tuning::shared_gpu::misfit(s, &d.address).is_none()
+                && ui
+                    .button("Share it with the desktop…")
+                    .on_hover_text("Opens the Tuning page in shared mode: the card stays the desktop's (games, CUDA, render offload) while the VM is off; a hook lends it to the VM at its start and gives it back at its stop, without a reboot.")
+                    .clicked()
+            {
+                out.push(Command::OpenSharedTuning {
+                    gpu: d.address.clone(),
+                });
+            }
             if on_vfio
                 && ui
                     .button("Give it back to the host…")

@@ -77,6 +77,17 @@ fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: 
                     memory_gib: None,
                 });
             }
+            // A second GPU may also stay the desktop's while the VM is off.
+            if let Some(gpu) = device.as_ref().filter(|_| *change == Kind::VfioBoot)
+                && s.device(gpu).is_some_and(|e| e.device.is_gpu())
+                && crate::tuning::shared_gpu::misfit(s, gpu).is_none()
+                && ui
+                    .button("Or share it: the desktop's while the VM is off")
+                    .on_hover_text("Opens the Tuning page in shared mode: the card stays on its driver for Linux (games, CUDA, render offload), and a hook lends it to the VM at its start and gives it back at its stop, without a reboot or a logout.")
+                    .clicked()
+            {
+                out.push(Command::OpenSharedTuning { gpu: gpu.clone() });
+            }
         }
         NextAction::RestoreHost { transaction } => {
             if ui

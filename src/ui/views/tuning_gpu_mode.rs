@@ -32,17 +32,10 @@ pub fn stop_units(c: &TuningChoices) -> Vec<String> {
         .collect()
 }
 
-/// Whether the chosen card fits shared mode: another GPU for the desktop,
-/// and the card not the one the host boots on. `None`: it fits.
-fn shared_misfit(c: &TuningChoices, snap: &HostSnapshot) -> Option<&'static str> {
+/// Why the chosen card does not fit shared mode (`None`: it fits).
+fn shared_misfit(c: &TuningChoices, snap: &HostSnapshot) -> Option<String> {
     let gpu = c.gpus.first()?;
-    let full = crate::host::pci::full_address(gpu);
-    if snap.gpus().count() < 2 {
-        return Some("Shared needs a second GPU for the desktop: with one, use Single GPU.");
-    }
-    snap.device(&full)
-        .is_some_and(|e| e.device.boot_vga == Some(true))
-        .then_some("This card is the one the host boots on: Shared needs the desktop on the other one (or use Single GPU).")
+    crate::tuning::shared_gpu::misfit(snap, gpu)
 }
 
 pub fn gpu_mode_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot) {
@@ -77,7 +70,7 @@ fn shared_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot) {
     if !c.shared_gpu_vm.trim().is_empty()
         && let Some(why) = shared_misfit(c, snap)
     {
-        ui.colored_label(theme::WARN, why);
+        ui.colored_label(theme::WARN, format!("Shared: {why}."));
     }
     let (sh, i) = (c.shared_gpu_vm.trim(), c.isolate_vm.trim());
     if !sh.is_empty() && !i.is_empty() && sh != i {

@@ -107,6 +107,28 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// Why `gpu` cannot be shared with the desktop on this host (`None`: it
+/// can): it is the card the host boots on and shows its desktop on, or
+/// there is no other GPU for the desktop. What the Tuning page, the
+/// Overview and the Devices page offer the mode by.
+pub fn misfit(snap: &crate::host::HostSnapshot, gpu: &str) -> Option<String> {
+    let gpu = crate::host::pci::full_address(gpu.trim());
+    let entry = snap.device(&gpu)?;
+    if entry.device.boot_vga == Some(true) {
+        return Some(format!(
+            "{gpu} is the GPU the host boots on and shows its desktop on: lending it would take the screen away (that is single-GPU mode)"
+        ));
+    }
+    let slot = |a: &str| a.rsplit_once('.').map(|(s, _)| s.to_string());
+    if !snap.gpus().any(|e| slot(&e.device.address) != slot(&gpu)) {
+        return Some(
+            "shared mode needs a second GPU for the desktop; with only one, use single-GPU mode"
+                .into(),
+        );
+    }
+    None
+}
+
 /// The card's functions, the display function last (the audio goes first
 /// and comes back last); refused when the card is the one the host boots
 /// on (that is single GPU) or there is no other GPU for the desktop.
@@ -117,22 +139,8 @@ fn functions(cx: &Ctx) -> Result<Vec<String>, PlanError> {
             "shared mode needs the VM's GPU (--gpu)".into(),
         ));
     };
-    let gpu_entry = cx.snap.device(gpu);
-    if gpu_entry.is_some_and(|e| e.device.boot_vga == Some(true)) {
-        return Err(PlanError::Shared(format!(
-            "{gpu} is the GPU the host boots on and shows its desktop on: lending it would take the screen away (that is single-GPU mode)"
-        )));
-    }
-    let others = cx
-        .snap
-        .gpus()
-        .filter(|e| !card.contains(&e.device.address))
-        .count();
-    if others == 0 {
-        return Err(PlanError::Shared(
-            "shared mode needs a second GPU for the desktop; with only one, use single-GPU mode"
-                .into(),
-        ));
+    if let Some(why) = misfit(cx.snap, gpu) {
+        return Err(PlanError::Shared(why));
     }
     let mut funcs: Vec<String> = card.iter().filter(|a| *a != gpu).cloned().collect();
     funcs.push(gpu.clone());
@@ -253,12 +261,15 @@ health() {{
         ps=$(cat "$SYS/devices/$f/power_state" 2>/dev/null || echo "?")
         drv=$(driver_of "$f")
         want=$(sed -n "s/^drv $f //p" "$STATE" 2>/dev/null)
+        # sysfs wakes a runtime-suspended card to read it: all ones is a
+        # card that does not answer. A driver back on it manages its power
+        # itself (an idle card may sleep); without one, D3cold is stuck.
         if [ -z "$cfg" ] || [ "$cfg" = ffffffff ]; then
-            log "NOT HEALTHY: $f config space ${{cfg:-unreadable}} (the card did not come back from its reset)"
-        elif [ "$ps" != D0 ] && [ "$ps" != "?" ]; then
-            log "NOT HEALTHY: $f power state $ps (stuck; try disable_idle_d3 or its reset_method)"
+            log "NOT HEALTHY: $f config space ${{cfg:-unreadable}} (the card did not come back from its reset; vfio-assistant check --device $f says what helps)"
         elif [ -n "$want" ] && [ "$want" != none ] && [ "$drv" != "$want" ]; then
-            log "NOT HEALTHY: $f on ${{drv:-no driver}}, not $want"
+            log "NOT HEALTHY: $f on ${{drv:-no driver}}, not $want (power state $ps)"
+        elif [ -z "$drv" ] && [ "$ps" = D3cold ]; then
+            log "NOT HEALTHY: $f has no driver and is stuck in D3cold"
         else
             log "healthy: $f on ${{drv:-no driver}} ($ps, config space $cfg)"
         fi

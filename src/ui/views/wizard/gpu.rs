@@ -10,8 +10,49 @@ use egui::RichText;
 pub const STEP: StepSpec = StepSpec {
     step: Step::Gpu,
     title: "GPU",
-    draw: |ui, cx| gpu_step(ui, cx.snap, cx.w),
+    draw: |ui, cx| {
+        gpu_step(ui, cx.snap, cx.w);
+        mode_line(ui, cx.snap, cx.w, cx.tuning);
+    },
 };
+
+/// How the host hands the chosen card over: bound at boot, shared with the
+/// desktop (lent at each start), or the desktop's only GPU.
+fn mode_line(
+    ui: &mut egui::Ui,
+    snap: &HostSnapshot,
+    w: &WizardState,
+    t: &crate::ui::state::TuningChoices,
+) {
+    let Some(gpu) = w.gpu.as_deref() else {
+        return;
+    };
+    let Some(e) = snap.device(gpu) else {
+        return;
+    };
+    let full = &e.device.address;
+    let named = |v: &str| {
+        v.trim() == w.name.trim()
+            && t.gpus
+                .iter()
+                .any(|g| crate::host::pci::full_address(g) == *full)
+    };
+    let text = if named(&t.single_gpu_vm) {
+        "How the host hands it over: single GPU (the Tuning page) — the desktop stops while this VM runs and comes back after.".to_string()
+    } else if named(&t.shared_gpu_vm) {
+        "How the host hands it over: shared (the Tuning page) — the desktop uses it while this VM is off; it is lent at each start and given back at each stop.".to_string()
+    } else if e.device.driver.as_deref() == Some("vfio-pci") {
+        "How the host hands it over: it is on vfio-pci already (the VM's from boot).".to_string()
+    } else if crate::tuning::shared_gpu::misfit(snap, full).is_none() {
+        format!(
+            "How the host hands it over: not chosen yet — bind it to vfio-pci at boot, or share it (the desktop keeps {full} while the VM is off): the Tuning page, or the Overview's next step."
+        )
+    } else {
+        "How the host hands it over: not chosen yet — the Tuning page binds it to vfio-pci, or, for the desktop's only GPU, single GPU.".to_string()
+    };
+    ui.add_space(6.0);
+    ui.label(RichText::new(text).strong());
+}
 
 fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.heading("Which GPU goes to the VM?");

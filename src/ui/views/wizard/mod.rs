@@ -34,6 +34,8 @@ pub struct StepCx<'a> {
     pub live: bool,
     pub out: &'a mut Vec<Command>,
     pub built: Option<&'a (NewDomain, Vec<String>)>,
+    /// The Tuning page's choices (how the host hands the GPU over).
+    pub tuning: &'a crate::ui::state::TuningChoices,
 }
 
 /// A step's line in the table.
@@ -62,7 +64,7 @@ pub const STEPS: &[StepSpec] = &[
 pub fn wizard_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
-    w: &mut WizardState,
+    (w, tuning): (&mut WizardState, &crate::ui::state::TuningChoices),
     rt: &WizardRuntime,
     live: bool,
     out: &mut Vec<Command>,
@@ -125,6 +127,7 @@ pub fn wizard_ui(
         live,
         out,
         built: built.as_ref().ok(),
+        tuning,
     };
     egui::ScrollArea::vertical()
         .id_salt("wizard_scroll")

@@ -270,3 +270,21 @@ fn a_card_that_does_not_come_back_is_said_unhealthy() {
         "{l}"
     );
 }
+
+#[test]
+fn a_sound_server_on_the_cards_audio_is_said_not_refused() {
+    let (dir, script) = host(&["e2e-holder.service"]);
+    let r = dir.path();
+    std::fs::create_dir_all(r.join(format!("sys/bus/pci/devices/{AUDIO}/sound/card1"))).unwrap();
+    let p = r.join("proc/777");
+    std::fs::create_dir_all(p.join("fd")).unwrap();
+    std::fs::write(p.join("comm"), "pipewire\n").unwrap();
+    std::os::unix::fs::symlink("/dev/snd/controlC1", p.join("fd/9")).unwrap();
+    let o = run(r, &script, "prepare", "begin");
+    assert!(o.status.success(), "{o:?}\n{}", log(r));
+    let l = log(r);
+    assert!(
+        l.contains("HDMI audio is open (pid:program): 777:pipewire"),
+        "{l}"
+    );
+}

@@ -255,6 +255,20 @@ holders() {{
         echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)(${{u:-?}})"
     done | sort -u | tr '\n' ' '
 }}
+# Who has the other functions' sound nodes open (a sound server on the
+# card's HDMI audio): said, not refused — ALSA's removal waits until they
+# close, which a sound server does when the card goes (the unbind is
+# time-limited all the same).
+sound_holders() {{
+    for f in $FUNCS; do
+        [ "$f" = "$GPU" ] && continue
+        for c in "$SYS/devices/$f"/sound/card*; do
+            [ -e "$c" ] || continue
+            n=${{c##*card}}
+            find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname "/dev/snd/controlC$n" -o -lname "/dev/snd/pcmC${{n}}D*" \) 2>/dev/null
+        done
+    done | while read -r fd; do p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)"; done | sort -u | tr '\n' ' '
+}}
 health() {{
     for f in $FUNCS; do
         cfg=$(od -An -N4 -tx4 "$SYS/devices/$f/config" 2>/dev/null | tr -d ' ')
@@ -314,6 +328,8 @@ prepare/begin)
     while [ -n "$(holders)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 1; done
     left=$(holders)
     [ -z "$left" ] || fail "still holding the GPU after ${{WAIT}}s (pid:program(unit)): $left— close it, or allow its unit to be stopped (tune --shared-stop UNIT)"
+    snd=$(sound_holders)
+    [ -z "$snd" ] || log "the card's HDMI audio is open (pid:program): $snd— a sound server lets go when the card goes"
     [ -d "$SYS/drivers/vfio-pci" ] || step run modprobe vfio-pci || fail "vfio-pci could not be loaded"
     for f in $FUNCS; do
         d=$(driver_of "$f")

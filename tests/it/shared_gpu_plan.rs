@@ -216,6 +216,38 @@ fn applied_on_the_tree_and_undone_to_the_byte() {
         hook.contains("UNITS='nvidia-persistenced.service ollama.service'"),
         "{hook}"
     );
+    // What check says of the tuned host: the card held by its drivers is
+    // the shared mode's design, and the hook in qemu.d is a script that
+    // runs (the folder is not judged as one).
+    let o2 = Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args(["check", "--device", "01:00.0", "--json", "--root"])
+        .arg(r)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o2.stdout).unwrap();
+    let finding = |id: &str| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let bound = finding("device.bound");
+    assert_eq!(bound["status"], "info", "{bound}");
+    assert!(
+        bound["title"].as_str().unwrap().contains("shared GPU"),
+        "{bound}"
+    );
+    let hooks = finding("libvirt.hooks");
+    assert_eq!(hooks["status"], "pass", "{hooks}");
+    assert!(
+        hooks
+            .to_string()
+            .contains("qemu.d/vfio-assistant-shared-gpu"),
+        "{hooks}"
+    );
     let u = undo(&env, &o.id, false, &mut |_| {}).unwrap();
     assert_eq!(u.failure, None, "{u:?}");
     assert!(!r.join("dev/dri/vfio-assistant-desktop-card").exists());

@@ -128,6 +128,21 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
         bound.why = format!(
             "The host shows its screen on this card: {why_host}. Its own driver holding it is right, and it is not proposed for a VM; vfio-pci is for the card the VM gets."
         );
+    } else if !held_by_host.is_empty()
+        && let Some(hook) = s
+            .system
+            .libvirt_hooks
+            .iter()
+            .find(|h| h.executable && h.lends.iter().any(|f| f == a))
+    {
+        // Shared: the desktop's while the VM is off, by design.
+        bound.status = Status::Info;
+        bound.title = format!("{name}: the desktop's while the VM is off (shared GPU)");
+        bound.why = format!(
+            "Our shared-GPU hook ({}) moves {} to vfio-pci at the VM's start and back to its drivers at its stop; until then the host's drivers holding it is how it should be.",
+            hook.path,
+            hook.lends.join(", ")
+        );
     } else if !held_by_host.is_empty() {
         bound.status = Status::Warn;
         bound.title = format!(

@@ -57,6 +57,55 @@ impl KernelLog {
     }
 }
 
+/// libvirt's hook scripts: `/etc/libvirt/hooks/DRIVER`, and since libvirt
+/// 6.5 every script in `/etc/libvirt/hooks/DRIVER.d/` (where our hooks
+/// are). A folder is walked, never judged as a script (a `qemu.d` folder is
+/// not a hook that fails to run); at most 256 are looked at.
+fn hook_files(root: &HostRoot) -> Vec<HookFile> {
+    let dir = HostPath::etc("libvirt/hooks");
+    let file = |p: HostPath| HookFile {
+        executable: root.is_executable(&p),
+        lends: if p.to_string().ends_with("/qemu.d/vfio-assistant-shared-gpu") {
+            lent_functions(root, &p)
+        } else {
+            Vec::new()
+        },
+        path: p.to_string(),
+    };
+    let mut out = Vec::new();
+    for n in root.list_dir(&dir).unwrap_or_default() {
+        let p = dir.join(&n);
+        if root.is_dir(&p) {
+            if n.ends_with(".d") {
+                let mut inner = root.list_dir(&p).unwrap_or_default();
+                inner.sort();
+                out.extend(inner.into_iter().map(|m| file(p.join(&m))).filter(|h| {
+                    HostPath::from_absolute(&h.path).is_some_and(|q| !root.is_dir(&q))
+                }));
+            }
+        } else {
+            out.push(file(p));
+        }
+    }
+    out.truncate(256);
+    out
+}
+
+/// The functions our shared-GPU hook lends (`FUNCS='A B'`), PCI addresses
+/// only.
+fn lent_functions(root: &HostRoot, p: &HostPath) -> Vec<String> {
+    let text = root.read_text(p).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("FUNCS='")?.strip_suffix('\''))
+        .map(|f| {
+            f.split_whitespace()
+                .filter(|a| crate::host::pci::is_pci_address(a))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Pure: keep the topical messages of a kmsg dump (`prio,seq,usec,flags;msg`)
 /// or plain dmesg text.
 pub fn parse_kmsg(text: &str) -> Vec<String> {
@@ -156,6 +205,10 @@ pub struct IrqAffinity {
 pub struct HookFile {
     pub path: String,
     pub executable: bool,
+    /// For our shared-GPU hook: the functions it lends to the VM at its
+    /// start (its `FUNCS` line).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lends: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -390,19 +443,7 @@ pub fn read_system(root: &HostRoot, warnings: &mut Warnings) -> SystemState {
         .map(|p| HostPath::run(p))
         .find(|p| root.exists(p))
         .map(|p| p.to_string());
-    let hooks_dir = HostPath::etc("libvirt/hooks");
-    let libvirt_hooks = root
-        .list_dir(&hooks_dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|n| {
-            let p = hooks_dir.join(&n);
-            HookFile {
-                executable: root.is_executable(&p),
-                path: p.to_string(),
-            }
-        })
-        .collect();
+    let libvirt_hooks = hook_files(root);
     let battery = root
         .list_dir(&HostPath::sys("class/power_supply"))
         .unwrap_or_default()

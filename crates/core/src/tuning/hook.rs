@@ -107,8 +107,25 @@ pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> O
         format_cpulist(hk),
         format_cpulist(&all),
     );
-    let after = script(vm, &v, &h, &a);
-    let before = f.file(HOOK).map(str::to_string);
+    let base = hook_change(f, Kind::IsolationHook, HOOK, script(vm, &v, &h, &a))?;
+    Some(Change {
+        title: format!("Isolate CPUs {v} only while '{vm}' runs (libvirt hook)"),
+        why: format!("A libvirt hook narrows the host's own tasks to CPUs {h} when '{vm}' starts and gives them all CPUs back when it stops: the VM's CPUs are quiet while it runs and the host's when it does not, without isolcpus at boot (nohz_full and rcu_nocbs still need a boot)."),
+        fixes: vec!["cpu.isolation".into()],
+        notes: vec![
+            "Needs the cpuset controller of cgroup v2 (the check cgroup.controllers says whether it is there).".into(),
+            format!("While '{vm}' runs, desktop programs get only CPUs {h}."),
+        ],
+        ..base
+    })
+}
+
+/// A hook of ours as a change: the script at `path` (`None` when it already
+/// says `after`), found by libvirt's daemon after a restart (running VMs
+/// keep running), checked executable, gone with the restart again on undo.
+/// The kind's planner adds its title, why and notes.
+pub(super) fn hook_change(f: &TuneFacts, kind: Kind, path: &str, after: String) -> Option<Change> {
+    let before = f.file(path).map(str::to_string);
     if before.as_deref() == Some(after.as_str()) {
         return None;
     }
@@ -123,22 +140,18 @@ pub fn isolation_hook(f: &TuneFacts, vm: &str, vm_cpus: &[u32], hk: &[u32]) -> O
         )
     };
     Some(Change {
-        id: ChangeId::of(Kind::IsolationHook),
-        title: format!("Isolate CPUs {v} only while '{vm}' runs (libvirt hook)"),
-        why: format!("A libvirt hook narrows the host's own tasks to CPUs {h} when '{vm}' starts and gives them all CPUs back when it stops: the VM's CPUs are quiet while it runs and the host's when it does not, without isolcpus at boot (nohz_full and rcu_nocbs still need a boot)."),
-        evidence: Vec::new(),
-        fixes: vec!["cpu.isolation".into()],
+        id: ChangeId::of(kind),
         effect: Effect::AtVmStart,
-        files: vec![FileChange { path: HOOK.into(), before, after: Some(after) }],
-        values: Vec::new(),
-        commands: vec![restart("libvirt finds hook scripts when its daemon starts; running VMs keep running")],
-        undo_values: Vec::new(),
+        files: vec![FileChange {
+            path: path.into(),
+            before,
+            after: Some(after),
+        }],
+        commands: vec![restart(
+            "libvirt finds hook scripts when its daemon starts; running VMs keep running",
+        )],
         undo_commands: vec![restart("forgets the removed hook")],
-        verify: vec![Verify::Executable { path: HOOK.into() }],
-        notes: vec![
-            "Needs the cpuset controller of cgroup v2 (the check cgroup.controllers says whether it is there).".into(),
-            format!("While '{vm}' runs, desktop programs get only CPUs {h}."),
-        ],
+        verify: vec![Verify::Executable { path: path.into() }],
         ..Change::default()
     })
 }

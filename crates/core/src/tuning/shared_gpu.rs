@@ -24,10 +24,9 @@
 //! `/run/vfio-assistant-shared-gpu.state` so the release undoes exactly that.
 //! Paths run under `$VFIO_ASSISTANT_ROOT` when that is set (tests).
 
-use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
-use super::model::{Change, CommandStep, Effect, FileChange, Request, Verify};
+use super::kinds::{Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::model::{Change, Request};
 
 pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-shared-gpu";
 /// The hook's log (what `check` reads for the card's health after a stop).
@@ -155,41 +154,17 @@ pub fn shared_gpu_hook(
     funcs: &[String],
     units: &[String],
 ) -> Option<Change> {
-    let after = script(vm, funcs, units);
-    let before = f.file(HOOK).map(str::to_string);
-    if before.as_deref() == Some(after.as_str()) {
-        return None;
-    }
-    let unit = super::play::daemon(f);
-    let restart = |why: &str| {
-        CommandStep::new(
-            Cmd::Systemctl {
-                verb: UnitVerb::TryRestart,
-                unit,
-            },
-            why,
-        )
-    };
+    let base = super::hook::hook_change(f, Kind::SharedGpuHook, HOOK, script(vm, funcs, units))?;
     let gpu = funcs.last().map(String::as_str).unwrap_or("the card");
     Some(Change {
-        id: ChangeId::of(Kind::SharedGpuHook),
         title: format!("Shared GPU {gpu} for '{vm}' (libvirt hook)"),
         why: format!("{gpu} stays the desktop's while '{vm}' is off (games, CUDA, render offload on Linux). At '{vm}'s start the hook stops {} if they run, checks that nothing else holds the card — and refuses the start, naming who does, when something does, rather than hang on a driver's usage count — then moves it to vfio-pci with every step time-limited; at the stop it gives the card back to its driver, starts what it stopped and logs whether the card came back healthy (config space, power state, driver) to {LOG}.", units.join(", ")),
-        effect: Effect::AtVmStart,
-        files: vec![FileChange {
-            path: HOOK.into(),
-            before,
-            after: Some(after),
-        }],
-        commands: vec![restart("libvirt finds hook scripts when its daemon starts; running VMs keep running")],
-        undo_commands: vec![restart("forgets the removed hook")],
-        verify: vec![Verify::Executable { path: HOOK.into() }],
         notes: vec![
             format!("A program that holds the card at the VM's start (a game, a CUDA job, ollama, a browser that opened every GPU) makes the start fail with its name in {LOG}: close it, or let the hook stop its unit (--shared-stop UNIT)."),
             "NVIDIA: /dev/nvidiactl and nvidia-uvm are shared by every NVIDIA card, so a CUDA program on another NVIDIA card counts as a holder too.".into(),
             "AMD: cards from before RDNA (Polaris, Vega, Navi 10/12/14) may not reset after the VM (the reset bug): vendor-reset fixes those; the health line in the log says when a card did not come back.".into(),
         ],
-        ..Change::default()
+        ..base
     })
 }
 

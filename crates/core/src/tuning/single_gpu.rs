@@ -26,10 +26,9 @@
 //! simpledrm/sysfb on the card's memory (`initcall_blacklist=sysfb_init`),
 //! no SSH way back.
 
-use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
-use super::model::{Change, CommandStep, Effect, FileChange, Verify};
+use super::kinds::{Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::model::Change;
 
 pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu";
 
@@ -211,39 +210,15 @@ exit 0
 
 /// The hook for the VM `vm`; `None` when ours already says exactly this.
 pub fn single_gpu_hook(f: &TuneFacts, vm: &str) -> Option<Change> {
-    let after = script(vm);
-    let before = f.file(HOOK).map(str::to_string);
-    if before.as_deref() == Some(after.as_str()) {
-        return None;
-    }
-    let unit = super::play::daemon(f);
-    let restart = |why: &str| {
-        CommandStep::new(
-            Cmd::Systemctl {
-                verb: UnitVerb::TryRestart,
-                unit,
-            },
-            why,
-        )
-    };
+    let base = super::hook::hook_change(f, Kind::SingleGpuHook, HOOK, script(vm))?;
     Some(Change {
-        id: ChangeId::of(Kind::SingleGpuHook),
         title: format!("Single-GPU passthrough for '{vm}' (libvirt hook)"),
         why: format!("The VM's GPU is the one the desktop is on: at '{vm}'s start the hook stops the display manager and makes the consoles and the boot framebuffer let go of the card, so libvirt can hand it over; when '{vm}' stops, or its start fails, everything comes back and the desktop starts again. Every step has a time limit, so the start never hangs: a step that fails, or a program still holding the card (named in the log), fails the start and gives the desktop back. Each step is logged to /var/log/vfio-assistant-single-gpu.log."),
-        effect: Effect::AtVmStart,
-        files: vec![FileChange {
-            path: HOOK.into(),
-            before,
-            after: Some(after),
-        }],
-        commands: vec![restart("libvirt finds hook scripts when its daemon starts; running VMs keep running")],
-        undo_commands: vec![restart("forgets the removed hook")],
-        verify: vec![Verify::Executable { path: HOOK.into() }],
         notes: vec![
             "While the VM runs the host has no screen: keep an SSH way in (the checks look for it), and test the first start from SSH.".into(),
             "initcall_blacklist=sysfb_init on the kernel command line keeps the firmware's framebuffer (simpledrm) off the card's memory; until the GPU's driver loads the screen stays dark at boot — with an encrypted disk whose driver is not in the initramfs (NVIDIA's own), type the passphrase blind or add the driver to the initramfs.".into(),
             "An AMD card with the reset bug may not come back after the VM stops (vendor-reset helps Vega and Navi 10).".into(),
         ],
-        ..Change::default()
+        ..base
     })
 }

@@ -13,7 +13,52 @@ keyboard and mouse behind another root port, and a NIC behind a third.
 from dataclasses import dataclass, field
 
 SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
+
+
+def apt_mirror(etc="/etc/apt"):
+    """The Debian archive this machine's apt uses (as a user's machine behind
+    a mirror or a proxy would need): E2E_MIRROR when set, else the first
+    `deb` source serving `main` whose path is a Debian archive (not its
+    security one), from sources.list.d's deb822 files and sources.list.
+    None when there is none: the caller says so."""
+    import glob
+    import os
+    if os.environ.get("E2E_MIRROR"):
+        return os.environ["E2E_MIRROR"].rstrip("/")
+    found = []
+    for path in sorted(glob.glob(os.path.join(etc, "sources.list.d", "*.sources"))):
+        try:
+            text = open(path, encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for stanza in text.split("\n\n"):
+            fields = {}
+            for line in stanza.splitlines():
+                if ":" in line and not line.startswith((" ", "#")):
+                    k, _, v = line.partition(":")
+                    fields[k.strip().lower()] = v.strip()
+            if fields.get("enabled", "yes").lower() == "no":
+                continue
+            if "deb" in fields.get("types", "").split() and "main" in fields.get("components", "").split():
+                found.extend(fields.get("uris", "").split())
+    try:
+        lines = open(os.path.join(etc, "sources.list"), encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        words = [w for w in line.split() if not w.startswith("[")]
+        if len(words) >= 4 and words[0] == "deb" and "main" in words[3:]:
+            found.append(words[1])
+    for uri in found:
+        u = uri.rstrip("/")
+        if not u.endswith("-security") and "/debian" in u:
+            return u
+    return None
+
+
+# Taken from the machine (never a host name written here); part of every
+# recipe, so another mirror makes other images.
+MIRROR = apt_mirror() or ""
 ROOT_UUID = "6d1f2c52-8a4e-4c55-9b0e-e2e0f5a0b001"
 ESP_ID = "E2E0B001"
 

@@ -70,6 +70,9 @@ def bake_control(root, host):
 
 
 def mmdebstrap(host, root):
+    if not hosts.MIRROR:
+        raise SystemExit("no Debian archive in this machine's apt sources (/etc/apt/sources.list.d, "
+                         "sources.list): set E2E_MIRROR to one")
     customize = host.customize.replace("$ROOT_UUID", hosts.ROOT_UUID).replace(
         "$ESP_ID", hosts.ESP_ID)
     run(["mmdebstrap", "--variant=minbase", "--mode=root",

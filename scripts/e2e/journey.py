@@ -242,10 +242,12 @@ def journey(guest, apply_with):
     share = guest.share
     boot(guest, "install, check, apply", f"""
 step_install
+step_distro_times
 step_before
 step_scan_check
 step_apply {apply_with}
 """)
+    apply_vs_distro(share)
     nxt = json.loads((share / "out/check.json").read_text())["next_step"]
     say(f"  next step: {nxt['sentence']} ({nxt['action']})")
     gpu = read_facts(share / "out/facts-before.txt")["gpu"].split()[0]
@@ -265,6 +267,21 @@ step_undo
     st = status_of(share, "restored")
     expect(st and st["standing"] == "undone", f"tune status: undone ({st and st['standing']})")
     settle()
+
+
+def apply_vs_distro(share):
+    """The apply's time beside the distribution's own commands for the same
+    boot files, in the same boot: said as a ratio."""
+    try:
+        apply_s = float((share / "out/apply-seconds.txt").read_text().split()[0])
+        distro = (share / "out/distro-seconds.txt").read_text().strip()
+        distro_s = float(distro.split()[0])
+    except (OSError, ValueError, IndexError):
+        say("  apply vs the distribution's commands: not measured")
+        return
+    what = distro.split(" ", 1)[1] if " " in distro else "?"
+    ratio = apply_s / distro_s if distro_s > 0 else float("inf")
+    say(f"  apply {apply_s:.1f} s vs the distribution's own commands {distro_s:.1f} s ({what}): {ratio:.2f}x")
 
 
 def progress_events(share):

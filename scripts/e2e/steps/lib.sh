@@ -57,6 +57,28 @@ step_install() {
     $VA --version
 }
 
+# The distribution's own commands for what the apply does, timed in this
+# boot (the apply's time is set beside them): update-initramfs and
+# update-grub on the GRUB host, dracut and kernel-install on the
+# systemd-boot one. Run before the host is hashed: they make the boot files
+# again from the same untouched inputs.
+step_distro_times() {
+    note "the distribution's own commands, timed"
+    rel=$(uname -r)
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    if command -v update-grub >/dev/null 2>&1; then
+        what="update-initramfs -u -k $rel; update-grub"
+        update-initramfs -u -k "$rel" >/dev/null 2>&1 || fail "update-initramfs"
+        update-grub >/dev/null 2>&1 || fail "update-grub"
+    else
+        what="dracut -f /boot/initrd.img-$rel $rel; kernel-install add $rel /boot/vmlinuz-$rel"
+        dracut -f "/boot/initrd.img-$rel" "$rel" >/dev/null 2>&1 || fail "dracut"
+        kernel-install add "$rel" "/boot/vmlinuz-$rel" >/dev/null 2>&1 || fail "kernel-install"
+    fi
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "$(awk "BEGIN{print $t1 - $t0}") $what" | tee "$OUT/distro-seconds.txt"
+}
+
 step_before() {
     note "the host before"
     facts | tee "$OUT/facts-before.txt"
@@ -97,6 +119,7 @@ step_apply() {
     fi
     end=$(cut -d' ' -f1 /proc/uptime)
     echo "apply exited $rc after $(awk "BEGIN{print $end - $start}") s"
+    awk "BEGIN{print $end - $start}" > "$OUT/apply-seconds.txt"
     cat "$OUT/apply.err"
     tail -n 1 "$OUT/progress.jsonl"
     [ "$rc" = 0 ] || fail "apply exited $rc"

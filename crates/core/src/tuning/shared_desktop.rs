@@ -120,12 +120,30 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     let Some(desktop) = desktop_card(cx.snap, &card) else {
         return Ok(());
     };
-    out.changes.extend(shared_desktop(
-        cx.facts,
-        gpu,
-        &desktop,
-        &installed(cx.facts),
-    ));
+    let which = installed(cx.facts);
+    let lists = which.iter().any(|c| {
+        matches!(
+            c,
+            Compositor::Kwin | Compositor::Wlroots | Compositor::Hyprland
+        )
+    });
+    // Other cards the desktop may drive too: the lists name only one.
+    let more: Vec<String> = cx
+        .snap
+        .gpus()
+        .map(|e| e.device.address.clone())
+        .filter(|a| !card.contains(a) && *a != desktop)
+        .collect();
+    out.changes
+        .extend(shared_desktop(cx.facts, gpu, &desktop, &which).map(|mut c| {
+            if lists && !more.is_empty() {
+                c.notes.push(format!(
+                    "This host has more GPUs for the desktop ({}): KDE, wlroots and Hyprland are told to use {desktop} only, so a monitor on another goes dark at the next login: keep the monitors on {desktop} (naming several desktop cards is not done yet).",
+                    more.join(", ")
+                ));
+            }
+            c
+        }));
     Ok(())
 }
 

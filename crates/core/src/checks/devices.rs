@@ -37,7 +37,7 @@ const AMD_RESET_BUG: &[u16] = &[
     0x731f, 0x7310, 0x7312, 0x7340, 0x7341, 0x7347, 0x734f, 0x7360, 0x7362, // Navi 10/12/14
 ];
 
-fn dev_path(addr: &str, attr: &str) -> String {
+pub(super) fn dev_path(addr: &str, attr: &str) -> String {
     HostPath::sys(&format!("bus/pci/devices/{addr}/{attr}")).to_string()
 }
 

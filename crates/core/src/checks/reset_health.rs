@@ -112,14 +112,14 @@ fn came_back(s: &HostSnapshot, e: &PciEntry, pass: bool) -> Option<Finding> {
             format!("{a} does not answer: its config space reads all ones"),
             Status::Fail,
         )
-        .evidence(format!("/sys/bus/pci/devices/{a}/config"), "ffffffff")
+        .evidence(super::devices::dev_path(a, "config"), "ffffffff")
     } else if d3cold {
         Finding::new(
             ID,
             format!("{a} has no driver and is stuck in D3cold"),
             Status::Fail,
         )
-        .evidence(format!("/sys/bus/pci/devices/{a}/power_state"), "D3cold")
+        .evidence(super::devices::dev_path(a, "power_state"), "D3cold")
     } else if let Some(last) = log.last() {
         let fail = last.contains("giving up") || last.contains("inaccessible");
         Finding::new(

@@ -172,6 +172,26 @@ fn a_holder_that_may_not_be_stopped_fails_the_start_by_name_and_the_card_stays()
     assert!(!r.join("run/vfio-assistant-shared-gpu.state").exists());
 }
 
+/// Any local user names their own processes and scopes: a name with a
+/// backslash (`\c` ends dash's `echo`), a newline or a space is logged as
+/// one harmless word, and the holders after it are still named.
+#[test]
+fn a_hostile_process_name_cannot_hide_the_other_holders_from_the_log() {
+    let (dir, script) = host(&[]);
+    let r = dir.path();
+    let p = r.join("proc/1111");
+    std::fs::create_dir_all(p.join("fd")).unwrap();
+    std::fs::write(p.join("comm"), "a\\cb x\nz\n").unwrap();
+    std::fs::write(p.join("cgroup"), "0::/user.slice/run-x\\c2d.scope\n").unwrap();
+    std::os::unix::fs::symlink("/dev/dri/card1", p.join("fd/5")).unwrap();
+    let o = run(r, &script, "prepare", "begin");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let l = log(r);
+    assert!(l.contains("1111:a_cb_xz(run-x_c2d.scope)"), "{l}");
+    assert!(l.contains("4242:e2e-holder(e2e-holder.service)"), "{l}");
+    assert_eq!(driver(r, GPU).as_deref(), Some("bochs-drm"));
+}
+
 #[test]
 fn ten_cycles_lend_the_card_and_give_it_back_healthy() {
     let (dir, script) = host(&["e2e-holder.service"]);

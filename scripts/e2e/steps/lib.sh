@@ -37,7 +37,10 @@ hash_state() {
 
 # What a boot left: the command line, the two functions' drivers, hugepages.
 facts() {
-    echo "cmdline $(cat /proc/cmdline)"
+    # printf, not echo: dash's echo reads backslashes, and systemd-boot's
+    # initrd=\<machine-id>\… ends the line at a "\c" (a machine id that
+    # starts with c).
+    printf 'cmdline %s\n' "$(cat /proc/cmdline)"
     echo "gpu $GPU $(driver_of "$GPU")"
     echo "audio $AUDIO $(driver_of "$AUDIO")"
     echo "hostgpu $HOSTGPU $(driver_of "$HOSTGPU")"

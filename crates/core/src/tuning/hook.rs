@@ -23,6 +23,25 @@ use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvi
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 use crate::parse::cpulist::format_cpulist;
 
+/// The shell both GPU hooks (single and shared) run after their own
+/// variables (`VM`, `TAG`, `LOG`, `WAIT`): a log that prints data as data
+/// (`printf`, never `echo`: dash's `echo` reads backslashes, so a process
+/// named `a\cb` would end the line and hide the holders after it), steps and
+/// sysfs writes bounded by `$WAIT`, and a process's name and unit made safe
+/// to log (any local user names their own processes and scopes).
+pub(crate) const GPU_HOOK_PRELUDE: &str = r#"log() { printf '%s %s %s\n' "$(date '+%F %T' 2>/dev/null)" "$VM" "$*" >> "$LOG" 2>/dev/null; printf '%s: %s\n' "$TAG" "$*" >&2; }
+step() { if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }
+# A command that may not take longer than $WAIT.
+run() { timeout "$WAIT" "$@"; }
+# A sysfs write that may not take longer than $WAIT (a write the kernel
+# blocks cannot be cancelled: it is said, never retried).
+put() { timeout "$WAIT" sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }
+# Text a process chose (its name, its scope) as one loggable word.
+word() { tr -d '\n' | tr -c '[:alnum:]._:@+-' '_'; }
+# /proc/PID → "PID:program".
+who() { printf '%s:%s' "${1##*/}" "$(head -c 64 "$1/comm" 2>/dev/null | word)"; }
+"#;
+
 /// Our hook (host path).
 pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate";
 

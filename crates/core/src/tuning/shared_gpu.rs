@@ -195,14 +195,10 @@ FUNCS='{funcs}'
 GPU='{gpu}'
 UNITS='{units}'
 WAIT="${{VFIO_ASSISTANT_WAIT:-10}}"
+VM='{vm}'
+TAG=vfio-assistant-shared-gpu
 SYS="$R/sys/bus/pci"
-log() {{ echo "$(date '+%F %T' 2>/dev/null) {vm} $*" >> "$LOG" 2>/dev/null; echo "vfio-assistant-shared-gpu: $*" >&2; }}
-step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }}
-run() {{ timeout "$WAIT" "$@"; }}
-# A sysfs write that may not take longer than $WAIT (a write the kernel
-# blocks cannot be cancelled: it is said, never retried).
-put() {{ timeout "$WAIT" sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }}
-driver_of() {{ d=$(readlink "$SYS/devices/$1/driver" 2>/dev/null) && echo "${{d##*/}}"; }}
+{prelude}driver_of() {{ d=$(readlink "$SYS/devices/$1/driver" 2>/dev/null) && echo "${{d##*/}}"; }}
 # The card's own nodes: its DRM card and render nodes, and NVIDIA's.
 nodes() {{
     for n in "$SYS/devices/$GPU"/drm/card* "$SYS/devices/$GPU"/drm/renderD*; do
@@ -227,7 +223,7 @@ holders() {{
     echo "$found" | while read -r fd; do
         p=${{fd%/fd/*}}
         u=$(sed -n 's|^0::.*/||p' "$p/cgroup" 2>/dev/null)
-        echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)(${{u:-?}})"
+        echo "$(who "$p")($(printf '%s' "${{u:-?}}" | word))"
     done | sort -u | tr '\n' ' '
 }}
 # Who has the other functions' sound nodes open (a sound server on the
@@ -242,7 +238,7 @@ sound_holders() {{
             n=${{c##*card}}
             find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname "/dev/snd/controlC$n" -o -lname "/dev/snd/pcmC${{n}}D*" \) 2>/dev/null
         done
-    done | while read -r fd; do p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)"; done | sort -u | tr '\n' ' '
+    done | while read -r fd; do who "${{fd%/fd/*}}"; echo; done | sort -u | tr '\n' ' '
 }}
 health() {{
     for f in $FUNCS; do
@@ -324,7 +320,8 @@ release/end)
     ;;
 esac
 exit 0
-"#
+"#,
+        prelude = super::hook::GPU_HOOK_PRELUDE,
     )
 }
 

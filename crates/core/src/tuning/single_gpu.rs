@@ -104,12 +104,9 @@ LOG="$R/var/log/vfio-assistant-single-gpu.log"
 STATE="$R/run/vfio-assistant-single-gpu.state"
 # The longest any one step may take, in seconds (then it counts as failed).
 WAIT="${{VFIO_ASSISTANT_WAIT:-20}}"
-log() {{ echo "$(date '+%F %T' 2>/dev/null) {vm} $*" >> "$LOG" 2>/dev/null; echo "vfio-assistant-single-gpu: $*" >&2; }}
-step() {{ if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }}
-# A command, or a sysfs write, that may not take longer than $WAIT.
-run() {{ timeout "$WAIT" "$@"; }}
-put() {{ timeout "$WAIT" sh -c 'echo "$2" > "$1"' put "$1" "$2"; }}
-# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*): one
+VM='{vm}'
+TAG=vfio-assistant-single-gpu
+{prelude}# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*): one
 # find over every process's fds (a desktop has thousands; a readlink each
 # took minutes), itself cut after $WAIT. A look that did not finish is not
 # "nobody": it answers "?", and the start fails rather than hang.
@@ -121,7 +118,7 @@ holders() {{
         return 0
     fi
     [ -n "$found" ] || return 0
-    echo "$found" | while read -r fd; do p=${{fd%/fd/*}}; echo "${{p##*/}}:$(cat "$p/comm" 2>/dev/null)"; done |
+    echo "$found" | while read -r fd; do who "${{fd%/fd/*}}"; echo; done |
         sort -u | tr '\n' ' '
 }}
 # Give back what the state file records, newest first.
@@ -204,7 +201,8 @@ release/end)
     ;;
 esac
 exit 0
-"#
+"#,
+        prelude = super::hook::GPU_HOOK_PRELUDE,
     )
 }
 

@@ -103,6 +103,11 @@ class Host:
     apply_with: str = "cli"
     # The kernel command line of the provisioning boot.
     cmdline: str = ""
+    # UEFI with Secure Boot on: OVMF built for it (SMM) with Microsoft's
+    # keys enrolled, as a shop-bought PC comes (qemu.py, image.py).
+    secure_boot: bool = False
+    # The cases `run.py --all` runs here (empty: every case).
+    cases: tuple = ()
 
     def recipe(self):
         """Everything that decides the image, as text (hashed by image.py)."""
@@ -110,26 +115,37 @@ class Host:
             self.name, self.firmware, SUITE, MIRROR, ROOT_UUID, ESP_ID,
             " ".join(COMMON + self.packages), " ".join(MASK), self.customize,
             self.provision, self.cmdline,
-        ])
+        ] + (["secure boot"] if self.secure_boot else []))
 
 
-GRUB = Host(
-    name="grub",
-    title="Debian 12, BIOS, GRUB, initramfs-tools",
-    firmware="bios",
-    packages=["initramfs-tools", "grub-pc"],
-    # Debian's installer picks MODULES=dep ("targeted") for an installed
-    # system; the chroot built the first image with MODULES=most (it cannot
-    # tell the guest's disk from the build machine's), every later one in
-    # the guest is targeted. A serial console for the log, no menu wait.
-    customize=r"""
+# GRUB's Debian configuration, shared by the three GRUB hosts: Debian's
+# installer picks MODULES=dep ("targeted") for an installed system; a serial
+# console for the log, no menu wait.
+GRUB_DEFAULTS = r"""
 printf 'MODULES=dep\n' > "$1/etc/initramfs-tools/conf.d/e2e-targeted"
 sed -i -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
   -e 's/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX="console=ttyS0,115200"/' \
   -e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="quiet"/' \
   "$1/etc/default/grub"
 printf 'GRUB_TERMINAL="serial console"\nGRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"\n' >> "$1/etc/default/grub"
-printf 'UUID=%s / ext4 errors=remount-ro 0 1\n' "$ROOT_UUID" > "$1/etc/fstab"
+"""
+
+# The root and the ESP in fstab (the ESP at /boot/efi, as Debian's installer
+# mounts it).
+ESP_FSTAB = r"""mkdir -p "$1/boot/efi"
+printf 'UUID=%s / ext4 errors=remount-ro 0 1\nUUID=%s-%s /boot/efi vfat umask=0077 0 2\n' \
+  "$ROOT_UUID" "$(echo $ESP_ID | cut -c1-4)" "$(echo $ESP_ID | cut -c5-8)" > "$1/etc/fstab"
+"""
+
+GRUB = Host(
+    name="grub",
+    title="Debian 12, BIOS, GRUB, initramfs-tools",
+    firmware="bios",
+    packages=["initramfs-tools", "grub-pc"],
+    # The chroot built the first image with MODULES=most (it cannot tell the
+    # guest's disk from the build machine's), every later one in the guest is
+    # targeted.
+    customize=GRUB_DEFAULTS + r"""printf 'UUID=%s / ext4 errors=remount-ro 0 1\n' "$ROOT_UUID" > "$1/etc/fstab"
 """,
     provision=r"""
 grub-install --target=i386-pc /dev/vda
@@ -147,10 +163,7 @@ SDBOOT = Host(
     # are host-only, as Debian's own dracut users run it.
     customize=r"""
 printf 'hostonly="yes"\nhostonly_mode="sloppy"\ncompress="zstd"\n' > "$1/etc/dracut.conf.d/10-e2e-hostonly.conf"
-mkdir -p "$1/boot/efi"
-printf 'UUID=%s / ext4 errors=remount-ro 0 1\nUUID=%s-%s /boot/efi vfat umask=0077 0 2\n' \
-  "$ROOT_UUID" "$(echo $ESP_ID | cut -c1-4)" "$(echo $ESP_ID | cut -c5-8)" > "$1/etc/fstab"
-""",
+""" + ESP_FSTAB,
     provision=r"""
 mountpoint -q /boot/efi || mount /boot/efi
 printf 'root=UUID=%s ro console=ttyS0,115200 quiet\n' "$ROOT_UUID" > /etc/kernel/cmdline
@@ -165,4 +178,58 @@ bootctl list --no-pager || true
     apply_with="cli",
 )
 
-HOSTS = {h.name: h for h in (GRUB, SDBOOT)}
+# A kernel update for the host to meet after the apply: Debian's newer
+# kernel from bookworm-backports (with the linux-base it needs), fetched into
+# /root/kernel-update for dpkg in the guest (which has no network).
+KERNEL_UPDATE = r"""
+echo "deb $MIRROR bookworm-backports main" > "$1/etc/apt/sources.list.d/e2e-backports.list"
+chroot "$1" apt-get update -qq
+chroot "$1" apt-get install -qq --download-only -t bookworm-backports linux-image-amd64
+mkdir -p "$1/root/kernel-update"
+mv "$1"/var/cache/apt/archives/*.deb "$1/root/kernel-update/"
+rm "$1/etc/apt/sources.list.d/e2e-backports.list"
+chroot "$1" apt-get update -qq
+"""
+
+GRUB_UEFI = Host(
+    name="grub-uefi",
+    title="Debian 12, UEFI, GRUB (grub-efi-amd64 on the ESP's removable path), initramfs-tools",
+    firmware="uefi",
+    packages=["initramfs-tools", "grub-efi-amd64", "dosfstools"],
+    customize=GRUB_DEFAULTS + ESP_FSTAB + KERNEL_UPDATE,
+    # The firmware's removable path (EFI/BOOT/BOOTX64.EFI): the harness's
+    # UEFI variables hold no boot entry. No stub grub.cfg on the ESP: the
+    # unsigned core image finds /boot/grub by the root file system's UUID
+    # (the Secure Boot host has Debian's signed layout with the stub).
+    provision=r"""
+mountpoint -q /boot/efi || mount /boot/efi
+grub-install --target=x86_64-efi --efi-directory=/boot/efi --removable --no-nvram
+update-grub
+find /boot/efi -type f | sort
+cat /boot/efi/EFI/BOOT/grub.cfg 2>/dev/null || true
+""",
+    apply_with="pkexec",
+    cases=("journey", "cut-bootcfg", "kernel-update", "two-kernels"),
+)
+
+SECUREBOOT = Host(
+    name="secureboot",
+    title="Debian 12, UEFI with Secure Boot (Microsoft's keys), shim, signed GRUB and kernel, initramfs-tools",
+    firmware="uefi",
+    secure_boot=True,
+    packages=["initramfs-tools", "grub-efi-amd64", "shim-signed", "grub-efi-amd64-signed",
+              "dosfstools", "mokutil"],
+    customize=GRUB_DEFAULTS + ESP_FSTAB,
+    # shim (signed by Microsoft) as the removable path's BOOTX64.EFI, then
+    # Debian's signed GRUB, then Debian's signed kernel.
+    provision=r"""
+mountpoint -q /boot/efi || mount /boot/efi
+grub-install --target=x86_64-efi --efi-directory=/boot/efi --uefi-secure-boot --removable --no-nvram
+update-grub
+find /boot/efi -type f | sort
+""",
+    apply_with="cli",
+    cases=("journey", "cut-bootcfg"),
+)
+
+HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT)}

@@ -74,7 +74,7 @@ def mmdebstrap(host, root):
         raise SystemExit("no Debian archive in this machine's apt sources (/etc/apt/sources.list.d, "
                          "sources.list): set E2E_MIRROR to one")
     customize = host.customize.replace("$ROOT_UUID", hosts.ROOT_UUID).replace(
-        "$ESP_ID", hosts.ESP_ID)
+        "$ESP_ID", hosts.ESP_ID).replace("$MIRROR", hosts.MIRROR)
     run(["mmdebstrap", "--variant=minbase", "--mode=root",
          "--aptopt=APT::Install-Recommends \"false\"",
          "--dpkgopt=path-exclude=/usr/share/doc/*",
@@ -172,6 +172,10 @@ def build(host, cache):
         if rc != 0:
             raise SystemExit(f"{host.name}: provisioning failed (exit {rc}); see {work}/provision")
     os.replace(tmp, disk)
+    if host.secure_boot:
+        # From now on with Microsoft's keys and Secure Boot on (the
+        # provisioning boot had none: its -kernel is not signed for them).
+        shutil.copy(qemu.OVMF_VARS_SB, vars_tmp)
     if vars_tmp:
         os.replace(vars_tmp, disk.with_suffix(".vars"))
     say(f"image {disk.name}: built ({time.strftime('%H:%M:%S')})")

@@ -227,6 +227,22 @@ def check_vm(share):
     expect(len(ivshmem) == 1, f"QEMU has one ivshmem device after the domain was tuned twice ({ivshmem})")
 
 
+def check_secure_boot(share, on):
+    """The check's word on Secure Boot is the firmware's: on (with the
+    kernel's lockdown) on the Secure Boot host, off on the other UEFI ones."""
+    found = [x for x in json.loads((share / "out/check.json").read_text())["findings"]
+             if x["id"] == "boot.secure_boot"]
+    facts = read_facts(share / "out/facts-before.txt")
+    say(f"  firmware: {facts.get('secure_boot', '?')}; check: {[x['title'] for x in found]}")
+    if facts.get("secure_boot", "none") == "none":
+        return
+    want = "Secure Boot is on" if on else "Secure Boot is off"
+    expect(found and found[0]["title"] == want, f"check: {want} ({[x['title'] for x in found]})")
+    if on:
+        expect(facts.get("lockdown", "").find("[none]") < 0,
+               f"the kernel is locked down under Secure Boot ({facts.get('lockdown')})")
+
+
 def check_restored(share):
     a = read_facts(share / "out/facts-before.txt")
     b = read_facts(share / "out/facts-restored.txt")
@@ -253,6 +269,7 @@ step_apply {apply_with}
     gpu = read_facts(share / "out/facts-before.txt")["gpu"].split()[0]
     expect(nxt["action"].get("device") in (gpu, None) and "Virtio" not in nxt["sentence"],
            "the next step names the VM's GPU, not the host's display")
+    check_secure_boot(share, guest.host.secure_boot)
     boot(guest, "tuned: verify, the input picker, the VM, undo", """
 step_tuned
 step_input

@@ -35,6 +35,12 @@ from log import say
 
 OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+# Secure Boot: OVMF built with SMM (its variables writable only from SMM, so
+# the OS cannot turn Secure Boot off behind the firmware's back) and a
+# variable store with Microsoft's keys enrolled and Secure Boot on, as a
+# shop-bought PC comes (Debian's ovmf package).
+OVMF_CODE_SB = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+OVMF_VARS_SB = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 MEMORY_MIB = int(os.environ.get("E2E_MEMORY_MIB", "3072"))
 SMP = int(os.environ.get("E2E_SMP", "2"))
 # `max` under TCG has AMD SVM, so the test host has KVM as a user's does (the
@@ -45,11 +51,14 @@ CPU = os.environ.get("E2E_CPU", "max")
 TB_MIB = int(os.environ.get("E2E_TB_MIB", "512"))
 
 
-def machine_args(host, disk, vars_file, share, qmp, machine="desktop"):
+def machine_args(host, disk, vars_file, share, qmp, machine="desktop", secure=False):
+    """`secure`: boot with Secure Boot on (a host with secure_boot, except
+    its provisioning boot: Debian's kernel straight from -kernel is signed
+    for shim's key, not Microsoft's)."""
     one_gpu = machine == "one-gpu"
     a = [
         "qemu-system-x86_64", "-nodefaults", "-no-user-config",
-        "-machine", "q35", "-accel", f"tcg,thread=multi,tb-size={TB_MIB}",
+        "-machine", "q35,smm=on" if secure else "q35", "-accel", f"tcg,thread=multi,tb-size={TB_MIB}",
         "-cpu", CPU, "-smp", str(SMP), "-m", str(MEMORY_MIB),
         "-device", "intel-iommu,intremap=on,caching-mode=on",
     ]
@@ -77,8 +86,11 @@ def machine_args(host, disk, vars_file, share, qmp, machine="desktop"):
         "-display", "none", "-vga", "none", "-no-reboot",
         "-qmp", f"unix:{qmp},server=on,wait=off",
     ]
+    if secure:
+        a += ["-global", "driver=cfi.pflash01,property=secure,value=on"]
     if host.firmware == "uefi":
-        a += ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+        code = OVMF_CODE_SB if secure else OVMF_CODE
+        a += ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code}",
               "-drive", f"if=pflash,format=raw,unit=1,file={vars_file}"]
     return a
 
@@ -112,7 +124,8 @@ class Guest:
     def start(self):
         self.boots += 1
         qmp = self.logdir / "qmp.sock"
-        args = machine_args(self.host, self.disk, self.vars, self.share, qmp, self.machine)
+        args = machine_args(self.host, self.disk, self.vars, self.share, qmp, self.machine,
+                            secure=self.host.secure_boot and not self.kernel)
         if self.kernel:
             k, i, cmdline = self.kernel
             args += ["-kernel", str(k), "-initrd", str(i), "-append", cmdline]

@@ -3,11 +3,12 @@
 installed .deb: from a fresh install to a started passthrough VM and back,
 and the power cut at the moments a user's machine can lose it.
 
-    scripts/e2e/run.py            # CI's set: both journeys, the cut during the initramfs rebuild, single GPU
-    scripts/e2e/run.py --all      # every case on every host
+    scripts/e2e/run.py            # CI's set: every host's journey, a cut on GRUB-on-UEFI
+    scripts/e2e/run.py --all      # every case on every host (hosts.py: a host's `cases`)
     scripts/e2e/run.py --host grub --case cut-bootcfg
     scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
     scripts/e2e/run.py --host grub --case shared-gpu   # the second GPU, lent ten times
+    scripts/e2e/run.py --host grub-uefi --case kernel-update   # dpkg installs a newer kernel
 
 Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
 installs. Images are cached in target/e2e/images by their recipe's hash;
@@ -30,14 +31,19 @@ sys.path.insert(0, str(HERE))
 import hosts  # noqa: E402
 import image  # noqa: E402
 import journey  # noqa: E402
+import kernel_update  # noqa: E402
 import qemu  # noqa: E402
 from log import phase, say, summary  # noqa: E402
 
 TOP = HERE.parent.parent
-CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu"]
+CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu",
+         "kernel-update", "two-kernels"]
 # The machine each case boots (qemu.py): the single-GPU case has no virtio-vga.
 MACHINE = {"single-gpu": "one-gpu"}
-CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs"), ("grub", "single-gpu")]
+# Every host's journey once and the power cut during the grub.cfg rewrite on
+# the boot path most desktops have (GRUB on UEFI); the rest is --all's.
+CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub-uefi", "journey"),
+          ("secureboot", "journey"), ("grub-uefi", "cut-bootcfg")]
 
 
 def the_deb(given):
@@ -71,6 +77,10 @@ def run_case(host, case, disk, deb, runs):
             journey.single_gpu(guest)
         elif case == "shared-gpu":
             journey.shared_gpu(guest)
+        elif case == "kernel-update":
+            kernel_update.kernel_update(guest, host.apply_with)
+        elif case == "two-kernels":
+            kernel_update.two_kernels(guest, host.apply_with)
         else:
             journey.cut(guest, host.apply_with, case)
         ok = True
@@ -98,7 +108,7 @@ def main():
     cache = Path(a.cache)
     names = a.host or sorted(hosts.HOSTS)
     if a.all or a.case:
-        plan = [(h, c) for h in names for c in (a.case or CASES)]
+        plan = [(h, c) for h in names for c in (a.case or hosts.HOSTS[h].cases or CASES)]
     else:
         plan = [(h, c) for (h, c) in CI_SET if h in names]
     say(f"e2e: {len(plan)} case(s): {', '.join(f'{h}/{c}' for h, c in plan)}")

@@ -96,4 +96,5 @@ mod tuning_boot;
 mod tuning_distros;
 mod tuning_kernel_update;
 mod tuning_play;
+mod uki_read;
 mod vm_lifecycle;

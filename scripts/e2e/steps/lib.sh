@@ -41,12 +41,20 @@ facts() {
     # initrd=\<machine-id>\… ends the line at a "\c" (a machine id that
     # starts with c).
     printf 'cmdline %s\n' "$(cat /proc/cmdline)"
+    echo "kernel $(uname -r)"
     echo "gpu $GPU $(driver_of "$GPU")"
     echo "audio $AUDIO $(driver_of "$AUDIO")"
     echo "hostgpu $HOSTGPU $(driver_of "$HOSTGPU")"
     echo "hugepages $(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"
     echo "iommu_group $(basename "$(readlink /sys/bus/pci/devices/$GPU/iommu_group)") $(cat /sys/bus/pci/devices/$GPU/iommu_group/type 2>/dev/null)"
     echo "group_members $(ls /sys/bus/pci/devices/$GPU/iommu_group/devices | tr '\n' ' ')"
+    # The firmware's Secure Boot state (the variable's last byte), and the
+    # kernel's lockdown.
+    sb=none
+    v=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+    [ -e "$v" ] && sb=$(od -An -tu1 "$v" | awk '{print $NF}')
+    echo "secure_boot $sb"
+    echo "lockdown $(cat /sys/kernel/security/lockdown 2>/dev/null || echo none)"
 }
 
 # The request the journey applies: the VM's GPU with its audio, 1 vCPU of 2,
@@ -240,6 +248,35 @@ step_undo() {
     tail -n 1 "$OUT/undo.jsonl"
     [ "$rc" = 0 ] || { cat "$OUT/undo.jsonl"; fail "undo exited $rc"; }
     step_status undone
+}
+
+# A kernel update on the tuned host: Debian's newer kernel (bookworm-
+# backports; its packages were fetched into the image under
+# /root/kernel-update) installed by dpkg, whose postinst builds its
+# initramfs from the changed /etc and update-grub puts it first in the menu,
+# as on a user's machine.
+step_kernel_update() {
+    note "a kernel update: dpkg -i Debian's newer kernel"
+    ls /root/kernel-update
+    if ! dpkg -i /root/kernel-update/*.deb > "$OUT/kernel-update.txt" 2>&1; then
+        tail -n 30 "$OUT/kernel-update.txt"
+        fail "dpkg -i the newer kernel"
+    fi
+    tail -n 6 "$OUT/kernel-update.txt"
+    ls /boot
+}
+
+# What of ours each kernel's image and the boot menu hold: per image, our
+# modprobe.d file and vfio modules; the menu's lines naming vfio-pci's IDs.
+step_images() {
+    name=$1
+    note "what of ours each kernel's image holds ($name)"
+    for i in /boot/initrd.img-*; do
+        conf=$(lsinitramfs "$i" 2>/dev/null | grep -c 'modprobe.d/vfio-assistant.conf')
+        mods=$(lsinitramfs "$i" 2>/dev/null | grep -c '/vfio[-_a-z0-9]*\.ko')
+        echo "image ${i#/boot/initrd.img-} conf=$conf vfio_modules=$mods"
+    done | tee "$OUT/images-$name.txt"
+    echo "menu $(grep -c 'vfio.pci.ids' /boot/grub/grub.cfg 2>/dev/null)" | tee -a "$OUT/images-$name.txt"
 }
 
 step_restored() {

@@ -19,6 +19,7 @@ pub mod pci_names;
 pub mod signing;
 pub mod system;
 pub mod topology;
+pub mod uki;
 pub mod usage;
 pub mod usb;
 pub mod warnings;

@@ -30,7 +30,9 @@ pub enum VmError {
     /// A QMP reply that does not say what it should.
     #[error("QMP: {0}")]
     Qmp(String),
-    #[error("{0} (mount debugfs on /sys/kernel/debug, as root)")]
+    #[error(
+        "{0} (KVM's debugfs: mount it on /sys/kernel/debug, as root; a kernel locked down by Secure Boot keeps it closed, and libvirt's or QEMU's counters are the way)"
+    )]
     NoDebugfs(ReadError),
     #[error("no directory for QEMU's pid {pid} in {dir}")]
     NoDebugfsVm { pid: u32, dir: String },

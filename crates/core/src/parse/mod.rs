@@ -13,6 +13,7 @@ pub mod option_rom;
 pub mod paired_lines;
 pub mod pci_config;
 pub mod pci_resource;
+pub mod pe;
 pub mod procstat;
 pub mod qmp;
 pub mod task;

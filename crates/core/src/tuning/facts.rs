@@ -60,6 +60,7 @@ pub const CONFIG_DIRS: &[&str] = &[
     "/efi/loader/entries",
     "/boot/EFI/Linux",
     "/efi/EFI/Linux",
+    "/boot/efi/EFI/Linux",
     "/usr/lib/bootc",
     // kernel-install's plugins: whether it builds the initramfs itself
     // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
@@ -68,6 +69,14 @@ pub const CONFIG_DIRS: &[&str] = &[
     "/etc/libvirt/hooks",
     "/etc/libvirt/hooks/qemu.d",
 ];
+
+/// Where kernel-install, mkinitcpio and ukify put unified kernel images
+/// (`$BOOT/EFI/Linux`: XBOOTLDR at /boot, or the ESP at /efi or, as Debian
+/// and Ubuntu mount it, /boot/efi).
+pub const UKI_DIRS: &[&str] = &["/boot/EFI/Linux", "/efi/EFI/Linux", "/boot/efi/EFI/Linux"];
+
+/// More UKIs than one folder sanely holds: the rest are not read.
+const MAX_UKIS: usize = 32;
 
 /// Markers whose presence alone says something.
 pub const MARKERS: &[&str] = &[
@@ -145,6 +154,10 @@ pub struct TuneFacts {
     pub unreadable: BTreeSet<String>,
     /// The kvmfr module is installed for the running kernel (modules.dep).
     pub kvmfr_module: bool,
+    /// Each unified kernel image in `UKI_DIRS` → what it boots with (its
+    /// `.cmdline` and `.uname` sections, its signature), or why it could
+    /// not be read.
+    pub ukis: BTreeMap<String, Result<crate::host::uki::Uki, String>>,
 }
 
 impl TuneFacts {
@@ -355,6 +368,23 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
                 .and_then(|hp| root.read_text(&hp).ok())
                 .is_some_and(|t| t.lines().any(|l| l.ends_with("/vfio-pci.ko")))
         });
+    }
+    for d in UKI_DIRS {
+        let names: Vec<String> = f
+            .dir(d)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|n| n.ends_with(".efi"))
+            .take(MAX_UKIS)
+            .cloned()
+            .collect();
+        for n in names {
+            let p = format!("{d}/{n}");
+            if let Some(hp) = host_path(&p) {
+                let read = crate::host::uki::read_uki(root, &hp).map_err(|e| e.to_string());
+                f.ukis.insert(p, read);
+            }
+        }
     }
     read_values(root, &mut f);
     let journal =

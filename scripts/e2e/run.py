@@ -42,7 +42,8 @@ CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-g
 MACHINE = {"single-gpu": "one-gpu"}
 # Every host's journey once and the power cut during the grub.cfg rewrite on
 # the boot path most desktops have (GRUB on UEFI); the rest is --all's.
-CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub", "cut-initramfs"), ("grub", "single-gpu")]
+CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub-uefi", "journey"),
+          ("secureboot", "journey"), ("grub-uefi", "cut-bootcfg")]
 
 
 def the_deb(given):

@@ -444,7 +444,7 @@ pub fn cmdline_change(
                 format!("Or on this host (newer bootc): `sudo bootc loader-entries set-options-for-source --source vfio-assistant --options \"{}\"`.", tokens.join(" ")),
             ],
         }),
-        Loader::Uki => Err(uki_manual(f, tokens)),
+        Loader::Uki => Err(uki::uki_manual(f, tokens)),
         Loader::Unknown => Err(manual_cmdline(tokens, "the boot loader could not be told (no LoaderInfo EFI variable, no GRUB or systemd-boot configuration found)")),
     }
 }
@@ -478,55 +478,6 @@ fn staged_grub(
 
 /// The parameters as a command's checked parameter (every one is from the
 /// closed set the planner makes; one that is not is a manual step).
-/// The steps for a unified kernel image, with what each UKI on the host
-/// boots with now (its `.cmdline` section) and whether it is signed: a
-/// signed UKI rebuilt without the key no longer boots under Secure Boot.
-fn uki_manual(f: &TuneFacts, tokens: &[String]) -> Manual {
-    let mut steps = vec![
-        format!("Add the parameters to /etc/kernel/cmdline (or a file in /etc/cmdline.d/): {}", tokens.join(" ")),
-        "Rebuild the image: `sudo mkinitcpio -P` (Arch) or `sudo kernel-install add-all` / `ukify build` (systemd), then sign it if you use Secure Boot.".into(),
-    ];
-    let mut signed = false;
-    for (path, read) in &f.ukis {
-        steps.push(match read {
-            Ok(u) => {
-                signed |= u.signed;
-                let have = u.cmdline.as_deref().unwrap_or("");
-                let lacking = missing(have, tokens);
-                format!(
-                    "Now {path}{} boots with: {} — {}{}",
-                    u.uname
-                        .as_deref()
-                        .map(|r| format!(" (kernel {r})"))
-                        .unwrap_or_default(),
-                    if u.cmdline.is_some() {
-                        format!("`{have}`")
-                    } else {
-                        "no command line of its own (the loader's)".into()
-                    },
-                    if lacking.is_empty() {
-                        "every parameter is there".to_string()
-                    } else {
-                        format!("lacking {}", lacking.join(" "))
-                    },
-                    if u.signed { "; signed" } else { "; unsigned" },
-                )
-            }
-            Err(e) => format!("{path} could not be read: {e}"),
-        });
-    }
-    if signed {
-        steps.push("A signed UKI must be signed again after the rebuild, with the key the firmware trusts (`sbctl sign-all`, or ukify's SecureBootPrivateKey=/SecureBootCertificate= in /etc/kernel/uki.conf): this tool does not hold or guess that key, and an unsigned image does not boot under Secure Boot.".into());
-    }
-    steps.push("Check it: the line above is read from the image's .cmdline section; `ukify inspect` shows the same.".into());
-    Manual {
-        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
-        title: format!("Kernel parameters in a unified kernel image: {}", tokens.join(" ")),
-        why: "A UKI carries its command line inside the image (signed, under Secure Boot); it must be rebuilt (and re-signed for Secure Boot), which this tool does not yet do for you.".into(),
-        steps,
-    }
-}
-
 fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
     Tokens::try_from(t.to_vec()).map_err(|why| manual_cmdline(t, &why))
 }
@@ -604,6 +555,7 @@ fn kernelstub_options(json: &str) -> String {
 
 mod next_boot;
 mod systemd_boot;
+mod uki;
 
 pub use next_boot::{NextBoot, next_boot};
 use systemd_boot::systemd_boot;

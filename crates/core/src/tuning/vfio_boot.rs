@@ -288,8 +288,9 @@ pub fn vfio_boot_change(
         let others = other_kernels(f, &n.release);
         if !others.is_empty() {
             notes.push(format!(
-                "Not rebuilt: {} — their images stay as they were until their next update, so a boot into one of them is the old setup for the card (its host driver takes it), never half of each; undo rebuilds any image made since from the restored files.",
-                others.join(", ")
+                "Not rebuilt: {} — their images stay as they were until their next update. {} Undo rebuilds any image made since from the restored files.",
+                others.join(", "),
+                other_kernel_boot(loader)
             ));
         }
     }
@@ -426,6 +427,26 @@ pub fn initramfs_images(f: &TuneFacts) -> Vec<String> {
 }
 
 /// The other kernels installed in /boot (`vmlinuz-RELEASE`), by release.
+/// What a boot into a kernel whose image was not rebuilt gets, by loader.
+/// GRUB gives every entry the same parameters, so that kernel gets
+/// `vfio_pci.ids=` too and vfio-pci claims the card when the modules load
+/// from the root file system, our modprobe.d ordering it first: the new
+/// setup (seen on a booted GRUB-on-UEFI host, scripts/e2e two-kernels) —
+/// unless that image carries the card's driver (early KMS, a boot splash),
+/// which then takes the card before the root file system is there.
+/// systemd-boot's entry of ours is the default kernel's alone: the others
+/// keep their entries, the old setup.
+fn other_kernel_boot(loader: Loader) -> &'static str {
+    match loader {
+        Loader::GrubDebian | Loader::GrubMkconfig | Loader::GrubBls | Loader::Kernelstub => {
+            "A boot into one of them still gets the new kernel parameters (the boot loader gives them to every entry), and vfio-pci takes the card when the modules load from the root file system — the new setup — unless that image carries the card's own driver (early KMS, a boot splash): then the host driver has it, and `check` says so."
+        }
+        _ => {
+            "A boot into one of them is the old setup for the card (its entry has no new parameters; its host driver takes the card), never half of each."
+        }
+    }
+}
+
 fn other_kernels(f: &TuneFacts, next: &str) -> Vec<String> {
     f.dir("/boot")
         .unwrap_or_default()

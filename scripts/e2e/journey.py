@@ -316,6 +316,20 @@ def progress_events(share):
     return out
 
 
+def expect_one_setup(f, toks, what):
+    """A boot (its facts) is the old setup or the new one, never a mix:
+    every planned token once and both functions on vfio-pci, or no token
+    and neither. True for the new one."""
+    counts = count_tokens(f["cmdline"], toks)
+    new = all(n == 1 for n in counts.values())
+    old = all(n == 0 for n in counts.values())
+    expect(new or old, f"{what} is the old or the new setup, not a mix ({counts})")
+    on_vfio = [f[k].endswith("vfio-pci") for k in ("gpu", "audio")]
+    expect(all(on_vfio) == new and any(on_vfio) == new,
+           f"the drivers match that setup ({f['gpu']}, {f['audio']})")
+    return new
+
+
 def cut_when(pattern, delay_s):
     """A watch that cuts the power `delay_s` after a step matching `pattern`
     started (None: when the apply's result is out)."""
@@ -360,16 +374,9 @@ facts | tee "$OUT/facts-cut.txt"
 step_status cut
 step_undo
 """)
-    toks = tokens_planned(share)
     f = read_facts(share / "out/facts-cut.txt")
     say(f"  cmdline after the cut: {f['cmdline']}")
-    counts = count_tokens(f["cmdline"], toks)
-    new_boot = all(n == 1 for n in counts.values())
-    old_boot = all(n == 0 for n in counts.values())
-    expect(new_boot or old_boot, f"the boot after the cut is the old or the new setup, not a mix ({counts})")
-    on_vfio = [f[k].endswith("vfio-pci") for k in ("gpu", "audio")]
-    expect(all(on_vfio) == new_boot and any(on_vfio) == new_boot,
-           f"the drivers match that setup ({f['gpu']}, {f['audio']})")
+    expect_one_setup(f, tokens_planned(share), "the boot after the cut")
     st = status_of(share, "cut")
     expect(st is not None, "tune status names the transaction after the cut")
     want = {"cut-after-apply": ("took_effect",)}.get(case, ("interrupted",))

@@ -28,21 +28,7 @@ pub fn plan_text(p: &Plan) -> String {
             let _ = writeln!(o, "  seen: {} = {}", e.source, e.value);
         }
         for f in &c.files {
-            let before = f.before.as_deref().unwrap_or("");
-            let after = f.after.as_deref().unwrap_or("");
-            let old = if f.before.is_some() {
-                f.path.clone()
-            } else {
-                "/dev/null".into()
-            };
-            let new = if f.after.is_some() {
-                f.path.clone()
-            } else {
-                "/dev/null".into()
-            };
-            o.push_str(&crate::domain::tune::diff_labeled(
-                before, after, &old, &new,
-            ));
+            o.push_str(&f.diff());
         }
         for v in &c.values {
             if v.action {

@@ -7,7 +7,6 @@
 //! and the journal with Undo. The plan is rebuilt every frame from the
 //! host's facts (read once off the UI thread) and the choices at the top.
 
-use crate::domain::tune::diff_labeled;
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::parse::cpulist::format_cpulist;
@@ -251,19 +250,7 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                     ui.label(theme::mono(format!("seen: {} = {}", e.source, e.value)));
                 }
                 for f in &c.files {
-                    let before = f.before.as_deref().unwrap_or("");
-                    let after = f.after.as_deref().unwrap_or("");
-                    let old = if f.before.is_some() {
-                        f.path.as_str()
-                    } else {
-                        "/dev/null"
-                    };
-                    let new = if f.after.is_some() {
-                        f.path.as_str()
-                    } else {
-                        "/dev/null"
-                    };
-                    ui.label(theme::mono(diff_labeled(before, after, old, new)));
+                    ui.label(theme::mono(f.diff()));
                 }
                 for v in &c.values {
                     let text = if v.action {

@@ -39,7 +39,19 @@ pub enum UkiError {
 
 /// The UKI at `path`: its headers, then its `.cmdline` and `.uname`.
 pub fn read_uki(root: &HostRoot, path: &HostPath) -> Result<Uki, UkiError> {
-    let head = root.read_bytes(path, pe::HEADER_BYTES)?;
+    use std::io::Read;
+    // One open: the headers, then each text section at its offset.
+    let file = root.open_file(path)?;
+    let mut head = Vec::new();
+    (&file)
+        .take(pe::HEADER_BYTES)
+        .read_to_end(&mut head)
+        .map_err(|e| {
+            UkiError::Read(ReadError::Io {
+                path: path.to_string(),
+                message: e.to_string(),
+            })
+        })?;
     let image: PeImage = pe::parse(&head).map_err(|error| UkiError::NotPe {
         path: path.to_string(),
         error,
@@ -48,7 +60,6 @@ pub fn read_uki(root: &HostRoot, path: &HostPath) -> Result<Uki, UkiError> {
         let Some(s) = image.section(name) else {
             return Ok(None);
         };
-        let file = root.open_file(path)?;
         let want = usize::try_from(s.size.min(TEXT_BYTES)).unwrap_or(0);
         let mut buf = vec![0u8; want];
         // A section past the end of the file (cut short, or lying) is an

@@ -58,9 +58,6 @@ pub const CONFIG_DIRS: &[&str] = &[
     "/boot/loader/entries",
     "/boot/efi/loader/entries",
     "/efi/loader/entries",
-    "/boot/EFI/Linux",
-    "/efi/EFI/Linux",
-    "/boot/efi/EFI/Linux",
     "/usr/lib/bootc",
     // kernel-install's plugins: whether it builds the initramfs itself
     // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
@@ -71,6 +68,7 @@ pub const CONFIG_DIRS: &[&str] = &[
 ];
 
 /// Where kernel-install, mkinitcpio and ukify put unified kernel images
+/// (listed with `CONFIG_DIRS`, and each image read)
 /// (`$BOOT/EFI/Linux`: XBOOTLDR at /boot, or the ESP at /efi or, as Debian
 /// and Ubuntu mount it, /boot/efi).
 pub const UKI_DIRS: &[&str] = &["/boot/EFI/Linux", "/efi/EFI/Linux", "/boot/efi/EFI/Linux"];
@@ -319,7 +317,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
         }
         f.files.insert((*p).to_string(), text);
     }
-    for d in CONFIG_DIRS {
+    for d in CONFIG_DIRS.iter().chain(UKI_DIRS) {
         if let Some(hp) = host_path(d)
             && let Ok(mut names) = root.list_dir(&hp)
         {

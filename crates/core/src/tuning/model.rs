@@ -85,6 +85,27 @@ pub struct FileChange {
     pub after: Option<String>,
 }
 
+impl FileChange {
+    /// The change as a unified diff, labelled as diff(1) labels it: a file
+    /// made or removed is diffed against /dev/null (what both faces show).
+    pub fn diff(&self) -> String {
+        const NONE: &str = "/dev/null";
+        let label = |side: &Option<String>| {
+            if side.is_some() {
+                self.path.as_str()
+            } else {
+                NONE
+            }
+        };
+        crate::domain::tune::diff_labeled(
+            self.before.as_deref().unwrap_or(""),
+            self.after.as_deref().unwrap_or(""),
+            label(&self.before),
+            label(&self.after),
+        )
+    }
+}
+
 /// A sysfs/procfs value, before and after.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueChange {

@@ -426,7 +426,6 @@ pub fn initramfs_images(f: &TuneFacts) -> Vec<String> {
         .collect()
 }
 
-/// The other kernels installed in /boot (`vmlinuz-RELEASE`), by release.
 /// What a boot into a kernel whose image was not rebuilt gets, by loader.
 /// GRUB gives every entry the same parameters, so that kernel gets
 /// `vfio_pci.ids=` too and vfio-pci claims the card when the modules load
@@ -447,6 +446,7 @@ fn other_kernel_boot(loader: Loader) -> &'static str {
     }
 }
 
+/// The other kernels installed in /boot (`vmlinuz-RELEASE`), by release.
 fn other_kernels(f: &TuneFacts, next: &str) -> Vec<String> {
     f.dir("/boot")
         .unwrap_or_default()

@@ -1,5 +1,6 @@
-"""The real hosts the end-to-end run boots: each a Debian 12 install built from
-Debian's archive with mmdebstrap, with its own boot path. A recipe is data; its
+"""The real hosts the end-to-end run boots: each a Debian install (12, or 13
+for the UKI host) built from Debian's archive with mmdebstrap, with its own
+boot path. A recipe is data; its
 hash names the cached image (image.py), so changing a recipe rebuilds that
 image and nothing else.
 
@@ -108,11 +109,13 @@ class Host:
     secure_boot: bool = False
     # The cases `run.py --all` runs here (empty: every case).
     cases: tuple = ()
+    # Debian's release the host is built from.
+    suite: str = SUITE
 
     def recipe(self):
         """Everything that decides the image, as text (hashed by image.py)."""
         return "\n".join([
-            self.name, self.firmware, SUITE, MIRROR, ROOT_UUID, ESP_ID,
+            self.name, self.firmware, self.suite, MIRROR, ROOT_UUID, ESP_ID,
             " ".join(COMMON + self.packages), " ".join(MASK), self.customize,
             self.provision, self.cmdline,
         ] + (["secure boot"] if self.secure_boot else []))
@@ -243,4 +246,44 @@ find /boot/efi -type f | sort
     cases=("journey", "cut-bootcfg"),
 )
 
-HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT)}
+# Debian 13 as its installer leaves a systemd-boot machine once the user
+# asks kernel-install for unified kernel images (`layout=uki` in
+# /etc/kernel/install.conf, ukify from systemd-ukify): every kernel
+# package's postinst and every update-initramfs (Debian's post-update hook)
+# runs `kernel-install add`, whose 60-ukify plugin builds one image of the
+# kernel, /boot/initrd.img-<release> (55-initrd) and /etc/kernel/cmdline,
+# copied to the ESP as EFI/Linux/<machine-id>-<release>.efi, which
+# systemd-boot lists by itself (no loader entries). Secure Boot off: the
+# images are not signed.
+UKI = Host(
+    name="uki",
+    title="Debian 13, UEFI, systemd-boot, unified kernel images (kernel-install layout=uki, ukify), initramfs-tools",
+    firmware="uefi",
+    suite="trixie",
+    # Debian 13 moved QEMU's SPICE into a package of its own (a Recommends
+    # of qemu-system-x86, which a minimal install leaves out): the Looking
+    # Glass domain needs it, as a desktop's virt-manager install has it.
+    packages=["initramfs-tools", "systemd-boot", "systemd-boot-efi", "systemd-ukify", "dosfstools",
+              "qemu-system-modules-spice"],
+    customize=r"""
+printf 'MODULES=dep\n' > "$1/etc/initramfs-tools/conf.d/e2e-targeted"
+mkdir -p "$1/etc/kernel"
+printf 'layout=uki\n' > "$1/etc/kernel/install.conf"
+printf 'root=UUID=%s ro console=ttyS0,115200 quiet\n' "$ROOT_UUID" > "$1/etc/kernel/cmdline"
+""" + ESP_FSTAB,
+    provision=r"""
+mountpoint -q /boot/efi || mount /boot/efi
+bootctl install --no-variables --graceful || bootctl install
+printf 'timeout 0\nconsole-mode keep\n' > /boot/efi/loader/loader.conf
+for k in /boot/vmlinuz-*; do
+  v=${k#/boot/vmlinuz-}
+  kernel-install add "$v" "$k"
+done
+ls -l /boot/efi/EFI/Linux
+bootctl list --no-pager || true
+""",
+    apply_with="cli",
+    cases=("journey",),
+)
+
+HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}

@@ -82,7 +82,7 @@ def mmdebstrap(host, root):
          "--dpkgopt=path-exclude=/usr/share/man/*",
          "--include=" + ",".join(hosts.COMMON + host.packages),
          "--customize-hook=" + customize,
-         hosts.SUITE, str(root), hosts.MIRROR],
+         host.suite, str(root), hosts.MIRROR],
         stdout=subprocess.DEVNULL)
 
 

@@ -29,6 +29,7 @@ outside after each (the guest's own checks are in steps/lib.sh).
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -45,12 +46,19 @@ class CaseFailed(Exception):
 
 # What failed in the running case: a check that fails is said and the case
 # goes on (the next boots still tell something); the case fails at its end.
-MISSED = []
+# One list per thread: `run.py --jobs 2` runs two cases at once.
+_CASE = threading.local()
+
+
+def missed():
+    if not hasattr(_CASE, "missed"):
+        _CASE.missed = []
+    return _CASE.missed
 
 
 def expect(ok, what):
     if not ok:
-        MISSED.append(what)
+        missed().append(what)
         say(f"  FAILED: {what}")
     else:
         say(f"  ok: {what}")
@@ -58,10 +66,10 @@ def expect(ok, what):
 
 def settle():
     """End of a case: raise what failed on the way."""
-    if MISSED:
-        missed = list(MISSED)
-        MISSED.clear()
-        raise CaseFailed("; ".join(missed))
+    if missed():
+        said = list(missed())
+        missed().clear()
+        raise CaseFailed("; ".join(said))
 
 
 def write_step(share, body):
@@ -126,7 +134,7 @@ def boot(guest, name, body, watch=None, want_rc=0):
         say(f"  . {line}")
     cut_case = watch is not None and getattr(watch, "cuts", False)
     if not cut_case and rc != want_rc:
-        MISSED.clear()
+        missed().clear()
         raise CaseFailed(f"boot '{name}': its step exited {rc}")
     return rc
 

@@ -3,15 +3,25 @@
 also kept for the summary at the end."""
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
 TIMES = []
 STARTED = time.monotonic()
+# With cases run side by side (run.py --jobs), each thread's lines are
+# prefixed with its case.
+_LOCAL = threading.local()
+_LOCK = threading.Lock()
+
+
+def set_prefix(text):
+    _LOCAL.prefix = text
 
 
 def say(text):
-    print(text, flush=True)
+    with _LOCK:
+        print(getattr(_LOCAL, "prefix", "") + text, flush=True)
 
 
 @contextmanager

@@ -5,6 +5,7 @@ and the power cut at the moments a user's machine can lose it.
 
     scripts/e2e/run.py            # CI's set: every host's journey, a cut on GRUB-on-UEFI
     scripts/e2e/run.py --all      # every case on every host (hosts.py: a host's `cases`)
+    scripts/e2e/run.py --jobs 2   # two guests at once (each case its own copy of the image)
     scripts/e2e/run.py --host grub --case cut-bootcfg
     scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
     scripts/e2e/run.py --host grub --case shared-gpu   # the second GPU, lent ten times
@@ -18,6 +19,7 @@ every case passed.
 """
 
 import argparse
+import concurrent.futures
 import shutil
 import subprocess
 import sys
@@ -33,7 +35,7 @@ import image  # noqa: E402
 import journey  # noqa: E402
 import kernel_update  # noqa: E402
 import qemu  # noqa: E402
-from log import phase, say, summary  # noqa: E402
+from log import phase, say, set_prefix, summary  # noqa: E402
 
 TOP = HERE.parent.parent
 CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu",
@@ -43,7 +45,7 @@ MACHINE = {"single-gpu": "one-gpu"}
 # Every host's journey once and the power cut during the grub.cfg rewrite on
 # the boot path most desktops have (GRUB on UEFI); the rest is --all's.
 CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub-uefi", "journey"),
-          ("secureboot", "journey"), ("grub-uefi", "cut-bootcfg")]
+          ("secureboot", "journey"), ("uki", "journey"), ("grub-uefi", "cut-bootcfg")]
 
 
 def the_deb(given):
@@ -104,6 +106,9 @@ def main():
     ap.add_argument("--cache", default=str(TOP / "target/e2e"))
     ap.add_argument("--deb", help="the .deb to install (default: target/debian's, built if missing)")
     ap.add_argument("--images-only", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cases run side by side (each a TCG guest of 2 vCPUs; the harness's "
+                         "timeouts allow two on a 2-core machine)")
     a = ap.parse_args()
     cache = Path(a.cache)
     names = a.host or sorted(hosts.HOSTS)
@@ -123,20 +128,28 @@ def main():
         return 0
     deb = the_deb(a.deb)
     say(f"deb: {deb}")
-    results = []
-    for h, c in plan:
+    def one(hc):
+        h, c = hc
+        if a.jobs > 1:
+            set_prefix(f"[{h}/{c}] ")
+        t0 = time.monotonic()
         try:
             ok = run_case(hosts.HOSTS[h], c, disks[h], deb, cache / "runs")
         except Exception:
-            traceback.print_exc()
+            say(traceback.format_exc())
             ok = False
-        results.append((h, c, ok))
+        return h, c, ok, time.monotonic() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        results = list(pool.map(one, plan))
     summary()
     say("== cases")
-    for h, c, ok in results:
-        say(f"  {'pass' if ok else 'FAIL'}  {h}/{c}")
-    say(f"e2e: {sum(ok for *_, ok in results)} of {len(results)} passed in {time.monotonic() - started:.0f} s")
-    return 0 if all(ok for *_, ok in results) else 1
+    for h, c, ok, took in results:
+        say(f"  {'pass' if ok else 'FAIL'}  {took:6.0f} s  {h}/{c}")
+    passed = sum(ok for _, _, ok, _ in results)
+    say(f"e2e: {passed} of {len(results)} passed in {time.monotonic() - started:.0f} s"
+        f" ({a.jobs} at a time)")
+    return 0 if passed == len(results) else 1
 
 
 if __name__ == "__main__":

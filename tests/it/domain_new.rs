@@ -246,6 +246,32 @@ fn hyperv_follows_the_domain_capabilities() {
     );
 }
 
+/// Debian 13 ships SPICE in qemu-system-modules-spice, a Recommends: a host
+/// without it lists no `spice` among its display types, and libvirt refuses
+/// the Looking Glass domain ("spice graphics are not supported with this
+/// QEMU", seen on the booted Debian 13 host). Said before the define.
+#[test]
+fn a_spice_display_on_a_qemu_without_spice_is_said_before_the_define() {
+    let text = std::fs::read_to_string(manifest(
+        "tests/fixtures/domcaps/debian12-nested-kvm-q35.xml",
+    ))
+    .unwrap();
+    let doc = Document::parse(
+        "<domain type='kvm'><name>w</name><devices><graphics type='spice' autoport='yes'/></devices></domain>",
+    )
+    .unwrap();
+    assert!(caps_problems(&doc, &nested_caps()).is_empty());
+    let without = DomainCaps::parse(&text.replace("<value>spice</value>", "")).unwrap();
+    let p = caps_problems(&doc, &without);
+    assert!(
+        p.len() == 1
+            && p[0].contains("no spice display")
+            && p[0].contains("sdl, vnc, egl-headless, dbus")
+            && p[0].contains("qemu-system-modules-spice"),
+        "{p:?}"
+    );
+}
+
 #[test]
 fn hugepages_come_from_what_the_host_reserved() {
     let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");

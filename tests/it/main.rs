@@ -96,5 +96,6 @@ mod tuning_boot;
 mod tuning_distros;
 mod tuning_kernel_update;
 mod tuning_play;
+mod tuning_uki;
 mod uki_read;
 mod vm_lifecycle;

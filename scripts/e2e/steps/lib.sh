@@ -70,8 +70,9 @@ step_install() {
 
 # The distribution's own commands for what the apply does, timed in this
 # boot (the apply's time is set beside them): update-initramfs and
-# update-grub on the GRUB host, dracut and kernel-install on the
-# systemd-boot one. Run before the host is hashed: they make the boot files
+# update-grub on the GRUB hosts, dracut and kernel-install on the
+# systemd-boot one, update-initramfs (and through its hook kernel-install
+# and ukify) on the UKI one. Run before the host is hashed: they make the boot files
 # again from the same untouched inputs.
 step_distro_times() {
     note "the distribution's own commands, timed"
@@ -81,10 +82,15 @@ step_distro_times() {
         what="update-initramfs -u -k $rel; update-grub"
         update-initramfs -u -k "$rel" >/dev/null 2>&1 || fail "update-initramfs"
         update-grub >/dev/null 2>&1 || fail "update-grub"
-    else
+    elif command -v dracut >/dev/null 2>&1; then
         what="dracut -f /boot/initrd.img-$rel $rel; kernel-install add $rel /boot/vmlinuz-$rel"
         dracut -f "/boot/initrd.img-$rel" "$rel" >/dev/null 2>&1 || fail "dracut"
         kernel-install add "$rel" "/boot/vmlinuz-$rel" >/dev/null 2>&1 || fail "kernel-install"
+    else
+        # The UKI host: Debian's post-update hook runs kernel-install, whose
+        # ukify plugin builds the image again.
+        what="update-initramfs -u -k $rel (its hook: kernel-install add, ukify)"
+        update-initramfs -u -k "$rel" >/dev/null 2>&1 || fail "update-initramfs"
     fi
     t1=$(cut -d' ' -f1 /proc/uptime)
     echo "$(awk "BEGIN{print $t1 - $t0}") $what" | tee "$OUT/distro-seconds.txt"

@@ -28,6 +28,10 @@ pub struct DomainCaps {
     /// TPM models (`tpm-crb`, `tpm-tis`) and backends (`emulator` = swtpm).
     pub tpm_models: Vec<String>,
     pub tpm_backends: Vec<String>,
+    /// Display types this QEMU was built with (`spice`, `vnc`…); `None` when
+    /// the caps do not list them. Debian 13 ships SPICE in a package of its
+    /// own (qemu-system-modules-spice), a Recommends a minimal install lacks.
+    pub graphics: Option<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,16 @@ impl DomainCaps {
             None => None,
         };
         let tpm = root.child("devices").and_then(|d| d.child("tpm"));
+        let graphics = root
+            .child("devices")
+            .and_then(|d| d.child("graphics"))
+            .map(|g| {
+                if supported(Some(g)) {
+                    enum_values(Some(g), "type")
+                } else {
+                    Vec::new()
+                }
+            });
         let tpm_ok = supported(tpm);
         Ok(DomainCaps {
             emulator: text_of(root, "path"),
@@ -114,6 +128,7 @@ impl DomainCaps {
             } else {
                 Vec::new()
             },
+            graphics,
         })
     }
 

@@ -95,6 +95,31 @@ pub fn caps_problems(doc: &Document, caps: &DomainCaps) -> Vec<String> {
         out.push("Secure Boot is asked for but no secure-boot OVMF build is installed.".into());
     }
     let devices = root.child("devices");
+    if let Some(types) = &caps.graphics {
+        for g in devices
+            .into_iter()
+            .flat_map(|d| d.elements())
+            .filter(|e| e.name == "graphics")
+        {
+            let t = g.attr("type").unwrap_or("");
+            if !t.is_empty() && !types.iter().any(|x| x == t) {
+                out.push(format!(
+                    "This host's QEMU has no {t} display (it has: {}){} — install {}, then check again.",
+                    if types.is_empty() { "none".to_string() } else { types.join(", ") },
+                    if t == "spice" {
+                        ": Looking Glass's keyboard, mouse, clipboard and sound go through SPICE"
+                    } else {
+                        ""
+                    },
+                    if t == "spice" {
+                        "qemu-system-modules-spice (Debian 13, Ubuntu) or qemu-ui-spice-core (Fedora, Arch)"
+                    } else {
+                        "your distribution's QEMU display module"
+                    }
+                ));
+            }
+        }
+    }
     for tpm in devices
         .into_iter()
         .flat_map(|d| d.elements())

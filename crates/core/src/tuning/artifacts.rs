@@ -42,6 +42,11 @@ const ARTIFACTS: &[&str] = &[
     "/boot/efi/loader/entries/*.conf",
     "/efi/loader/entries/*.conf",
     "/boot/loader/entries/*.conf",
+    // Unified kernel images, as kernel-install's 90-uki-copy names them
+    // (ESP/EFI/Linux/<entry token>-<release>.efi).
+    "/boot/efi/EFI/Linux/*.efi",
+    "/efi/EFI/Linux/*.efi",
+    "/boot/EFI/Linux/*.efi",
 ];
 
 fn component_matches(pat: &str, name: &str) -> bool {

@@ -12,7 +12,11 @@
 //! * Pop!_OS kernelstub: `kernelstub -a` / `-d`;
 //! * rpm-ostree: `rpm-ostree kargs --append` / `--delete` (a new deployment; the
 //!   old one stays in the menu);
-//! * bootc and UKIs: exact manual steps, nothing guessed.
+//! * unified kernel images that kernel-install builds with ukify:
+//!   `/etc/kernel/cmdline`, the next boot's image built again
+//!   (`kernel-install add`), checked from its `.cmdline` (boot/uki.rs);
+//! * bootc, and UKIs built otherwise (mkinitcpio presets, dracut --uefi, a
+//!   signed one without its key here): exact manual steps, nothing guessed.
 //!
 //! One boot into the new setup before it becomes the default is offered
 //! where the loader keeps the old setup as an entry of its own: systemd-boot
@@ -288,7 +292,8 @@ fn recovery(l: Loader) -> String {
         Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. Keep it as the default after a good boot: `sudo bootctl set-default vfio-assistant.conf` (or `vfio-assistant tune status` says so). {undo}"),
         Loader::Kernelstub => format!("If it does not boot: in the systemd-boot menu (hold Space while the machine starts) press e on 'Pop!_OS' and delete the added words, then Enter. {undo}"),
         Loader::RpmOstree => "If it does not boot: choose the previous deployment in the boot menu (the second entry), then `rpm-ostree rollback`.".into(),
-        Loader::Bootc | Loader::Uki | Loader::Unknown => "Nothing is changed automatically on this boot path.".into(),
+        Loader::Uki => format!("The image systemd-boot starts is built again in place; other kernels' images keep their command line. If it does not boot: in systemd-boot's menu (hold Space while the machine starts) choose another kernel, or — without Secure Boot — press e on the entry and delete the added words, then Enter. {undo} (It puts the old image back.)"),
+        Loader::Bootc | Loader::Unknown => "Nothing is changed automatically on this boot path.".into(),
     }
 }
 
@@ -444,7 +449,7 @@ pub fn cmdline_change(
                 format!("Or on this host (newer bootc): `sudo bootc loader-entries set-options-for-source --source vfio-assistant --options \"{}\"`.", tokens.join(" ")),
             ],
         }),
-        Loader::Uki => Err(uki::uki_manual(f, tokens)),
+        Loader::Uki => uki::uki_change(f, tokens, base),
         Loader::Unknown => Err(manual_cmdline(tokens, "the boot loader could not be told (no LoaderInfo EFI variable, no GRUB or systemd-boot configuration found)")),
     }
 }

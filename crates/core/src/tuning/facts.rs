@@ -16,6 +16,9 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/default/grub",
     "/etc/kernel/cmdline",
     "/etc/kernel/install.conf",
+    // ukify's configuration: whether it signs the images it builds.
+    "/etc/kernel/uki.conf",
+    "/usr/lib/kernel/uki.conf",
     "/etc/kernelstub/configuration",
     "/etc/initramfs-tools/modules",
     "/etc/initramfs-tools/initramfs.conf",
@@ -25,6 +28,10 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/sysconfig/irqbalance",
     "/etc/os-release",
     "/boot/grub/grub.cfg",
+    // systemd-boot's `default` (which entry or image it starts).
+    "/boot/loader/loader.conf",
+    "/efi/loader/loader.conf",
+    "/boot/efi/loader/loader.conf",
     "/boot/grub2/grub.cfg",
     "/etc/modprobe.d/vfio-assistant.conf",
     "/etc/default/grub.d/99-vfio-assistant.cfg",
@@ -62,6 +69,7 @@ pub const CONFIG_DIRS: &[&str] = &[
     // kernel-install's plugins: whether it builds the initramfs itself
     // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
     "/usr/lib/kernel/install.d",
+    "/etc/kernel/install.d",
     // libvirt's hooks: another single-GPU setup's scripts for the same VM.
     "/etc/libvirt/hooks",
     "/etc/libvirt/hooks/qemu.d",

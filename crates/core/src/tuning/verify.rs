@@ -87,10 +87,24 @@ pub fn entries_check(
         let Some(hp) = HostPath::from_absolute(f) else {
             continue;
         };
-        let Ok(text) = root.read_text(&hp) else {
-            continue;
+        let lines = if f.ends_with(".efi") {
+            // A unified kernel image boots with its `.cmdline` section.
+            match crate::host::uki::read_uki(root, &hp) {
+                Ok(u) => vec![u.cmdline.unwrap_or_default()],
+                Err(e) => {
+                    if want {
+                        bad.push(format!("{f}: {e}"));
+                    }
+                    continue;
+                }
+            }
+        } else {
+            let Ok(text) = root.read_text(&hp) else {
+                continue;
+            };
+            default_kernel_lines(f, &text)
         };
-        for l in default_kernel_lines(f, &text) {
+        for l in lines {
             let m = missing(&l, tokens);
             let short: String = l.chars().take(90).collect();
             if want && !m.is_empty() {

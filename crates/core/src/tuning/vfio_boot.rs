@@ -230,9 +230,13 @@ pub fn vfio_boot_change(
         })
         .collect();
     let mut checked = images.clone();
+    // A unified kernel image carries its initramfs inside: kernel-install
+    // builds it again from the rebuilt one (Debian's initramfs hook would
+    // too; said here, not left to the hook).
+    let uki = loader == Loader::Uki && next.as_ref().is_some_and(|n| n.entry.is_some());
     if let Some((n, release)) = next.as_ref().zip(release.as_ref()).filter(|(n, _)| {
-        loader == Loader::SystemdBoot
-            && n.entry_initrds.iter().any(|i| !images.contains(i))
+        (uki || loader == Loader::SystemdBoot
+            && n.entry_initrds.iter().any(|i| !images.contains(i)))
             && f.has_tool("kernel-install")
     }) {
         let builds_itself = f
@@ -259,7 +263,9 @@ pub fn vfio_boot_change(
             path: p.clone(),
             staging: None,
         }));
-        checked = n.entry_initrds.clone();
+        if !uki {
+            checked = n.entry_initrds.clone();
+        }
     }
     files.extend(gen_file);
     if files.is_empty() {
@@ -319,7 +325,11 @@ pub fn vfio_boot_change(
             .into_iter()
             .map(|cmd| {
                 let why = if matches!(cmd, Cmd::KernelInstallAdd { .. }) {
-                    "puts the rebuilt image where the boot entry loads it (the ESP) and rewrites that entry as it was"
+                    if uki {
+                        "builds the unified kernel image again with the rebuilt initramfs, where systemd-boot finds it"
+                    } else {
+                        "puts the rebuilt image where the boot entry loads it (the ESP) and rewrites that entry as it was"
+                    }
                 } else {
                     "rebuilds the initramfs of the kernel the next boot starts, with vfio-pci and the modprobe.d file"
                 };

@@ -76,6 +76,7 @@ pub fn next_boot(f: &TuneFacts, loader: Loader) -> Option<NextBoot> {
                 entry_initrds,
             })
         })(),
+        Loader::Uki => super::uki::next_uki(f),
         _ => None,
     };
     found.or_else(|| {

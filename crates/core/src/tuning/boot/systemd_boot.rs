@@ -10,22 +10,7 @@ use super::super::command::OUR_ENTRY as OURS;
 /// else the first entry), never ours.
 pub(super) fn default_entry(f: &TuneFacts) -> Option<String> {
     let ents = entries(f);
-    let loader_conf = [
-        "/boot/loader/loader.conf",
-        "/efi/loader/loader.conf",
-        "/boot/efi/loader/loader.conf",
-    ]
-    .iter()
-    .find_map(|p| f.file(p));
-    let default = loader_conf
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("default")
-                    .map(|d| d.trim().to_string())
-            })
-        })
-        .unwrap_or_default();
+    let default = loader_default(f);
     let pick = ents
         .iter()
         .filter(|p| !p.ends_with(OURS))
@@ -37,6 +22,26 @@ pub(super) fn default_entry(f: &TuneFacts) -> Option<String> {
         })
         .or_else(|| ents.iter().find(|p| !p.ends_with(OURS)));
     pick.cloned()
+}
+
+/// loader.conf's `default` (a name or a glob), empty when it sets none.
+pub(super) fn loader_default(f: &TuneFacts) -> String {
+    let loader_conf = [
+        "/boot/loader/loader.conf",
+        "/efi/loader/loader.conf",
+        "/boot/efi/loader/loader.conf",
+    ]
+    .iter()
+    .find_map(|p| f.file(p));
+    loader_conf
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("default")
+                    .map(|d| d.trim().to_string())
+            })
+        })
+        .unwrap_or_default()
 }
 
 /// systemd-boot: a new entry of ours copied from the default entry, booted
@@ -105,11 +110,25 @@ pub(super) fn systemd_boot(
 }
 
 /// loader.conf's `default` may be a glob (`arch*`).
-fn glob_match(pat: &str, name: &str) -> bool {
-    match pat.split_once('*') {
-        None => pat == name || format!("{pat}.conf") == name,
-        Some((a, b)) => name.starts_with(a) && name.ends_with(b),
+/// `*` and `?` as systemd-boot's fnmatch reads them; a plain name also
+/// matches its `.conf` file.
+pub(super) fn glob_match(pat: &str, name: &str) -> bool {
+    fn m(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| m(rest, &n[i..])),
+            Some(('?', rest)) => !n.is_empty() && m(rest, &n[1..]),
+            Some((c, rest)) => n.first() == Some(c) && m(rest, &n[1..]),
+        }
     }
+    // Bounded: each star tries every split of the name, so a pattern with
+    // more than a few is none a loader.conf means.
+    if pat.len() > 256 || pat.matches('*').count() > 4 {
+        return false;
+    }
+    let n: Vec<char> = name.chars().collect();
+    let p: Vec<char> = pat.chars().collect();
+    m(&p, &n) || (!pat.contains(['*', '?']) && format!("{pat}.conf") == name)
 }
 
 /// A copy of a BLS entry with its title marked and its options extended.

@@ -1,7 +1,221 @@
-//! Unified kernel images: today exact manual steps, with what each UKI on
-//! the host boots with now (read from its `.cmdline` section, host/uki.rs).
+//! Unified kernel images. Where kernel-install builds them with ukify
+//! (`layout=uki` in /etc/kernel/install.conf, its 60-ukify plugin), the
+//! click does what a kernel update does: the parameters go into
+//! `/etc/kernel/cmdline`, and `kernel-install add` builds the image of the
+//! kernel the next boot starts again from it (and from that kernel's
+//! initramfs; ukify signs it when uki.conf names the key). The old image
+//! is kept by the journal and comes back with undo; the new one is checked
+//! by reading the command line out of its `.cmdline` section
+//! (host/uki.rs), as the firmware will. Elsewhere (mkinitcpio presets,
+//! dracut --uefi, a signed image whose key this host does not hold):
+//! exact manual steps, with what each UKI boots with now.
 
+use super::super::command::{KernelAt, Release};
+use super::next_boot::NextBoot;
 use super::*;
+use crate::host::uki::Uki;
+
+/// Where kernel-install's plugins are (a file in /etc replaces its
+/// namesake in /usr/lib).
+const PLUGIN_DIRS: [&str; 2] = ["/etc/kernel/install.d", "/usr/lib/kernel/install.d"];
+
+fn plugin(f: &TuneFacts, suffix: &str) -> bool {
+    PLUGIN_DIRS.iter().any(|d| {
+        f.dir(d)
+            .is_some_and(|n| n.iter().any(|x| x.ends_with(suffix)))
+    })
+}
+
+/// A key ukify signs with (`SecureBootPrivateKey=` in uki.conf), or sbctl's
+/// kernel-install plugin, which signs every image it installs.
+fn signs_itself(f: &TuneFacts) -> bool {
+    let conf = ["/etc/kernel/uki.conf", "/usr/lib/kernel/uki.conf"]
+        .iter()
+        .find_map(|p| f.file(p))
+        .unwrap_or("");
+    conf.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix("SecureBootPrivateKey")
+            .is_some_and(|r| {
+                r.trim_start().starts_with('=') && !r.trim_start()[1..].trim().is_empty()
+            })
+    }) || plugin(f, "-sbctl.install")
+}
+
+/// The readable UKIs that name their kernel, by path.
+fn readable(f: &TuneFacts) -> Vec<(&String, &Uki, &str)> {
+    f.ukis
+        .iter()
+        .filter_map(|(p, r)| {
+            let u = r.as_ref().ok()?;
+            let release = u.uname.as_deref()?.trim();
+            (!release.is_empty()).then_some((p, u, release))
+        })
+        .collect()
+}
+
+/// The image systemd-boot starts next: the one loader.conf's `default`
+/// names, else the newest kernel's (systemd-boot sorts these images newest
+/// version first). `None` when no UKI names its kernel.
+pub(super) fn next_uki(f: &TuneFacts) -> Option<NextBoot> {
+    let ukis = readable(f);
+    let default = systemd_boot::loader_default(f);
+    let named = ukis.iter().find(|(p, ..)| {
+        !default.is_empty()
+            && p.rsplit('/')
+                .next()
+                .is_some_and(|n| systemd_boot::glob_match(&default, n))
+    });
+    let (path, _, release, why) = match named {
+        Some((p, u, r)) => (p, u, r, "loader.conf's default"),
+        None => {
+            let (p, u, r) = ukis
+                .iter()
+                .max_by(|a, b| version_cmp(a.2, b.2).then_with(|| a.0.cmp(b.0)))?;
+            (p, u, r, "the newest kernel's image, systemd-boot's default")
+        }
+    };
+    Some(NextBoot {
+        release: release.to_string(),
+        source: format!("{path}: {why}"),
+        entry: Some(path.to_string()),
+        entry_initrds: Vec::new(),
+    })
+}
+
+/// Kernel releases compared as systemd-boot does, number runs by value.
+fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parts(s: &str) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let other: String = rest[digits.len()..]
+                .chars()
+                .take_while(|c| !c.is_ascii_digit())
+                .collect();
+            out.push((digits.parse().unwrap_or(0), other.clone()));
+            rest = &rest[digits.len() + other.len()..];
+        }
+        out
+    }
+    parts(a).cmp(&parts(b))
+}
+
+/// The click where kernel-install builds the UKIs with ukify; `Err` with
+/// the manual steps where it cannot be done safely here.
+pub(super) fn uki_change(
+    f: &TuneFacts,
+    tokens: &[String],
+    base: Change,
+) -> Result<Option<Change>, Manual> {
+    let layout_uki = f
+        .file("/etc/kernel/install.conf")
+        .is_some_and(|t| t.lines().any(|l| l.trim().replace(' ', "") == "layout=uki"));
+    if !(layout_uki && f.has_tool("kernel-install") && plugin(f, "-ukify.install")) {
+        return Err(uki_manual(f, tokens));
+    }
+    let Some(next) = next_uki(f) else {
+        return Err(uki_manual(f, tokens));
+    };
+    let Some(path) = next.entry.clone() else {
+        return Err(uki_manual(f, tokens));
+    };
+    let Some(Ok(now)) = f.ukis.get(&path) else {
+        return Err(uki_manual(f, tokens));
+    };
+    if now.signed && !signs_itself(f) {
+        return Err(uki_manual(f, tokens));
+    }
+    let Ok(release) = Release::try_from(next.release.clone()) else {
+        return Err(uki_manual(f, tokens));
+    };
+    let in_boot = f.dir("/boot").is_some_and(|d| {
+        d.iter()
+            .any(|n| *n == format!("vmlinuz-{}", release.as_str()))
+    });
+    let kernel = if in_boot {
+        KernelAt::Boot
+    } else {
+        KernelAt::UsrLib
+    };
+    let boots_with = now.cmdline.clone().unwrap_or_default();
+    let add = missing(&boots_with, tokens);
+    let kc = f.file("/etc/kernel/cmdline");
+    // Without the file, kernel-install takes /proc/cmdline; the image's own
+    // line is what this kernel boots with now, the better base (less the
+    // systemd.machine_id= ukify adds by itself).
+    let base_line = kc.map(str::to_string).unwrap_or_else(|| {
+        if now.cmdline.is_some() {
+            strip_boot_words(&boots_with)
+        } else {
+            strip_boot_words(f.proc_cmdline.as_deref().unwrap_or(""))
+        }
+    });
+    let add_kc = missing(&base_line, tokens);
+    if add.is_empty() && add_kc.is_empty() {
+        return Ok(None);
+    }
+    let files = if add_kc.is_empty() {
+        Vec::new()
+    } else {
+        vec![FileChange {
+            path: "/etc/kernel/cmdline".into(),
+            before: kc.map(str::to_string),
+            after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))),
+        }]
+    };
+    let step = CommandStep::new(
+        Cmd::KernelInstallAdd {
+            release: release.clone(),
+            kernel,
+        },
+        format!(
+            "builds the image of {} again from its kernel, its initramfs and /etc/kernel/cmdline{}, where systemd-boot finds it",
+            release.as_str(),
+            if now.signed {
+                ", signed with uki.conf's key"
+            } else {
+                ""
+            }
+        ),
+    );
+    let mut shown = add.clone();
+    shown.extend(add_kc.iter().filter(|t| !add.contains(t)).cloned());
+    let others = readable(f).len().saturating_sub(1);
+    let mut notes = vec![format!(
+        "The image {path} is built again in place (kernel-install names it by its kernel); the journal keeps the old one, and undo puts it back. Every later kernel update builds its image with these parameters from /etc/kernel/cmdline."
+    )];
+    notes.push(if others == 0 {
+        "It is the only kernel image here: there is no older entry in systemd-boot's menu to fall back to if the first boot fails — keep a live USB stick at hand, or install a second kernel first.".into()
+    } else {
+        format!("The other {others} kernel image(s) keep their command line: a way back in systemd-boot's menu (hold Space while the machine starts).")
+    });
+    Ok(Some(Change {
+        title: format!(
+            "Kernel parameters: {} (the unified kernel image of {} built again)",
+            shown.join(" "),
+            release.as_str()
+        ),
+        evidence: vec![
+            ev(&path, format!(".cmdline {}", boots_with.trim())),
+            ev("/etc/kernel/cmdline", base_line.trim()),
+        ],
+        files,
+        commands: vec![step.clone()],
+        undo_commands: vec![step],
+        artifacts: vec![super::super::model::Artifact {
+            path: path.clone(),
+            staging: None,
+        }],
+        verify: vec![Verify::BootEntriesHave {
+            files: vec![path],
+            tokens: shown,
+        }],
+        notes,
+        ..base
+    }))
+}
 
 /// The steps for a unified kernel image, with what each UKI on the host
 /// boots with now (its `.cmdline` section) and whether it is signed: a

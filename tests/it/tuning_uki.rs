@@ -1,0 +1,253 @@
+//! The click on a host whose kernel-install builds unified kernel images
+//! with ukify (Debian 13's `layout=uki`, issue 33): the parameters go into
+//! /etc/kernel/cmdline, kernel-install builds the next boot's image again,
+//! the old image is kept for undo, and the check reads the new image's
+//! `.cmdline` section. A signed image is rebuilt only where ukify holds the
+//! key; everywhere else the manual steps stay.
+
+use std::path::Path;
+use vfio_assistant::sysroot::HostRoot;
+use vfio_assistant::tuning::boot::{Loader, cmdline_change, detect_loader, next_boot};
+use vfio_assistant::tuning::facts::gather;
+use vfio_assistant::tuning::model::Verify;
+use vfio_assistant::tuning::verify::entries_check;
+
+const REL: &str = "6.12.57+deb13-amd64";
+const OLDER: &str = "6.10.11+deb13-amd64";
+const ESP: &str = "boot/efi/EFI/Linux";
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/uki")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// The fixture with its `.uname` (same length) saying `release`.
+fn with_uname(bytes: &[u8], release: &str) -> Vec<u8> {
+    let at = bytes
+        .windows(REL.len())
+        .position(|w| w == REL.as_bytes())
+        .expect("the fixture's .uname");
+    assert_eq!(release.len(), REL.len());
+    let mut out = bytes.to_vec();
+    out[at..at + REL.len()].copy_from_slice(release.as_bytes());
+    out
+}
+
+fn put(r: &Path, p: &str, bytes: &[u8]) {
+    let p = r.join(p);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+}
+
+/// Debian 13 booted by systemd-boot, kernel-install with `layout=uki` and
+/// its 60-ukify plugin, the kernel in /boot, one UKI on the ESP.
+fn debian13_uki(image: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    put(r, &format!("{ESP}/0123abcd-{REL}.efi"), &fixture(image));
+    put(r, "etc/kernel/install.conf", b"layout=uki\n");
+    put(
+        r,
+        "usr/lib/kernel/install.d/60-ukify.install",
+        b"#!/usr/bin/python3\n",
+    );
+    put(
+        r,
+        "usr/lib/kernel/install.d/90-uki-copy.install",
+        b"#!/bin/sh\n",
+    );
+    put(r, &format!("boot/vmlinuz-{REL}"), b"");
+    put(r, "usr/bin/kernel-install", b"#!/bin/sh\n");
+    std::fs::set_permissions(
+        r.join("usr/bin/kernel-install"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    put(
+        r,
+        "proc/cmdline",
+        b"root=UUID=6d1f2c52-8a4e-4c55-9b0e-e2e0f5a0b001 ro quiet\n",
+    );
+    let mut li = vec![6u8, 0, 0, 0];
+    for u in "systemd-boot 257.13-1~deb13u1\0".encode_utf16() {
+        li.extend_from_slice(&u.to_le_bytes());
+    }
+    put(
+        r,
+        "sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+        &li,
+    );
+    dir
+}
+
+fn want() -> Vec<String> {
+    vec!["iommu=pt".into(), "isolcpus=2-5".into()]
+}
+
+#[test]
+fn the_click_writes_kernel_cmdline_and_builds_the_next_boots_image_again() {
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    let f = gather(&HostRoot::at(r));
+    assert_eq!(detect_loader(&f).0, Loader::Uki);
+    let uki = format!("/{ESP}/0123abcd-{REL}.efi");
+    let c = cmdline_change(&f, Loader::Uki, &want())
+        .expect("the click, not manual steps")
+        .expect("a change");
+    // /etc/kernel/cmdline did not exist: it starts from what the image
+    // boots with now (not /proc/cmdline), with what it lacks added.
+    assert_eq!(c.files.len(), 1);
+    assert_eq!(c.files[0].path, "/etc/kernel/cmdline");
+    assert_eq!(c.files[0].before, None);
+    assert_eq!(
+        c.files[0].after.as_deref(),
+        Some(
+            "root=UUID=6d1f2c52-8a4e-4c55-9b0e-e2e0f5a0b001 ro quiet intel_iommu=on iommu=pt vfio_pci.ids=10de:2684,10de:22ba isolcpus=2-5\n"
+        )
+    );
+    assert_eq!(
+        c.commands.iter().map(|s| s.argv()).collect::<Vec<_>>(),
+        [vec![
+            "kernel-install".to_string(),
+            "add".into(),
+            REL.into(),
+            format!("/boot/vmlinuz-{REL}")
+        ]]
+    );
+    assert_eq!(
+        c.undo_commands.len(),
+        1,
+        "undo builds it from the restored file"
+    );
+    assert_eq!(
+        c.artifacts
+            .iter()
+            .map(|a| a.path.as_str())
+            .collect::<Vec<_>>(),
+        [uki.as_str()],
+        "the old image is kept for undo"
+    );
+    assert_eq!(
+        c.verify,
+        [Verify::BootEntriesHave {
+            files: vec![uki.clone()],
+            tokens: vec!["isolcpus=2-5".into()],
+        }]
+    );
+    vfio_assistant::tuning::targets::check_change(&c).expect("within the cmdline kind's allowlist");
+    assert!(
+        c.notes.iter().any(|n| n.contains("only kernel image")),
+        "{:?}",
+        c.notes
+    );
+    // The check reads the image's .cmdline: this one lacks isolcpus, holds
+    // iommu=pt.
+    let root = HostRoot::at(r);
+    let lacking = entries_check(&root, std::slice::from_ref(&uki), &want(), true);
+    assert_eq!(lacking.len(), 1, "{lacking:?}");
+    assert!(lacking[0].contains("lacks isolcpus=2-5"), "{lacking:?}");
+    let holding = entries_check(&root, std::slice::from_ref(&uki), &want(), false);
+    assert!(holding[0].contains("still holds iommu=pt"), "{holding:?}");
+    // An image that cannot be read never passes the check.
+    put(r, &format!("{ESP}/0123abcd-{REL}.efi"), b"MZ cut short");
+    let bad = entries_check(&root, std::slice::from_ref(&uki), &want(), true);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+}
+
+#[test]
+fn an_existing_kernel_cmdline_is_extended_and_nothing_is_done_twice() {
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    put(r, "etc/kernel/cmdline", b"root=UUID=x ro quiet iommu=pt\n");
+    let f = gather(&HostRoot::at(r));
+    let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
+    assert_eq!(
+        c.files[0].after.as_deref(),
+        Some("root=UUID=x ro quiet iommu=pt isolcpus=2-5\n")
+    );
+    // Everything there already, in the file and in the image: no change.
+    put(
+        r,
+        "etc/kernel/cmdline",
+        b"root=UUID=x ro quiet iommu=pt intel_iommu=on\n",
+    );
+    let f = gather(&HostRoot::at(r));
+    let only_there = vec!["iommu=pt".to_string(), "intel_iommu=on".to_string()];
+    assert_eq!(cmdline_change(&f, Loader::Uki, &only_there), Ok(None));
+}
+
+#[test]
+fn the_next_boots_image_is_the_newest_kernels_or_the_one_loader_conf_names() {
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    put(
+        r,
+        &format!("{ESP}/0123abcd-{OLDER}.efi"),
+        &with_uname(&fixture("uki.efi"), OLDER),
+    );
+    put(r, &format!("boot/vmlinuz-{OLDER}"), b"");
+    let f = gather(&HostRoot::at(r));
+    let n = next_boot(&f, Loader::Uki).unwrap();
+    assert_eq!(n.release, REL, "{n:?}");
+    assert!(n.source.contains("newest"), "{n:?}");
+    let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
+    assert!(
+        c.notes.iter().any(|n| n.contains("other 1 kernel image")),
+        "the older image is the way back: {:?}",
+        c.notes
+    );
+    // loader.conf's default (a glob) wins over the newest.
+    put(
+        r,
+        "boot/efi/loader/loader.conf",
+        b"timeout 3\ndefault *6.10.11*\n",
+    );
+    let f = gather(&HostRoot::at(r));
+    let n = next_boot(&f, Loader::Uki).unwrap();
+    assert_eq!(n.release, OLDER, "{n:?}");
+    let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
+    assert_eq!(c.commands[0].argv()[2], OLDER);
+}
+
+#[test]
+fn a_signed_image_is_rebuilt_only_where_ukify_holds_the_key() {
+    let dir = debian13_uki("uki-signed.efi");
+    let r = dir.path();
+    let f = gather(&HostRoot::at(r));
+    let m = cmdline_change(&f, Loader::Uki, &want()).unwrap_err();
+    assert!(
+        m.steps.iter().any(|s| s.contains("must be signed again")),
+        "{:?}",
+        m.steps
+    );
+    // An empty key setting is no key.
+    put(r, "etc/kernel/uki.conf", b"[UKI]\nSecureBootPrivateKey=\n");
+    let f = gather(&HostRoot::at(r));
+    assert!(cmdline_change(&f, Loader::Uki, &want()).is_err());
+    put(
+        r,
+        "etc/kernel/uki.conf",
+        b"[UKI]\nSecureBootPrivateKey=/etc/kernel/secure-boot-private-key.pem\nSecureBootCertificate=/etc/kernel/secure-boot-certificate.pem\n",
+    );
+    let f = gather(&HostRoot::at(r));
+    let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
+    assert!(
+        c.commands[0].why.contains("signed with uki.conf's key"),
+        "{:?}",
+        c.commands
+    );
+}
+
+#[test]
+fn without_kernel_install_and_ukify_the_steps_stay_manual() {
+    // mkinitcpio's UKI presets, dracut --uefi: no 60-ukify plugin.
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    std::fs::remove_file(r.join("usr/lib/kernel/install.d/60-ukify.install")).unwrap();
+    let f = gather(&HostRoot::at(r));
+    assert!(cmdline_change(&f, Loader::Uki, &want()).is_err());
+}

@@ -107,7 +107,7 @@ class Host:
     # UEFI with Secure Boot on: OVMF built for it (SMM) with Microsoft's
     # keys enrolled, as a shop-bought PC comes (qemu.py, image.py).
     secure_boot: bool = False
-    # The cases `run.py --all` runs here (empty: every case).
+    # The cases `run.py --all` runs here (empty: every case run.py has).
     cases: tuple = ()
     # Debian's release the host is built from.
     suite: str = SUITE
@@ -120,6 +120,10 @@ class Host:
             self.provision, self.cmdline,
         ] + (["secure boot"] if self.secure_boot else []))
 
+
+# The cases of a host without a kernel update in its image (the
+# kernel-update and two-kernels cases need KERNEL_UPDATE's packages).
+BASE_CASES = ("journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu")
 
 # GRUB's Debian configuration, shared by the three GRUB hosts: Debian's
 # installer picks MODULES=dep ("targeted") for an installed system; a serial
@@ -155,6 +159,7 @@ grub-install --target=i386-pc /dev/vda
 update-grub
 """,
     apply_with="pkexec",
+    cases=BASE_CASES,
 )
 
 SDBOOT = Host(
@@ -179,6 +184,7 @@ done
 bootctl list --no-pager || true
 """,
     apply_with="cli",
+    cases=BASE_CASES,
 )
 
 # A kernel update for the host to meet after the apply: Debian's newer
@@ -283,7 +289,7 @@ ls -l /boot/efi/EFI/Linux
 bootctl list --no-pager || true
 """,
     apply_with="cli",
-    cases=("journey",),
+    cases=("journey", "cut-bootcfg"),
 )
 
 HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}

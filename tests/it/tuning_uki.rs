@@ -61,12 +61,14 @@ fn debian13_uki(image: &str) -> tempfile::TempDir {
         b"#!/bin/sh\n",
     );
     put(r, &format!("boot/vmlinuz-{REL}"), b"");
-    put(r, "usr/bin/kernel-install", b"#!/bin/sh\n");
-    std::fs::set_permissions(
-        r.join("usr/bin/kernel-install"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    for t in ["kernel-install", "bootctl"] {
+        put(r, &format!("usr/bin/{t}"), b"#!/bin/sh\n");
+        std::fs::set_permissions(
+            r.join("usr/bin").join(t),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
     put(
         r,
         "proc/cmdline",
@@ -88,10 +90,81 @@ fn want() -> Vec<String> {
     vec!["iommu=pt".into(), "isolcpus=2-5".into()]
 }
 
+/// The default: the tuned image built as an entry of our own beside the
+/// default one, booted once (`bootctl set-oneshot`); undo removes it.
+#[test]
+fn the_click_builds_an_image_of_our_own_and_boots_it_once() {
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    let f = gather(&HostRoot::at(r));
+    let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
+    let ours = format!("/{ESP}/vfio-assistant-{REL}.efi");
+    assert_eq!(c.files[0].path, "/etc/kernel/cmdline");
+    assert_eq!(
+        c.commands.iter().map(|s| s.argv()).collect::<Vec<_>>(),
+        [
+            vec![
+                "kernel-install".to_string(),
+                "--entry-token=literal:vfio-assistant".into(),
+                "add".into(),
+                REL.into(),
+                format!("/boot/vmlinuz-{REL}")
+            ],
+            vec![
+                "bootctl".to_string(),
+                "set-oneshot".into(),
+                format!("vfio-assistant-{REL}.efi")
+            ]
+        ]
+    );
+    assert!(
+        c.undo_commands.is_empty(),
+        "undo removes the image: {:?}",
+        c.undo_commands
+    );
+    assert_eq!(
+        c.artifacts
+            .iter()
+            .map(|a| a.path.as_str())
+            .collect::<Vec<_>>(),
+        [ours.as_str()]
+    );
+    assert_eq!(
+        c.verify,
+        [Verify::BootEntriesHave {
+            files: vec![ours.clone()],
+            tokens: vec!["isolcpus=2-5".into()],
+        }]
+    );
+    vfio_assistant::tuning::targets::check_change(&c).expect("within the cmdline kind's allowlist");
+    assert!(
+        c.notes.iter().any(|n| n.contains("stays the default")),
+        "{:?}",
+        c.notes
+    );
+    // Once our image is there (after the apply), it is never taken for the
+    // default one.
+    put(
+        r,
+        &format!("{ESP}/vfio-assistant-{REL}.efi"),
+        &with_uname(&fixture("uki.efi"), "6.99.99+deb13-amd64"),
+    );
+    let f = gather(&HostRoot::at(r));
+    let n = next_boot(&f, Loader::Uki).unwrap();
+    assert_eq!(
+        n.entry.as_deref(),
+        Some(format!("/{ESP}/0123abcd-{REL}.efi").as_str())
+    );
+}
+
+/// Where kernel-install counts boots (/etc/kernel/tries) the image's name
+/// changes as it is tried: the default image is built again in place, the
+/// old one kept for undo.
 #[test]
 fn the_click_writes_kernel_cmdline_and_builds_the_next_boots_image_again() {
     let dir = debian13_uki("uki.efi");
     let r = dir.path();
+    put(r, "etc/kernel/tries", b"3\n");
     let f = gather(&HostRoot::at(r));
     assert_eq!(detect_loader(&f).0, Loader::Uki);
     let uki = format!("/{ESP}/0123abcd-{REL}.efi");
@@ -195,11 +268,7 @@ fn the_next_boots_image_is_the_newest_kernels_or_the_one_loader_conf_names() {
     assert_eq!(n.release, REL, "{n:?}");
     assert!(n.source.contains("newest"), "{n:?}");
     let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
-    assert!(
-        c.notes.iter().any(|n| n.contains("other 1 kernel image")),
-        "the older image is the way back: {:?}",
-        c.notes
-    );
+    assert_eq!(c.commands[0].argv()[3], REL, "the newest kernel's image");
     // loader.conf's default (a glob) wins over the newest.
     put(
         r,
@@ -210,7 +279,7 @@ fn the_next_boots_image_is_the_newest_kernels_or_the_one_loader_conf_names() {
     let n = next_boot(&f, Loader::Uki).unwrap();
     assert_eq!(n.release, OLDER, "{n:?}");
     let c = cmdline_change(&f, Loader::Uki, &want()).unwrap().unwrap();
-    assert_eq!(c.commands[0].argv()[2], OLDER);
+    assert_eq!(c.commands[0].argv()[3], OLDER);
 }
 
 #[test]
@@ -250,4 +319,59 @@ fn without_kernel_install_and_ukify_the_steps_stay_manual() {
     std::fs::remove_file(r.join("usr/lib/kernel/install.d/60-ukify.install")).unwrap();
     let f = gather(&HostRoot::at(r));
     assert!(cmdline_change(&f, Loader::Uki, &want()).is_err());
+}
+
+/// The whole plan on a Debian 13 UKI desktop: the initramfs is rebuilt in
+/// /boot only (Debian's hook kept from the default image by
+/// KERNEL_INSTALL_BYPASS=1), and the only image built is ours, after it —
+/// so the default image stays the old setup, whole, and a power cut at any
+/// moment of the apply leaves it as it was.
+#[test]
+fn the_plan_leaves_the_default_image_alone_and_builds_ours_last() {
+    let dir = crate::support::tuning::runtime_host();
+    let r = dir.path();
+    crate::support::tuning::distro(r, "debian12");
+    let uki = debian13_uki("uki.efi");
+    crate::support::hosts::copy_tree(uki.path(), r);
+    put(
+        r,
+        "proc/sys/kernel/osrelease",
+        format!("{REL}\n").as_bytes(),
+    );
+    put(r, "var/lib/dpkg/info/initramfs-tools.list", b"");
+    put(r, &format!("lib/modules/{REL}/modules.dep"), b"");
+    let root = HostRoot::at(r);
+    let req = crate::support::boot_hosts::request();
+    let p = vfio_assistant::tuning::plan::plan(
+        &vfio_assistant::host::scan(&root).unwrap(),
+        &gather(&root),
+        &req,
+    )
+    .unwrap();
+    vfio_assistant::tuning::targets::check_plan(&p).unwrap();
+    let boot: Vec<(String, Vec<Vec<String>>, Vec<String>)> = p
+        .changes
+        .iter()
+        .filter(|c| c.id == "vfio-boot" || c.id == "cmdline")
+        .map(|c| {
+            (
+                c.id.to_string(),
+                c.commands.iter().map(|s| s.argv()).collect(),
+                c.artifacts.iter().map(|a| a.path.clone()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(boot.len(), 2, "{boot:#?}");
+    assert_eq!(boot[0].0, "vfio-boot");
+    assert_eq!(boot[0].1, [vec!["update-initramfs", "-u", "-k", REL]]);
+    assert_eq!(
+        boot[0].2,
+        [format!("/boot/initrd.img-{REL}")],
+        "the default image is no artifact: untouched"
+    );
+    let vb = p.changes.iter().find(|c| c.id == "vfio-boot").unwrap();
+    assert_eq!(vb.commands[0].cmd.envs(), [("KERNEL_INSTALL_BYPASS", "1")]);
+    assert_eq!(boot[1].0, "cmdline");
+    assert_eq!(boot[1].1[0][1], "--entry-token=literal:vfio-assistant");
+    assert_eq!(boot[1].2, [format!("/{ESP}/vfio-assistant-{REL}.efi")]);
 }

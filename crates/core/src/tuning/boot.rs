@@ -292,7 +292,7 @@ fn recovery(l: Loader) -> String {
         Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. Keep it as the default after a good boot: `sudo bootctl set-default vfio-assistant.conf` (or `vfio-assistant tune status` says so). {undo}"),
         Loader::Kernelstub => format!("If it does not boot: in the systemd-boot menu (hold Space while the machine starts) press e on 'Pop!_OS' and delete the added words, then Enter. {undo}"),
         Loader::RpmOstree => "If it does not boot: choose the previous deployment in the boot menu (the second entry), then `rpm-ostree rollback`.".into(),
-        Loader::Uki => format!("The image systemd-boot starts is built again in place; other kernels' images keep their command line. If it does not boot: in systemd-boot's menu (hold Space while the machine starts) choose another kernel, or — without Secure Boot — press e on the entry and delete the added words, then Enter. {undo} (It puts the old image back.)"),
+        Loader::Uki => format!("The new unified kernel image (vfio-assistant-RELEASE.efi) is booted once only: if it does not come up, just power-cycle and the old default image starts as before. Keep it after a good boot: `sudo kernel-install add $(uname -r) /boot/vmlinuz-$(uname -r)` builds the default image with the new parameters. (Where kernel-install counts boots, /etc/kernel/tries, the default image is built again in place: choose another kernel in systemd-boot's menu, hold Space, if it does not boot.) {undo}"),
         Loader::Bootc | Loader::Unknown => "Nothing is changed automatically on this boot path.".into(),
     }
 }
@@ -564,6 +564,7 @@ mod uki;
 
 pub use next_boot::{NextBoot, next_boot};
 use systemd_boot::systemd_boot;
+pub use uki::boot_once_here as uki_boot_once;
 
 #[cfg(test)]
 mod tests;

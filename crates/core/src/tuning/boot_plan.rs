@@ -30,9 +30,20 @@ fn boot_image(cmd: &Cmd) -> bool {
     matches!(
         cmd,
         Cmd::UpdateInitramfs { .. }
+            | Cmd::UpdateInitramfsOnly { .. }
             | Cmd::Dracut { .. }
             | Cmd::Mkinitcpio
             | Cmd::KernelInstallAdd { .. }
+    )
+}
+
+/// Commands only the kernel command line change runs: its own boot entry.
+fn own_entry(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::BootctlSetOneshot
+            | Cmd::KernelInstallAddOurs { .. }
+            | Cmd::BootctlSetOneshotUki { .. }
     )
 }
 
@@ -78,13 +89,13 @@ pub const CMDLINE: Spec = Spec {
     values: &[],
     runs: |cmd| {
         boot_image(cmd)
+            || own_entry(cmd)
             || matches!(
                 cmd,
                 Cmd::GrubMkconfig { .. }
                     | Cmd::Grubby { .. }
                     | Cmd::Kernelstub { .. }
                     | Cmd::RpmOstreeKargs { .. }
-                    | Cmd::BootctlSetOneshot
             )
     },
     fixes: &["cpu.isolation", "iommu.passthrough_mode", "iommu.enabled"],

@@ -149,6 +149,16 @@ pub enum KernelAt {
     UsrLib,
 }
 
+impl KernelAt {
+    /// The kernel image of `release` here.
+    pub fn path(self, release: &Release) -> String {
+        match self {
+            KernelAt::Boot => format!("/boot/vmlinuz-{}", release.as_str()),
+            KernelAt::UsrLib => format!("/usr/lib/modules/{}/vmlinuz", release.as_str()),
+        }
+    }
+}
+
 /// GRUB's folder and the name its generator has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -198,6 +208,14 @@ impl Grub {
 pub const STAGED_GRUB: &str = ".vfio-assistant-grub.cfg";
 /// Our boot entry's name for `bootctl set-oneshot`.
 pub const OUR_ENTRY: &str = "vfio-assistant.conf";
+/// The entry token our unified kernel images are named by.
+pub const UKI_TOKEN: &str = "vfio-assistant";
+
+/// The file name of our unified kernel image of `release`, as
+/// kernel-install's 90-uki-copy names it.
+pub fn our_uki(release: &Release) -> String {
+    format!("{UKI_TOKEN}-{}.efi", release.as_str())
+}
 
 /// One program run as root by a tuning, with its checked parameters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,6 +236,12 @@ pub enum Cmd {
     /// `systemd-tmpfiles --create` of Looking Glass's tmpfiles.d file.
     TmpfilesLookingGlass,
     UpdateInitramfs {
+        release: Release,
+    },
+    /// `update-initramfs -u -k R` with `KERNEL_INSTALL_BYPASS=1`: the image
+    /// in /boot only, Debian's post-update hook not building the default
+    /// unified kernel image again (it goes into an image of our own).
+    UpdateInitramfsOnly {
         release: Release,
     },
     Dracut {
@@ -252,6 +276,19 @@ pub enum Cmd {
     },
     /// `bootctl set-oneshot` of our entry.
     BootctlSetOneshot,
+    /// `kernel-install --entry-token=literal:vfio-assistant add`: the
+    /// unified kernel image of `release` built as a boot entry of our own
+    /// (`EFI/Linux/vfio-assistant-RELEASE.efi`), the default image left as
+    /// it is.
+    KernelInstallAddOurs {
+        release: Release,
+        kernel: KernelAt,
+    },
+    /// `bootctl set-oneshot vfio-assistant-RELEASE.efi`: that image booted
+    /// once.
+    BootctlSetOneshotUki {
+        release: Release,
+    },
     /// `udevadm trigger` of the DRM devices (a rule of ours for them
     /// changed), waiting until udev has handled them.
     UdevadmTriggerDrm,
@@ -264,16 +301,24 @@ impl Cmd {
             Cmd::Systemctl { .. } => "systemctl",
             Cmd::Modprobe { .. } | Cmd::ModprobeRemove { .. } => "modprobe",
             Cmd::TmpfilesLookingGlass => "systemd-tmpfiles",
-            Cmd::UpdateInitramfs { .. } => "update-initramfs",
+            Cmd::UpdateInitramfs { .. } | Cmd::UpdateInitramfsOnly { .. } => "update-initramfs",
             Cmd::Dracut { .. } => "dracut",
             Cmd::Mkinitcpio => "mkinitcpio",
-            Cmd::KernelInstallAdd { .. } => "kernel-install",
+            Cmd::KernelInstallAdd { .. } | Cmd::KernelInstallAddOurs { .. } => "kernel-install",
             Cmd::GrubMkconfig { grub } => grub.tool(),
             Cmd::Grubby { .. } => "grubby",
             Cmd::Kernelstub { .. } => "kernelstub",
             Cmd::RpmOstreeKargs { .. } | Cmd::RpmOstreeInitramfsEtc { .. } => "rpm-ostree",
-            Cmd::BootctlSetOneshot => "bootctl",
+            Cmd::BootctlSetOneshot | Cmd::BootctlSetOneshotUki { .. } => "bootctl",
             Cmd::UdevadmTriggerDrm => "udevadm",
+        }
+    }
+
+    /// What is set in the command's environment besides what it inherits.
+    pub fn envs(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Cmd::UpdateInitramfsOnly { .. } => &[("KERNEL_INSTALL_BYPASS", "1")],
+            _ => &[],
         }
     }
 
@@ -299,7 +344,7 @@ impl Cmd {
                 push("--create");
                 push(super::play::LG_TMPFILES);
             }
-            Cmd::UpdateInitramfs { release } => {
+            Cmd::UpdateInitramfs { release } | Cmd::UpdateInitramfsOnly { release } => {
                 for a in ["-u", "-k", release.as_str()] {
                     push(a);
                 }
@@ -313,10 +358,13 @@ impl Cmd {
             Cmd::KernelInstallAdd { release, kernel } => {
                 push("add");
                 push(release.as_str());
-                push(&match kernel {
-                    KernelAt::Boot => format!("/boot/vmlinuz-{}", release.as_str()),
-                    KernelAt::UsrLib => format!("/usr/lib/modules/{}/vmlinuz", release.as_str()),
-                });
+                push(&kernel.path(release));
+            }
+            Cmd::KernelInstallAddOurs { release, kernel } => {
+                push(&format!("--entry-token=literal:{UKI_TOKEN}"));
+                push("add");
+                push(release.as_str());
+                push(&kernel.path(release));
             }
             Cmd::GrubMkconfig { grub } => {
                 push("-o");
@@ -357,6 +405,10 @@ impl Cmd {
             Cmd::BootctlSetOneshot => {
                 push("set-oneshot");
                 push(OUR_ENTRY);
+            }
+            Cmd::BootctlSetOneshotUki { release } => {
+                push("set-oneshot");
+                push(&our_uki(release));
             }
             Cmd::UdevadmTriggerDrm => {
                 for a in [

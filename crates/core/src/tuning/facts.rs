@@ -15,6 +15,8 @@ const LOADER_GUID: &str = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f";
 pub const CONFIG_FILES: &[&str] = &[
     "/etc/default/grub",
     "/etc/kernel/cmdline",
+    // kernel-install's boot counting (the image's name changes as it is tried).
+    "/etc/kernel/tries",
     "/etc/kernel/install.conf",
     // ukify's configuration: whether it signs the images it builds.
     "/etc/kernel/uki.conf",

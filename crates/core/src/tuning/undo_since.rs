@@ -42,7 +42,9 @@ fn generators_for(own: &[&Cmd], release: &Release) -> Vec<(Cmd, Option<String>)>
     let mut out: Vec<(Cmd, Option<String>)> = Vec::new();
     for cmd in own {
         let mapped = match cmd {
-            Cmd::UpdateInitramfs { .. } => (
+            // A kernel installed since has its default image built by
+            // Debian's hook: the plain command, hook and all.
+            Cmd::UpdateInitramfs { .. } | Cmd::UpdateInitramfsOnly { .. } => (
                 Cmd::UpdateInitramfs {
                     release: release.clone(),
                 },
@@ -55,7 +57,9 @@ fn generators_for(own: &[&Cmd], release: &Release) -> Vec<(Cmd, Option<String>)>
                 },
                 Some(image_path(*image, release)),
             ),
-            Cmd::KernelInstallAdd { kernel, .. } => (
+            // Our own UKI's command stands for kernel-install's default
+            // build of a kernel installed since.
+            Cmd::KernelInstallAdd { kernel, .. } | Cmd::KernelInstallAddOurs { kernel, .. } => (
                 Cmd::KernelInstallAdd {
                     release: release.clone(),
                     kernel: *kernel,
@@ -99,6 +103,7 @@ pub fn rebuilt_since(
     let known = |r: &Release| {
         own.iter().any(|cmd| match cmd {
             Cmd::UpdateInitramfs { release }
+            | Cmd::UpdateInitramfsOnly { release }
             | Cmd::Dracut { release, .. }
             | Cmd::KernelInstallAdd { release, .. } => release == r,
             _ => false,

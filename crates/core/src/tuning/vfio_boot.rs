@@ -185,12 +185,22 @@ pub fn vfio_boot_change(
     let release = Release::try_from(release_text.clone()).ok();
     let in_boot = |name: &str| f.dir("/boot").is_some_and(|d| d.iter().any(|n| n == name));
     let gen_file = generator_file(f, generator, &modules);
+    // UKIs tried once: the rebuilt initramfs goes only into the image of
+    // our own that the command line change builds (booted once); the
+    // default image stays the old setup, whole (boot/uki.rs).
+    let uki_once = loader == Loader::Uki && super::boot::uki_boot_once(f);
     let mut rebuild: Vec<Cmd> = Vec::new();
     let mut images: Vec<String> = Vec::new();
     match (generator, &release) {
         (Generator::InitramfsTools, Some(release)) => {
-            rebuild.push(Cmd::UpdateInitramfs {
-                release: release.clone(),
+            rebuild.push(if uki_once {
+                Cmd::UpdateInitramfsOnly {
+                    release: release.clone(),
+                }
+            } else {
+                Cmd::UpdateInitramfs {
+                    release: release.clone(),
+                }
             });
             images.push(image_path(ImageName::InitrdImg, release));
         }
@@ -233,7 +243,8 @@ pub fn vfio_boot_change(
     // A unified kernel image carries its initramfs inside: kernel-install
     // builds it again from the rebuilt one (Debian's initramfs hook would
     // too; said here, not left to the hook).
-    let uki = loader == Loader::Uki && next.as_ref().is_some_and(|n| n.entry.is_some());
+    let uki =
+        loader == Loader::Uki && !uki_once && next.as_ref().is_some_and(|n| n.entry.is_some());
     if let Some((n, release)) = next.as_ref().zip(release.as_ref()).filter(|(n, _)| {
         (uki || loader == Loader::SystemdBoot
             && n.entry_initrds.iter().any(|i| !images.contains(i)))
@@ -291,6 +302,9 @@ pub fn vfio_boot_change(
             "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}).",
             n.release, n.source
         ));
+        if uki_once {
+            notes.push("The default unified kernel image is not built again (KERNEL_INSTALL_BYPASS=1 keeps Debian's hook from it): the new initramfs goes into the image of our own the kernel command line change builds and boots once.".into());
+        }
         let others = other_kernels(f, &n.release);
         if !others.is_empty() {
             notes.push(format!(
@@ -324,7 +338,9 @@ pub fn vfio_boot_change(
         let c: Vec<CommandStep> = rebuild
             .into_iter()
             .map(|cmd| {
-                let why = if matches!(cmd, Cmd::KernelInstallAdd { .. }) {
+                let why = if matches!(cmd, Cmd::UpdateInitramfsOnly { .. }) {
+                    "rebuilds the initramfs of the kernel the next boot starts, with vfio-pci and the modprobe.d file (in /boot only: the default unified kernel image stays as it was)"
+                } else if matches!(cmd, Cmd::KernelInstallAdd { .. }) {
                     if uki {
                         "builds the unified kernel image again with the rebuilt initramfs, where systemd-boot finds it"
                     } else {

@@ -10,7 +10,7 @@
 //! dracut --uefi, a signed image whose key this host does not hold):
 //! exact manual steps, with what each UKI boots with now.
 
-use super::super::command::{KernelAt, Release};
+use super::super::command::{KernelAt, Release, UKI_TOKEN, our_uki};
 use super::next_boot::NextBoot;
 use super::*;
 use crate::host::uki::Uki;
@@ -42,10 +42,13 @@ fn signs_itself(f: &TuneFacts) -> bool {
     }) || plugin(f, "-sbctl.install")
 }
 
-/// The readable UKIs that name their kernel, by path.
+/// The readable UKIs that name their kernel, by path (ours, built for a
+/// boot once, left out).
 fn readable(f: &TuneFacts) -> Vec<(&String, &Uki, &str)> {
+    let ours = format!("/{UKI_TOKEN}-");
     f.ukis
         .iter()
+        .filter(|(p, _)| !p.contains(&ours))
         .filter_map(|(p, r)| {
             let u = r.as_ref().ok()?;
             let release = u.uname.as_deref()?.trim();
@@ -102,34 +105,30 @@ fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     parts(a).cmp(&parts(b))
 }
 
-/// The click where kernel-install builds the UKIs with ukify; `Err` with
-/// the manual steps where it cannot be done safely here.
-pub(super) fn uki_change(
-    f: &TuneFacts,
-    tokens: &[String],
-    base: Change,
-) -> Result<Option<Change>, Manual> {
+/// The image the click builds again, where it can: kernel-install with
+/// `layout=uki` and its ukify plugin, the next boot's image readable, and
+/// a signed one only where ukify (or sbctl) signs.
+struct Target<'a> {
+    path: String,
+    now: &'a Uki,
+    release: Release,
+    kernel: KernelAt,
+}
+
+fn target(f: &TuneFacts) -> Option<Target<'_>> {
     let layout_uki = f
         .file("/etc/kernel/install.conf")
         .is_some_and(|t| t.lines().any(|l| l.trim().replace(' ', "") == "layout=uki"));
     if !(layout_uki && f.has_tool("kernel-install") && plugin(f, "-ukify.install")) {
-        return Err(uki_manual(f, tokens));
+        return None;
     }
-    let Some(next) = next_uki(f) else {
-        return Err(uki_manual(f, tokens));
-    };
-    let Some(path) = next.entry.clone() else {
-        return Err(uki_manual(f, tokens));
-    };
-    let Some(Ok(now)) = f.ukis.get(&path) else {
-        return Err(uki_manual(f, tokens));
-    };
+    let next = next_uki(f)?;
+    let path = next.entry?;
+    let now = f.ukis.get(&path)?.as_ref().ok()?;
     if now.signed && !signs_itself(f) {
-        return Err(uki_manual(f, tokens));
+        return None;
     }
-    let Ok(release) = Release::try_from(next.release.clone()) else {
-        return Err(uki_manual(f, tokens));
-    };
+    let release = Release::try_from(next.release).ok()?;
     let in_boot = f.dir("/boot").is_some_and(|d| {
         d.iter()
             .any(|n| *n == format!("vmlinuz-{}", release.as_str()))
@@ -138,6 +137,39 @@ pub(super) fn uki_change(
         KernelAt::Boot
     } else {
         KernelAt::UsrLib
+    };
+    Some(Target {
+        path,
+        now,
+        release,
+        kernel,
+    })
+}
+
+/// Whether the click builds an image of its own, booted once, here: then
+/// the rebuilt initramfs goes only into that image (vfio_boot.rs), and
+/// the default image is left as it was. Not where kernel-install counts
+/// boots (/etc/kernel/tries: the image's name changes as it is tried) or
+/// bootctl is missing.
+pub fn boot_once_here(f: &TuneFacts) -> bool {
+    f.file("/etc/kernel/tries").is_none() && f.has_tool("bootctl") && target(f).is_some()
+}
+
+/// The click where kernel-install builds the UKIs with ukify; `Err` with
+/// the manual steps where it cannot be done safely here.
+pub(super) fn uki_change(
+    f: &TuneFacts,
+    tokens: &[String],
+    base: Change,
+) -> Result<Option<Change>, Manual> {
+    let Some(Target {
+        path,
+        now,
+        release,
+        kernel,
+    }) = target(f)
+    else {
+        return Err(uki_manual(f, tokens));
     };
     let boots_with = now.cmdline.clone().unwrap_or_default();
     let add = missing(&boots_with, tokens);
@@ -153,7 +185,19 @@ pub(super) fn uki_change(
         }
     });
     let add_kc = missing(&base_line, tokens);
-    if add.is_empty() && add_kc.is_empty() {
+    let dir = path
+        .rsplit_once('/')
+        .map_or("/boot/efi/EFI/Linux", |(d, _)| d);
+    let ours = format!("{dir}/{}", our_uki(&release));
+    let once = boot_once_here(f);
+    // Done when the file holds them and the image the next boot may start
+    // does: the default one, or (tried once) ours.
+    let ours_holds = f
+        .ukis
+        .get(&ours)
+        .and_then(|r| r.as_ref().ok())
+        .is_some_and(|u| missing(u.cmdline.as_deref().unwrap_or(""), tokens).is_empty());
+    if add_kc.is_empty() && (add.is_empty() || (once && ours_holds)) {
         return Ok(None);
     }
     let files = if add_kc.is_empty() {
@@ -165,6 +209,21 @@ pub(super) fn uki_change(
             after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))),
         }]
     };
+    if once {
+        return Ok(Some(boot_once(
+            &path,
+            &ours,
+            &release,
+            kernel,
+            now,
+            files,
+            base,
+            add,
+            add_kc,
+            &boots_with,
+            &base_line,
+        )));
+    }
     let step = CommandStep::new(
         Cmd::KernelInstallAdd {
             release: release.clone(),
@@ -263,5 +322,77 @@ pub(super) fn uki_manual(f: &TuneFacts, tokens: &[String]) -> Manual {
         title: format!("Kernel parameters in a unified kernel image: {}", tokens.join(" ")),
         why: "A UKI carries its command line inside the image (signed, under Secure Boot); it must be rebuilt (and re-signed for Secure Boot), which this tool does not yet do for you.".into(),
         steps,
+    }
+}
+
+/// The tuned image built as a boot entry of our own and booted once: a
+/// power cut while it is written, or a first boot that fails, leaves the
+/// default image as it was (the next power-on starts it).
+#[allow(clippy::too_many_arguments)]
+fn boot_once(
+    default: &str,
+    ours: &str,
+    release: &Release,
+    kernel: KernelAt,
+    now: &Uki,
+    files: Vec<FileChange>,
+    base: Change,
+    add: Vec<String>,
+    add_kc: Vec<String>,
+    boots_with: &str,
+    base_line: &str,
+) -> Change {
+    let mut shown = add.clone();
+    shown.extend(add_kc.iter().filter(|t| !add.contains(t)).cloned());
+    Change {
+        title: format!(
+            "Kernel parameters: {} (a unified kernel image of {} of its own, tried once)",
+            shown.join(" "),
+            release.as_str()
+        ),
+        evidence: vec![
+            ev(default, format!(".cmdline {}", boots_with.trim())),
+            ev("/etc/kernel/cmdline", base_line.trim()),
+        ],
+        files,
+        commands: vec![
+            CommandStep::new(
+                Cmd::KernelInstallAddOurs {
+                    release: release.clone(),
+                    kernel,
+                },
+                format!(
+                    "builds {ours} from the kernel, its initramfs and /etc/kernel/cmdline{}; the default image stays as it was",
+                    if now.signed {
+                        ", signed with uki.conf's key"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            CommandStep::new(
+                Cmd::BootctlSetOneshotUki {
+                    release: release.clone(),
+                },
+                "boots it once; the old default stays the default until you keep the new one",
+            ),
+        ],
+        artifacts: vec![super::super::model::Artifact {
+            path: ours.to_string(),
+            staging: None,
+        }],
+        verify: vec![Verify::BootEntriesHave {
+            files: vec![ours.to_string()],
+            tokens: shown,
+        }],
+        notes: vec![
+            format!(
+                "{default} stays the default: if the new image does not come up, power the machine off and on and the old setup starts. After a good boot, keep it: `sudo kernel-install add {} {}` builds the default image with the new parameters (every later kernel update does by itself, from /etc/kernel/cmdline).",
+                release.as_str(),
+                kernel.path(release)
+            ),
+            "Undo removes the image of our own and gives /etc/kernel/cmdline back.".into(),
+        ],
+        ..base
     }
 }

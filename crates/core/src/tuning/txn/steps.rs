@@ -18,6 +18,7 @@ pub(crate) fn read_value(root: &HostRoot, path: &str) -> Option<String> {
 pub(crate) fn run_command(
     env: &Env,
     argv: &[String],
+    envs: &[(&str, &str)],
     records: &mut Vec<CommandRecord>,
 ) -> Result<(), String> {
     let Some((prog, args)) = argv.split_first() else {
@@ -31,7 +32,11 @@ pub(crate) fn run_command(
         }
         None => std::process::Command::new(prog),
     };
-    let out = cmd.args(args).stdin(std::process::Stdio::null()).output();
+    let out = cmd
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output();
     let (status, text) = match &out {
         Ok(o) => {
             let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -81,7 +86,7 @@ pub(crate) fn command_step(
         });
         return Ok(());
     }
-    run_command(env, &argv, records)
+    run_command(env, &argv, c.cmd.envs(), records)
 }
 
 /// A value for writing: a cleared driver_override is an empty line.

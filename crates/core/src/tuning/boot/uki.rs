@@ -1,14 +1,20 @@
 //! Unified kernel images. Where kernel-install builds them with ukify
 //! (`layout=uki` in /etc/kernel/install.conf, its 60-ukify plugin), the
-//! click does what a kernel update does: the parameters go into
-//! `/etc/kernel/cmdline`, and `kernel-install add` builds the image of the
-//! kernel the next boot starts again from it (and from that kernel's
-//! initramfs; ukify signs it when uki.conf names the key). The old image
-//! is kept by the journal and comes back with undo; the new one is checked
-//! by reading the command line out of its `.cmdline` section
-//! (host/uki.rs), as the firmware will. Elsewhere (mkinitcpio presets,
-//! dracut --uefi, a signed image whose key this host does not hold):
-//! exact manual steps, with what each UKI boots with now.
+//! click does what a kernel update does, into an image of its own: the
+//! parameters go into `/etc/kernel/cmdline`, and `kernel-install
+//! --entry-token=literal:vfio-assistant add` builds the kernel the next
+//! boot starts as `EFI/Linux/vfio-assistant-RELEASE.efi` (with that
+//! kernel's rebuilt initramfs; ukify signs it when uki.conf names the key),
+//! which systemd-boot boots once (`bootctl set-oneshot`). The default image
+//! is never written: a failed first boot or a power cut at any moment
+//! leaves the old setup whole, the next power-on starts it. The new image
+//! is checked by reading the command line out of its `.cmdline` section
+//! (host/uki.rs), as the firmware will; undo removes it. Where
+//! kernel-install counts boots (/etc/kernel/tries) the default image is
+//! built again in place instead, the old one kept by the journal.
+//! Elsewhere (mkinitcpio presets, dracut --uefi, a signed image whose key
+//! this host does not hold): exact manual steps, with what each UKI boots
+//! with now.
 
 use super::super::command::{KernelAt, Release, UKI_TOKEN, our_uki};
 use super::next_boot::NextBoot;

@@ -5,6 +5,7 @@
 //! `.cmdline` section. A signed image is rebuilt only where ukify holds the
 //! key; everywhere else the manual steps stay.
 
+use crate::uki_read::fixture;
 use std::path::Path;
 use vfio_assistant::sysroot::HostRoot;
 use vfio_assistant::tuning::boot::{Loader, cmdline_change, detect_loader, next_boot};
@@ -15,15 +16,6 @@ use vfio_assistant::tuning::verify::entries_check;
 const REL: &str = "6.12.57+deb13-amd64";
 const OLDER: &str = "6.10.11+deb13-amd64";
 const ESP: &str = "boot/efi/EFI/Linux";
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/uki")
-            .join(name),
-    )
-    .unwrap()
-}
 
 /// The fixture with its `.uname` (same length) saying `release`.
 fn with_uname(bytes: &[u8], release: &str) -> Vec<u8> {

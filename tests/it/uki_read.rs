@@ -18,7 +18,8 @@ fn root_with(name: &str, bytes: &[u8]) -> tempfile::TempDir {
     dir
 }
 
-fn fixture(name: &str) -> Vec<u8> {
+/// A UKI fixture's bytes (tests/fixtures/uki).
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/uki")

@@ -110,6 +110,13 @@ class Guest:
         self.kernel = kernel
         self.proc = None
         self.boots = 0
+        # What went wrong with a boot itself (not with the tool): said as it
+        # happens and again in the run's summary, where CI's tail shows it.
+        self.notes = []
+
+    def note(self, text):
+        self.notes.append(text)
+        say(text)
 
     @property
     def out(self):
@@ -187,32 +194,53 @@ class Guest:
         except (OSError, ValueError):
             return n, None
 
-    def boot_step(self, timeout_s, watch=None):
+    def boot_step(self, timeout_s, watch=None, stall_s=600):
         """One cold boot running share/step.sh; its exit code (None: it did
         not finish). `watch(guest)` is called every second while it runs and
-        may cut the power (returning True ends the boot there)."""
+        may cut the power (returning True ends the boot there).
+
+        A boot that goes wrong before its step ran changed nothing the step
+        would change, and a desktop's owner presses the power button again:
+        so does this, at most twice, each time said (and kept in `notes`
+        for the run's summary). Three ways were seen under a loaded
+        machine: the kernel panics early ("timer doesn't work through
+        Interrupt-remapped IO-APIC", the emulated CPU too slow for the
+        kernel's timer check); the boot stalls (systemd-logind never
+        started), cut after `stall_s` seconds with no step begun (a boot to
+        its step takes 40 to 100 s here); the machine resets itself before
+        the step (QEMU ends: -no-reboot)."""
         before = self.booted()
         self.start()
         deadline = time.monotonic() + timeout_s
         cut = False
-        panics = 0
-        while self.proc.poll() is None:
-            # A kernel that panics before the step ran (seen under a loaded
-            # machine: "timer doesn't work through Interrupt-remapped
-            # IO-APIC", the emulated CPU too slow for the kernel's timer
-            # check) changed nothing on the disk: the power button, again.
-            if self.booted() <= before and self.panicked():
-                panics += 1
-                say(f"boot {self.boots} of {self.host.name}: the kernel panicked before the step ran ({self.panicked()}); booted again")
-                self.dump_tail(8)
+        retries = 0
+        while True:
+            ended = self.proc.poll() is not None
+            why = None
+            if self.booted() <= before:
+                if self.panicked():
+                    why = f"the kernel panicked before the step ran ({self.panicked()})"
+                elif ended:
+                    why = "the machine reset itself before the step ran"
+                elif stall_s and time.monotonic() - self.started > stall_s:
+                    why = f"no step begun after {stall_s} s (the boot stalled)"
+            elif ended:
+                break
+            if why:
+                self.note(f"boot {self.boots}: {why}; booted again")
+                self.dump_tail(12)
                 self.power_cut()
-                if panics > 2:
+                retries += 1
+                if retries > 2:
+                    self.note(f"boot {self.boots}: gave up after {retries} tries")
                     return None
                 self.start()
                 deadline = time.monotonic() + timeout_s
                 continue
+            if ended:
+                break
             if time.monotonic() > deadline:
-                say(f"boot {self.boots} of {self.host.name}: no end after {timeout_s} s; killed")
+                self.note(f"boot {self.boots} of {self.host.name}: no end after {timeout_s} s; killed")
                 self.power_cut()
                 self.dump_tail()
                 return None
@@ -224,7 +252,7 @@ class Guest:
         took = time.monotonic() - self.started
         n, rc = self.step_result(before)
         if n is None:
-            say(f"boot {self.boots}: the guest never ran its step ({took:.0f} s)")
+            self.note(f"boot {self.boots}: the guest never ran its step ({took:.0f} s)")
             self.dump_tail()
             return None
         boot_txt = self.out / f"boot-{n}.txt"

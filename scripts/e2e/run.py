@@ -61,6 +61,8 @@ def the_deb(given):
 
 
 def run_case(host, case, disk, deb, runs):
+    """(passed, what to say of it in the summary: why it failed, and any
+    boot that had to be started again)."""
     d = runs / f"{host.name}-{case}"
     if d.exists():
         shutil.rmtree(d)
@@ -85,17 +87,17 @@ def run_case(host, case, disk, deb, runs):
             kernel_update.two_kernels(guest, host.apply_with)
         else:
             journey.cut(guest, host.apply_with, case)
-        ok = True
+        ok, why = True, []
     except journey.CaseFailed as e:
         say(f"FAILED {host.name} {case}: {e}")
-        ok = False
+        ok, why = False, [str(e)]
     finally:
         if guest.proc and guest.proc.poll() is None:
             guest.power_cut()
     if ok:
         copy.unlink(missing_ok=True)
         copy.with_suffix(".vars").unlink(missing_ok=True)
-    return ok
+    return ok, guest.notes + why
 
 
 def main():
@@ -134,19 +136,25 @@ def main():
             set_prefix(f"[{h}/{c}] ")
         t0 = time.monotonic()
         try:
-            ok = run_case(hosts.HOSTS[h], c, disks[h], deb, cache / "runs")
+            ok, notes = run_case(hosts.HOSTS[h], c, disks[h], deb, cache / "runs")
         except Exception:
-            say(traceback.format_exc())
-            ok = False
-        return h, c, ok, time.monotonic() - t0
+            tb = traceback.format_exc()
+            say(tb)
+            ok, notes = False, tb.strip().splitlines()[-1:]
+        return h, c, ok, time.monotonic() - t0, notes
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         results = list(pool.map(one, plan))
     summary()
     say("== cases")
-    for h, c, ok, took in results:
+    for h, c, ok, took, _ in results:
         say(f"  {'pass' if ok else 'FAIL'}  {took:6.0f} s  {h}/{c}")
-    passed = sum(ok for _, _, ok, _ in results)
+    # Last, where a CI log's tail shows it: why a case failed, and each boot
+    # that went wrong by itself (started again) even in a case that passed.
+    for h, c, ok, _, notes in results:
+        for n in notes:
+            say(f"  {h}/{c}: {n[:400]}")
+    passed = sum(r[2] for r in results)
     say(f"e2e: {passed} of {len(results)} passed in {time.monotonic() - started:.0f} s"
         f" ({a.jobs} at a time)")
     return 0 if passed == len(results) else 1

@@ -111,6 +111,10 @@ class Host:
     cases: tuple = ()
     # Debian's release the host is built from.
     suite: str = SUITE
+    # The click's kernel command line is an entry (or image) of its own that
+    # systemd-boot boots once: the journey keeps it after the tuned boot
+    # (`tune keep`) and boots once more before the undo.
+    boot_once: bool = False
 
     def recipe(self):
         """Everything that decides the image, as text (hashed by image.py)."""
@@ -185,6 +189,7 @@ bootctl list --no-pager || true
 """,
     apply_with="cli",
     cases=BASE_CASES,
+    boot_once=True,
 )
 
 # A kernel update for the host to meet after the apply: Debian's newer
@@ -250,6 +255,7 @@ find /boot/efi -type f | sort
 """,
     apply_with="cli",
     cases=("journey", "cut-bootcfg"),
+    boot_once=True,
 )
 
 # Debian 13 as its installer leaves a systemd-boot machine once the user
@@ -290,6 +296,7 @@ bootctl list --no-pager || true
 """,
     apply_with="cli",
     cases=("journey", "cut-bootcfg"),
+    boot_once=True,
 )
 
 HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}

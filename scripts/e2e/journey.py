@@ -172,10 +172,42 @@ def check_tuned(share, host):
     # (a runtime value, not kept across reboots): the check above says so
     # and the Tuning page moves it again; everything else is done.
     left = [c["id"] for c in replan.get("changes", []) if c["id"] != "irq-affinity"]
+    if host.boot_once:
+        # systemd-boot booted our entry once: the next reboot would go back
+        # to the old default, and the same request now plans the keep.
+        expect(st and st.get("next_boot") == "old" and st.get("keep") and st.get("tried_once"),
+               f"tune status: booted once, not kept yet; the next boot is the old one "
+               f"({st and st.get('next_boot')}, {st and st.get('tried_once')})")
+        keep = [c for c in replan.get("changes", []) if c["id"] == "cmdline"]
+        expect(keep and "keep" in keep[0]["title"], f"the same request plans the keep ({[c['title'] for c in keep]})")
+        left = [c for c in left if c != "cmdline"]
     moved = [v["path"] for c in replan.get("changes", []) if c["id"] == "irq-affinity" for v in c["values"]]
     if moved:
         say(f"  note: interrupts back on the VM's CPU after the reboot: {moved}")
     expect(not left, f"the same request plans nothing more after the reboot ({left})")
+
+
+def check_kept(share):
+    """The boot after `tune keep`: the default entry starts the tuned setup;
+    undoing the first transaction from under the keep was refused; both
+    undone, newest first (the boot after checks the host is as before)."""
+    f = read_facts(share / "out/facts-kept.txt")
+    toks = tokens_planned(share)
+    counts = count_tokens(f["cmdline"], toks)
+    expect(toks and all(n == 1 for n in counts.values()),
+           f"the default entry booted the tuned setup: each token once ({counts})")
+    expect(f["gpu"].endswith("vfio-pci"), f"the GPU is on vfio-pci ({f['gpu']})")
+    rows = json.loads((share / "out/status-kept.json").read_text())
+    words = [(r["standing"], r.get("tried_once")) for r in rows]
+    expect(len(rows) == 2 and all(w == ("took_effect", None) for w in words),
+           f"tune status: both took effect, nothing tried once any more ({words})")
+    replan = json.loads((share / "out/replan-kept.json").read_text())
+    left = [c["id"] for c in replan.get("changes", []) if c["id"] != "irq-affinity"]
+    expect(not left, f"the same request plans nothing more ({left})")
+    rc = (share / "out/undo-first.rc").read_text().strip()
+    said = (share / "out/undo-first.jsonl").read_text(errors="replace")
+    expect(rc == "2" and "first" in said,
+           f"undoing the first transaction from under the keep is refused (exit {rc}: {said.strip()[:200]})")
 
 
 def press_keys():
@@ -278,15 +310,19 @@ step_apply {apply_with}
     expect(nxt["action"].get("device") in (gpu, None) and "Virtio" not in nxt["sentence"],
            "the next step names the VM's GPU, not the host's display")
     check_secure_boot(share, guest.host.secure_boot)
-    boot(guest, "tuned: verify, the input picker, the VM, undo", """
+    once = guest.host.boot_once
+    boot(guest, f"tuned: verify, the input picker, the VM, {'keep' if once else 'undo'}", f"""
 step_tuned
 step_input
 step_vm
-step_undo
+{'step_keep' if once else 'step_undo'}
 """, watch=press_keys())
     check_tuned(share, guest.host)
     check_input(share)
     check_vm(share)
+    if once:
+        boot(guest, "kept: verify, undo both", "step_kept")
+        check_kept(share)
     boot(guest, "undone: verify", "step_restored")
     check_restored(share)
     st = status_of(share, "restored")

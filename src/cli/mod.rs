@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod text;
 pub mod tune;
 pub mod tune_helper;
+pub mod tune_keep;
 pub mod tune_text;
 
 use crate::remote::SshTarget;
@@ -171,6 +172,7 @@ impl Command {
                 tune::TuneCommand::Apply(a) => a.req.json,
                 tune::TuneCommand::Status(j) | tune::TuneCommand::List(j) => j.json,
                 tune::TuneCommand::Undo(u) => u.json,
+                tune::TuneCommand::Keep(k) => k.json,
                 tune::TuneCommand::Sudoers => false,
             },
         }

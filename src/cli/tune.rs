@@ -37,6 +37,9 @@ pub enum TuneCommand {
     Apply(ApplyArgs),
     /// What is applied, waiting for a reboot, took effect, or drifted.
     Status(JournalArgs),
+    /// Keep the kernel command line that booted well once (systemd-boot's
+    /// entry or image tried once) as the default, as one more transaction.
+    Keep(super::tune_keep::KeepArgs),
     /// Restore a transaction (files byte for byte, values, boot files rebuilt).
     Undo(UndoArgs),
     /// The journal's transactions.
@@ -49,7 +52,10 @@ pub enum TuneCommand {
 impl TuneArgs {
     /// Whether it changes the host (root's to do), not only reads it.
     pub fn changes_host(&self) -> bool {
-        matches!(self.command, TuneCommand::Apply(_) | TuneCommand::Undo(_))
+        matches!(
+            self.command,
+            TuneCommand::Apply(_) | TuneCommand::Keep(_) | TuneCommand::Undo(_)
+        )
     }
 }
 
@@ -233,7 +239,7 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
     }
 }
 
-fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool) -> Env {
+pub(super) fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool) -> Env {
     Env::new(root.clone(), journal.clone(), run_commands)
 }
 
@@ -244,6 +250,7 @@ pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
         TuneCommand::Status(j) => run_status(root, j),
         TuneCommand::List(j) => run_list(root, j),
         TuneCommand::Undo(u) => run_undo(root, u),
+        TuneCommand::Keep(k) => super::tune_keep::run(root, k),
         TuneCommand::Sudoers => {
             let user = std::env::var("SUDO_USER")
                 .or_else(|_| std::env::var("USER"))
@@ -303,7 +310,7 @@ fn single_gpu_text(root: &HostRoot, req: &Request) -> String {
 }
 
 /// An error in the mode asked for: `{"error": …}` with --json.
-fn fail(json: bool, code: i32, why: &str) -> anyhow::Result<i32> {
+pub(super) fn fail(json: bool, code: i32, why: &str) -> anyhow::Result<i32> {
     if json {
         outln!("{}", serde_json::json!({ "error": why }))?;
     } else {
@@ -329,13 +336,32 @@ fn printer(json: bool) -> impl FnMut(Progress) {
 }
 
 fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
+    let how = How {
+        json: a.req.json,
+        dry_run: a.dry_run,
+        yes: a.yes,
+        journal: a.req.journal.clone(),
+    };
+    apply_request(root, request(&a.req, &a.only), &how)
+}
+
+/// How a request is applied: as `tune apply` and `tune keep` were told.
+pub(super) struct How {
+    pub json: bool,
+    pub dry_run: bool,
+    pub yes: bool,
+    pub journal: Option<PathBuf>,
+}
+
+/// Plan `req`, show it, ask, and apply it (through the helper for a user
+/// on the live host).
+pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::Result<i32> {
     let run_commands = root.is_live() && !a.dry_run;
-    let req = request(&a.req, &a.only);
+    let json = a.json;
     let p = match make_plan(root, &req, run_commands) {
         Ok(p) => p,
-        Err((code, why)) => return fail(a.req.json, code, &why),
+        Err((code, why)) => return fail(json, code, &why),
     };
-    let json = a.req.json;
     if p.changes.is_empty() {
         if json {
             outln!(
@@ -373,7 +399,7 @@ fn run_apply(root: &HostRoot, a: &ApplyArgs) -> anyhow::Result<i32> {
         };
         return super::tune_helper::run(&request, json);
     }
-    let e = env(root, &a.req.journal, run_commands);
+    let e = env(root, &a.journal, run_commands);
     let facts = gather(root);
     crate::tuning::apply::keep_on_hangup();
     let mut out = printer(json);

@@ -138,7 +138,7 @@ pub fn status_text(list: &[EntryStatus]) -> String {
                 e.pending_tokens.join(" ")
             );
         }
-        if let Some(d) = &e.detail {
+        for d in e.detail.iter().chain(&e.tried_once) {
             let _ = writeln!(s, "  {d}");
         }
         if !e.drifted.is_empty() {

@@ -13,9 +13,9 @@ use vfio_assistant::tuning::facts::gather;
 use vfio_assistant::tuning::model::Verify;
 use vfio_assistant::tuning::verify::entries_check;
 
-const REL: &str = "6.12.57+deb13-amd64";
+pub(crate) const REL: &str = "6.12.57+deb13-amd64";
 const OLDER: &str = "6.10.11+deb13-amd64";
-const ESP: &str = "boot/efi/EFI/Linux";
+pub(crate) const ESP: &str = "boot/efi/EFI/Linux";
 
 /// The fixture with its `.uname` (same length) saying `release`.
 fn with_uname(bytes: &[u8], release: &str) -> Vec<u8> {
@@ -29,7 +29,7 @@ fn with_uname(bytes: &[u8], release: &str) -> Vec<u8> {
     out
 }
 
-fn put(r: &Path, p: &str, bytes: &[u8]) {
+pub(crate) fn put(r: &Path, p: &str, bytes: &[u8]) {
     let p = r.join(p);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, bytes).unwrap();
@@ -37,7 +37,7 @@ fn put(r: &Path, p: &str, bytes: &[u8]) {
 
 /// Debian 13 booted by systemd-boot, kernel-install with `layout=uki` and
 /// its 60-ukify plugin, the kernel in /boot, one UKI on the ESP.
-fn debian13_uki(image: &str) -> tempfile::TempDir {
+pub(crate) fn debian13_uki(image: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     put(r, &format!("{ESP}/0123abcd-{REL}.efi"), &fixture(image));
@@ -311,6 +311,40 @@ fn without_kernel_install_and_ukify_the_steps_stay_manual() {
     std::fs::remove_file(r.join("usr/lib/kernel/install.d/60-ukify.install")).unwrap();
     let f = gather(&HostRoot::at(r));
     assert!(cmdline_change(&f, Loader::Uki, &want()).is_err());
+}
+
+/// kernel-install skips a plugin that /etc masks (a symlink to /dev/null,
+/// or an empty file of its name): then nothing builds the image with ukify.
+#[test]
+fn a_ukify_plugin_masked_in_etc_is_no_plugin() {
+    let dir = debian13_uki("uki.efi");
+    let r = dir.path();
+    std::fs::create_dir_all(r.join("etc/kernel/install.d")).unwrap();
+    let mask = r.join("etc/kernel/install.d/60-ukify.install");
+    std::os::unix::fs::symlink("/dev/null", &mask).unwrap();
+    let f = gather(&HostRoot::at(r));
+    assert!(
+        cmdline_change(&f, Loader::Uki, &want()).is_err(),
+        "a /dev/null mask"
+    );
+    std::fs::remove_file(&mask).unwrap();
+    put(r, "etc/kernel/install.d/60-ukify.install", b"");
+    let f = gather(&HostRoot::at(r));
+    assert!(
+        cmdline_change(&f, Loader::Uki, &want()).is_err(),
+        "an empty file"
+    );
+    // /etc's own plugin of that name runs instead of /usr/lib's.
+    put(
+        r,
+        "etc/kernel/install.d/60-ukify.install",
+        b"#!/usr/bin/python3\n",
+    );
+    let f = gather(&HostRoot::at(r));
+    assert!(
+        cmdline_change(&f, Loader::Uki, &want()).is_ok(),
+        "/etc's own plugin"
+    );
 }
 
 /// The whole plan on a Debian 13 UKI desktop: the initramfs is rebuilt in

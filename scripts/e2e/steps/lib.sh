@@ -248,6 +248,34 @@ step_looking_glass() {
     echo "ivshmem devices: $(grep -c 'ivshmem' "$OUT/qemu-cmdline.txt")"
 }
 
+# systemd-boot's entry (or image) tried once came up: keep it as the
+# default, as the app's Keep button does (one more transaction).
+step_keep() {
+    note "tune keep"
+    $VA tune keep --yes --json > "$OUT/keep.jsonl" 2> "$OUT/keep.err"; rc=$?
+    tail -n 1 "$OUT/keep.jsonl"
+    [ "$rc" = 0 ] || { cat "$OUT/keep.jsonl" "$OUT/keep.err"; fail "tune keep exited $rc"; }
+    $VA tune status
+}
+
+# The boot after the keep: the default entry starts the tuned setup; the
+# first transaction cannot be undone from under the keep; both undone, newest
+# first.
+step_kept() {
+    note "after the reboot: kept"
+    facts | tee "$OUT/facts-kept.txt"
+    step_status kept
+    $VA tune plan $REQ_ARGS --json > "$OUT/replan-kept.json" || fail "tune plan again"
+    first=$($VA tune list | head -n 1 | cut -d' ' -f1)
+    $VA tune undo "$first" --yes --json > "$OUT/undo-first.jsonl" 2>&1; echo $? > "$OUT/undo-first.rc"
+    cat "$OUT/undo-first.jsonl"
+    note "tune undo --last: the keep"
+    $VA tune undo --last --yes --json > "$OUT/undo-keep.jsonl"; rc=$?
+    tail -n 1 "$OUT/undo-keep.jsonl"
+    [ "$rc" = 0 ] || { cat "$OUT/undo-keep.jsonl"; fail "undo of the keep exited $rc"; }
+    step_undo
+}
+
 step_undo() {
     note "tune undo --last"
     $VA tune undo --last --yes --json > "$OUT/undo.jsonl"; rc=$?

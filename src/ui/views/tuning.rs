@@ -442,6 +442,20 @@ fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
         if let Some(d) = &e.detail {
             ui.colored_label(theme::BAD, format!("  {d}"));
         }
+        if let Some(t) = &e.tried_once {
+            ui.colored_label(theme::WARN, format!("  {t}"));
+        }
+        if let Some(req) = &e.keep
+            && ui
+                .add_enabled(!rt.is_running(), egui::Button::new("Keep it as the default"))
+                .on_hover_text("Writes the parameters this boot came up with into the default boot entry (or builds the default kernel image with them), as one more transaction you can undo.")
+                .clicked()
+        {
+            out.push(Command::TuningApply {
+                request: req.clone(),
+                steps: 2,
+            });
+        }
         if !e.drifted.is_empty() {
             ui.colored_label(
                 theme::WARN,

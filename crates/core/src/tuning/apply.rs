@@ -22,7 +22,7 @@ use super::journal::{ArtifactBefore, Entry, EntryState, FileBefore, new_id};
 use super::model::{Change, ChangeId, Plan, Request, Verify};
 use super::txn::now_secs;
 use super::txn::steps::{command_step, read_value, unbind_applies, value_text};
-use super::verify::{verify, verify_name};
+use super::verify::{verify, verify_name, verify_written};
 
 pub use super::preflight::preflight;
 pub use super::txn::{ApplyError, Env, Outcome, Progress, TEST_PAUSE, keep_on_hangup};
@@ -257,7 +257,11 @@ pub fn apply(
     super::targets::check_plan(plan).map_err(|e| ApplyError::Preflight(e.to_string()))?;
     env.journal.check()?;
     preflight(env, facts, &changes)?;
-    let id = new_id(now_secs());
+    let id = new_id(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default(),
+    );
     let entry = before_state(env, &id, plan, req, &changes)?;
     env.journal.write(&entry)?;
     let mut run = Run {
@@ -274,8 +278,17 @@ pub fn apply(
             env.journal.write(&run.entry).map_err(|e| e.to_string())?;
         }
         for c in &changes {
-            for v in c.verify.iter().filter(|v| !about_artifacts(v)) {
-                let (ok, detail, fatal) = verify(env, v);
+            // A change that runs no command writes its boot entry itself:
+            // checked here, as written (no generator ran for it above).
+            let direct = c.commands.is_empty();
+            for v in c.verify.iter().filter(|v| {
+                !about_artifacts(v) || (direct && matches!(v, Verify::BootEntriesHave { .. }))
+            }) {
+                let (ok, detail, fatal) = if direct {
+                    verify_written(env, v)
+                } else {
+                    verify(env, v)
+                };
                 progress(Progress::Verified {
                     what: format!("{}: {}", c.id, verify_name(v)),
                     ok,

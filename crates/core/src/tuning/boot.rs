@@ -283,16 +283,32 @@ pub fn boot_info(f: &TuneFacts) -> (Loader, Generator, BootInfo) {
     )
 }
 
+/// On systemd-boot, when the plan writes the default entry or image itself
+/// (keeping the one tried once, or where kernel-install counts boots)
+/// rather than an entry of its own booted once: how to get back then.
+pub fn recovery_in_place(l: Loader) -> Option<String> {
+    let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file.";
+    match l {
+        Loader::SystemdBoot => Some(format!(
+            "The parameters go into the default entry itself: if it does not come up, hold Space while the machine starts, press e on the entry in systemd-boot's menu, delete the added words and press Enter (or choose another kernel's entry). {undo}"
+        )),
+        Loader::Uki => Some(format!(
+            "The default image is built again in place: if it does not come up, hold Space while the machine starts and choose another image in systemd-boot's menu (the one tried once, where it stays, or another kernel's). {undo}"
+        )),
+        _ => None,
+    }
+}
+
 /// How to get back if the new setup does not boot, in plain words.
 fn recovery(l: Loader) -> String {
     let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file.";
     match l {
         Loader::GrubDebian | Loader::GrubMkconfig => format!("If it does not boot: in the GRUB menu (hold Shift, or press Esc, while the machine starts) choose 'Advanced options' and the '(recovery mode)' entry, which does not get these parameters; or press e on the first entry, delete the added words from the line starting with 'linux', and press Ctrl-X. {undo}"),
         Loader::GrubBls => format!("If it does not boot: in the GRUB menu press e on the entry, delete the added words from the 'options' (or 'linux') line, and press Ctrl-X. {undo}"),
-        Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. Keep it as the default after a good boot: `sudo bootctl set-default vfio-assistant.conf` (or `vfio-assistant tune status` says so). {undo}"),
+        Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. After a good boot, keep it: the Tuning page's Keep button (`vfio-assistant tune keep`) writes the parameters into the default entry, journaled and undone like this change; until then the next reboot starts the old default again (`tune status` says so). {undo}"),
         Loader::Kernelstub => format!("If it does not boot: in the systemd-boot menu (hold Space while the machine starts) press e on 'Pop!_OS' and delete the added words, then Enter. {undo}"),
         Loader::RpmOstree => "If it does not boot: choose the previous deployment in the boot menu (the second entry), then `rpm-ostree rollback`.".into(),
-        Loader::Uki => format!("The new unified kernel image (vfio-assistant-RELEASE.efi) is booted once only: if it does not come up, just power-cycle and the old default image starts as before. Keep it after a good boot: `sudo kernel-install add $(uname -r) /boot/vmlinuz-$(uname -r)` builds the default image with the new parameters. (Where kernel-install counts boots, /etc/kernel/tries, the default image is built again in place: choose another kernel in systemd-boot's menu, hold Space, if it does not boot.) {undo}"),
+        Loader::Uki => format!("The new unified kernel image (vfio-assistant-RELEASE.efi) is booted once only: if it does not come up, just power-cycle and the old default image starts as before. After a good boot, keep it: the Tuning page's Keep button (`vfio-assistant tune keep`) builds the default image with the new parameters, journaled and undone like this change; until then the next reboot starts the old image again (`tune status` says so). (Where kernel-install counts boots, /etc/kernel/tries, the default image is built again in place: choose another kernel in systemd-boot's menu, hold Space, if it does not boot.) {undo}"),
         Loader::Bootc | Loader::Unknown => "Nothing is changed automatically on this boot path.".into(),
     }
 }

@@ -81,9 +81,11 @@ pub const CMDLINE: Spec = Spec {
         "/etc/default/grub",
         "/etc/default/grub.d/99-vfio-assistant.cfg",
         "/etc/kernel/cmdline",
-        "/boot/loader/entries/vfio-assistant.conf",
-        "/boot/efi/loader/entries/vfio-assistant.conf",
-        "/efi/loader/entries/vfio-assistant.conf",
+        // Our copy of the default entry, and the default entry itself once
+        // the copy is kept (systemd_boot.rs).
+        "/boot/loader/entries/*",
+        "/boot/efi/loader/entries/*",
+        "/efi/loader/entries/*",
         "/etc/kernelstub/configuration",
     ],
     values: &[],

@@ -153,10 +153,23 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> JournalError + '_ {
 /// next: the app's Tuning page lays them out alike whatever pid the helper
 /// got (a pid of three digits after the pids wrapped once moved a line
 /// break in the page's kept picture).
-pub fn new_id(now_secs: u64) -> String {
+pub fn new_id(now: std::time::Duration) -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{now_secs:012}-{:07}-{n}", std::process::id())
+    format!("{:014}-{:07}-{n}", now.as_millis(), std::process::id())
+}
+
+/// Ids in the order they were made: the number runs compared as numbers
+/// (milliseconds, so two processes within one second keep their order; a
+/// counter past 9 after one below it). The ids of earlier versions began
+/// with seconds, a smaller number: they sort before every id of these.
+pub fn sort_ids(ids: &mut [String]) {
+    fn key(id: &str) -> Vec<u64> {
+        id.split('-')
+            .map(|p| p.parse().unwrap_or(u64::MAX))
+            .collect()
+    }
+    ids.sort_by(|a, b| key(a).cmp(&key(b)).then_with(|| a.cmp(b)));
 }
 
 /// An id is ours only when it has this shape (no path in it).
@@ -335,7 +348,7 @@ impl Journal {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| valid_id(n))
             .collect();
-        ids.sort();
+        sort_ids(&mut ids);
         ids.iter().filter_map(|id| self.load(id).ok()).collect()
     }
 
@@ -430,13 +443,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_sort_in_the_order_they_were_made() {
+        let mut ids: Vec<String> = [
+            "01700000000901-0000001-0",
+            "01700000000005-0009999-10",
+            "01700000000005-0009999-9",
+            "01700000000006-0000002-0",
+            "001796425264-0012978-0",
+        ]
+        .map(String::from)
+        .to_vec();
+        sort_ids(&mut ids);
+        assert_eq!(
+            ids,
+            [
+                "001796425264-0012978-0",
+                "01700000000005-0009999-9",
+                "01700000000005-0009999-10",
+                "01700000000006-0000002-0",
+                "01700000000901-0000001-0",
+            ]
+        );
+    }
+
+    #[test]
     fn ids_are_paths_never() {
-        assert!(valid_id(&new_id(1_700_000_000)));
-        // As wide whatever the pid: 12 digits of time, 7 of pid.
-        let id = new_id(1_700_000_000);
+        let t = std::time::Duration::new(1_700_000_000, 5);
+        assert!(valid_id(&new_id(t)));
+        // As wide whatever the time and pid: 14 digits of milliseconds, 7
+        // of pid.
+        let id = new_id(t);
         assert_eq!(
             id.split('-').map(str::len).take(2).collect::<Vec<_>>(),
-            [12, 7],
+            [14, 7],
             "{id}"
         );
         for bad in ["", "../x", "a/b", "1/..", "x"] {

@@ -254,6 +254,18 @@ impl Change {
         self.files.is_empty() && self.values.is_empty() && self.commands.is_empty()
     }
 
+    /// Whether it boots an entry of its own once (`bootctl set-oneshot`):
+    /// systemd-boot's default stays the old setup until it is kept.
+    pub fn boots_once(&self) -> bool {
+        self.commands.iter().any(|s| {
+            matches!(
+                s.cmd,
+                super::command::Cmd::BootctlSetOneshot
+                    | super::command::Cmd::BootctlSetOneshotUki { .. }
+            )
+        })
+    }
+
     /// Where the artifact at `path` is written first (itself when not staged).
     pub fn written_at<'a>(&'a self, path: &'a str) -> &'a str {
         self.artifacts

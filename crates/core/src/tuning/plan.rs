@@ -203,6 +203,13 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     if vm.is_empty() {
         out.notes.push("No vCPUs or CPU list was given: the governor applies to every CPU, and no CPU is isolated (--vcpus N or --cpus LIST).".into());
     }
+    let mut boot = boot;
+    if let Some(c) = out.changes.iter().find(|c| c.id.kind == Kind::Cmdline)
+        && !c.boots_once()
+        && let Some(r) = super::boot::recovery_in_place(loader)
+    {
+        boot.recovery = r;
+    }
     Ok(Plan {
         boot,
         changes: out.changes,

@@ -100,7 +100,7 @@ pub fn list(j: &Journal) -> Vec<Entry> {
         })
         .filter(|n| valid_id(n))
         .collect();
-    ids.sort();
+    super::journal::sort_ids(&mut ids);
     ids.iter()
         .filter_map(|id| {
             let p = file(j, id)?;

@@ -7,6 +7,7 @@
 //! boot files still hold that they should not.
 
 use super::journal::{Entry, EntryState};
+use super::kinds::Kind;
 use super::model::{Effect, Verify};
 use super::tokens::missing;
 use super::txn::Env;
@@ -66,6 +67,14 @@ pub struct EntryStatus {
     pub next_boot: Option<NextBoot>,
     /// Interrupted: how far it got, in words.
     pub detail: Option<String>,
+    /// Its kernel command line is a boot entry of its own booted once
+    /// (systemd-boot's copy, an image of ours) and was not kept yet: what
+    /// the next boot starts and how to keep it, in words.
+    pub tried_once: Option<String>,
+    /// When this boot came up from that entry: the request that keeps it
+    /// (this transaction's own, its kernel command line only), which the
+    /// planner turns into the keep (`tune keep`, the Tuning page's button).
+    pub keep: Option<super::model::Request>,
     pub failure: Option<String>,
 }
 
@@ -165,7 +174,40 @@ fn boot_file_problems(env: &Env, e: &Entry, want: bool) -> Vec<String> {
     out
 }
 
+/// Whether its kernel command line change is an entry of its own that
+/// systemd-boot boots once (`bootctl set-oneshot`).
+fn boot_once(e: &Entry) -> bool {
+    e.plan
+        .changes
+        .iter()
+        .filter(|c| e.applied.contains(&c.id))
+        .any(super::model::Change::boots_once)
+}
+
+/// Whether a later transaction, still applied, changed the kernel command
+/// line again: the keep of an entry tried once, or a new try.
+fn cmdline_later(later: &[Entry]) -> bool {
+    later.iter().any(|x| {
+        x.state == EntryState::Applied && x.applied.iter().any(|c| c.kind == Kind::Cmdline)
+    })
+}
+
+/// For an entry booted once and not kept since, after a boot: what the next
+/// boot starts, in words (`took`: this boot came up from it).
+fn tried_once_words(took: bool) -> String {
+    if took {
+        "This boot came up from the new entry, which is booted once: the next reboot starts the old default again. Keep it (the Tuning page's Keep button, or `tune keep`) and it becomes the default.".into()
+    } else {
+        "The new entry is booted once only and this boot is the old default: the try did not come up, or a later reboot went back to the old setup. Apply again to try it once more, or undo.".into()
+    }
+}
+
 pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
+    entry_status_among(env, e, &[])
+}
+
+/// `entry_status`, knowing the transactions applied after it (`later`).
+fn entry_status_among(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
     let cmdline = env
         .root
         .read_attr(&HostPath::proc("cmdline"))
@@ -200,11 +242,24 @@ pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
         }
         EntryState::Applying | EntryState::Undoing => {}
     }
-    let next = if boot_changes {
+    let once_pending = e.state == EntryState::Applied
+        && rebooted
+        && boot_changes
+        && boot_once(e)
+        && !cmdline_later(later);
+    let next = if once_pending {
+        // The one boot is spent: systemd-boot's default is the old entry.
+        Some(NextBoot::Old)
+    } else if boot_changes {
         next_boot(env, e)
     } else {
         None
     };
+    let tried_once = once_pending.then(|| tried_once_words(standing == Standing::TookEffect));
+    let keep = (once_pending && standing == Standing::TookEffect).then(|| super::model::Request {
+        only: vec![crate::tuning::kinds::ChangeId::of(Kind::Cmdline)],
+        ..e.request.clone()
+    });
     let detail = match e.state {
         EntryState::Applying => Some(format!(
             "Interrupted while applying (a power cut or a killed process), after {} of {} changes{}{}. `tune undo --last` restores the host as it was.",
@@ -237,15 +292,17 @@ pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
         leftovers,
         next_boot: next,
         detail,
+        tried_once,
+        keep,
         failure: e.failure.clone(),
     }
 }
 
 /// Every transaction's status, oldest first.
 pub fn status(env: &Env) -> Vec<EntryStatus> {
-    env.journal
-        .list()
-        .iter()
-        .map(|e| entry_status(env, e))
+    let all = env.journal.list();
+    all.iter()
+        .enumerate()
+        .map(|(i, e)| entry_status_among(env, e, &all[i + 1..]))
         .collect()
 }

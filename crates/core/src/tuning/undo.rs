@@ -299,6 +299,9 @@ pub fn undo(
         }
     };
     if entry.state == EntryState::Applied && !force {
+        if let Some(why) = undone_later_first(env, &entry) {
+            return Err(ApplyError::Preflight(why));
+        }
         let drifted = drift(env, &entry);
         if !drifted.is_empty() {
             return Err(ApplyError::Preflight(format!(
@@ -322,6 +325,41 @@ pub fn undo(
         notes: Vec::new(),
         needs_reboot,
     })
+}
+
+/// A later transaction, still applied (or interrupted), that changes what
+/// this one changed: it was planned on top of this one (the keep of an
+/// entry tried once, hugepages asked again), so undoing this one first
+/// would pull the ground from under it, and its own undo would later put
+/// this one's values back. Said as the refusal, with the order to undo in.
+fn undone_later_first(env: &Env, e: &Entry) -> Option<String> {
+    let all = env.journal.list();
+    let later = all.iter().skip_while(|x| x.id != e.id).skip(1);
+    later
+        .filter(|x| {
+            matches!(
+                x.state,
+                EntryState::Applied | EntryState::Applying | EntryState::Undoing
+            )
+        })
+        .find_map(|x| {
+            let shared: Vec<ChangeId> = x
+                .applied
+                .iter()
+                .filter(|c| e.applied.iter().any(|d| d.kind == c.kind))
+                .cloned()
+                .collect();
+            (!shared.is_empty()).then(|| {
+                format!(
+                    "{} was applied after {} and changes the same ({}): undo {} first (`tune undo {}`), then this one; or --force undoes this one alone",
+                    x.id,
+                    e.id,
+                    ChangeId::joined(&shared),
+                    x.id,
+                    x.id
+                )
+            })
+        })
 }
 
 /// Journaled files whose content is no longer what the transaction wrote

@@ -1,6 +1,9 @@
 //! systemd-boot's part of the kernel command line change: a copy of the
 //! default entry with the tokens added, booted once (`bootctl set-oneshot`),
-//! and `/etc/kernel/cmdline` for kernel-install's future entries.
+//! and `/etc/kernel/cmdline` for kernel-install's future entries. Once the
+//! copy has booted well (this boot came up from it with every token), the
+//! same request keeps it: the tokens go into the default entry itself and
+//! the copy goes (a second transaction, undone on its own).
 
 use super::*;
 
@@ -70,7 +73,10 @@ pub(super) fn systemd_boot(
         .join(" ");
     let add = missing(&opts, tokens);
     let existing = f.file(&ours).map(str::to_string);
-    let after = (!add.is_empty()).then(|| copy_entry(text, &add));
+    if let Some(keep) = keep_copy(f, src, text, existing.as_deref(), &ours, &add, &base) {
+        return Ok(Some(keep));
+    }
+    let after = (!add.is_empty()).then(|| with_options(text, &add, true));
     let kc = f.file("/etc/kernel/cmdline");
     let kc_change = kc.and_then(|k| {
         let a = missing(k, tokens);
@@ -109,6 +115,61 @@ pub(super) fn systemd_boot(
     }))
 }
 
+/// The copy tried once booted well: this boot's command line holds every
+/// token the default entry lacks, and so does the copy. Keeping writes
+/// them into the default entry (what systemd-boot starts from now on) and
+/// removes the copy; no command runs, an entry is read at boot as it is.
+fn keep_copy(
+    f: &TuneFacts,
+    src: &str,
+    text: &str,
+    existing: Option<&str>,
+    ours: &str,
+    add: &[String],
+    base: &Change,
+) -> Option<Change> {
+    let copy = existing?;
+    let copy_opts: String = copy
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("options"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let booted = f.proc_cmdline.as_deref().unwrap_or("");
+    if add.is_empty() || !missing(&copy_opts, add).is_empty() || !missing(booted, add).is_empty() {
+        return None;
+    }
+    Some(Change {
+        title: format!(
+            "Kernel parameters: keep {} (the entry tried once booted well; it becomes the default)",
+            add.join(" ")
+        ),
+        evidence: vec![
+            ev(ours, format!("options {}", copy_opts.trim())),
+            ev("/proc/cmdline", booted.trim()),
+        ],
+        files: vec![
+            FileChange {
+                path: src.into(),
+                before: Some(text.into()),
+                after: Some(with_options(text, add, false)),
+            },
+            FileChange {
+                path: ours.into(),
+                before: Some(copy.into()),
+                after: None,
+            },
+        ],
+        verify: vec![Verify::BootEntriesHave {
+            files: vec![src.into()],
+            tokens: add.to_vec(),
+        }],
+        notes: vec![format!(
+            "This boot came up from {ours} with these parameters. Keeping writes them into {src}, the entry systemd-boot starts by default, and removes the copy; undo puts the entry back as it was."
+        )],
+        ..base.clone()
+    })
+}
+
 /// loader.conf's `default` may be a glob (`arch*`).
 /// `*` and `?` as systemd-boot's fnmatch reads them; a plain name also
 /// matches its `.conf` file.
@@ -131,15 +192,20 @@ pub(super) fn glob_match(pat: &str, name: &str) -> bool {
     m(&p, &n) || (!pat.contains(['*', '?']) && format!("{pat}.conf") == name)
 }
 
-/// A copy of a BLS entry with its title marked and its options extended.
-fn copy_entry(text: &str, add: &[String]) -> String {
-    let mut out = String::from(
-        "# Written by vfio-assistant (tune): a copy of the default entry with kernel parameters for VM passthrough.\n",
-    );
+/// A BLS entry with its options extended; as our copy (`copy`), with a
+/// header and its title marked.
+fn with_options(text: &str, add: &[String], copy: bool) -> String {
+    let mut out = if copy {
+        String::from(
+            "# Written by vfio-assistant (tune): a copy of the default entry with kernel parameters for VM passthrough.\n",
+        )
+    } else {
+        String::new()
+    };
     let mut had_options = false;
     for line in text.lines() {
         let t = line.trim_start();
-        if let Some(rest) = t.strip_prefix("title") {
+        if let Some(rest) = t.strip_prefix("title").filter(|_| copy) {
             out.push_str(&format!("title {} (VFIO Assistant)\n", rest.trim()));
         } else if let Some(rest) = t.strip_prefix("options") {
             if !had_options {

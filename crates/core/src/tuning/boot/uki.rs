@@ -11,7 +11,9 @@
 //! is checked by reading the command line out of its `.cmdline` section
 //! (host/uki.rs), as the firmware will; undo removes it. Where
 //! kernel-install counts boots (/etc/kernel/tries) the default image is
-//! built again in place instead, the old one kept by the journal.
+//! built again in place instead, the old one kept by the journal. Once
+//! our image has booted well, the same request keeps it: the default image
+//! is built in place the same way (our image stays beside it until undo).
 //! Elsewhere (mkinitcpio presets, dracut --uefi, a signed image whose key
 //! this host does not hold): exact manual steps, with what each UKI boots
 //! with now.
@@ -25,11 +27,22 @@ use crate::host::uki::Uki;
 /// namesake in /usr/lib).
 const PLUGIN_DIRS: [&str; 2] = ["/etc/kernel/install.d", "/usr/lib/kernel/install.d"];
 
+/// Whether kernel-install runs a plugin named `*suffix`: one in /usr/lib
+/// or /etc, unless /etc masks it (a symlink to /dev/null, which is not
+/// read as a file, or an empty file of the same name).
 fn plugin(f: &TuneFacts, suffix: &str) -> bool {
-    PLUGIN_DIRS.iter().any(|d| {
+    let [etc, lib] = PLUGIN_DIRS;
+    let named = |d: &str| -> Vec<String> {
         f.dir(d)
-            .is_some_and(|n| n.iter().any(|x| x.ends_with(suffix)))
-    })
+            .map(|n| n.iter().filter(|x| x.ends_with(suffix)).cloned().collect())
+            .unwrap_or_default()
+    };
+    let in_etc = named(etc);
+    let runs_in_etc = |n: &String| {
+        f.file(&format!("{etc}/{n}"))
+            .is_some_and(|t| !t.trim().is_empty())
+    };
+    in_etc.iter().any(runs_in_etc) || named(lib).iter().any(|n| !in_etc.contains(n))
 }
 
 /// A key ukify signs with (`SecureBootPrivateKey=` in uki.conf), or sbctl's
@@ -203,7 +216,12 @@ pub(super) fn uki_change(
         .get(&ours)
         .and_then(|r| r.as_ref().ok())
         .is_some_and(|u| missing(u.cmdline.as_deref().unwrap_or(""), tokens).is_empty());
-    if add_kc.is_empty() && (add.is_empty() || (once && ours_holds)) {
+    // Ours booted well (this boot holds every token the default image
+    // lacks): the same request keeps it, building the default image the
+    // same way, in place.
+    let booted = f.proc_cmdline.as_deref().unwrap_or("");
+    let keep = once && ours_holds && !add.is_empty() && missing(booted, &add).is_empty();
+    if add_kc.is_empty() && (add.is_empty() || (once && ours_holds && !keep)) {
         return Ok(None);
     }
     let files = if add_kc.is_empty() {
@@ -215,7 +233,7 @@ pub(super) fn uki_change(
             after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))),
         }]
     };
-    if once {
+    if once && !keep {
         return Ok(Some(boot_once(
             &path,
             &ours,
@@ -251,17 +269,27 @@ pub(super) fn uki_change(
     let mut notes = vec![format!(
         "The image {path} is built again in place (kernel-install names it by its kernel); the journal keeps the old one, and undo puts it back. Every later kernel update builds its image with these parameters from /etc/kernel/cmdline."
     )];
-    notes.push(if others == 0 {
+    notes.push(if keep {
+        format!("This boot came up from {ours} with these parameters; it stays beside the default image (the same setup, a way in from systemd-boot's menu should the rebuilt one not start) until the first transaction is undone.")
+    } else if others == 0 {
         "It is the only kernel image here: there is no older entry in systemd-boot's menu to fall back to if the first boot fails — keep a live USB stick at hand, or install a second kernel first.".into()
     } else {
         format!("The other {others} kernel image(s) keep their command line: a way back in systemd-boot's menu (hold Space while the machine starts).")
     });
     Ok(Some(Change {
-        title: format!(
-            "Kernel parameters: {} (the unified kernel image of {} built again)",
-            shown.join(" "),
-            release.as_str()
-        ),
+        title: if keep {
+            format!(
+                "Kernel parameters: keep {} (the image tried once booted well; the default image of {} built the same way)",
+                shown.join(" "),
+                release.as_str()
+            )
+        } else {
+            format!(
+                "Kernel parameters: {} (the unified kernel image of {} built again)",
+                shown.join(" "),
+                release.as_str()
+            )
+        },
         evidence: vec![
             ev(&path, format!(".cmdline {}", boots_with.trim())),
             ev("/etc/kernel/cmdline", base_line.trim()),
@@ -393,9 +421,7 @@ fn boot_once(
         }],
         notes: vec![
             format!(
-                "{default} stays the default: if the new image does not come up, power the machine off and on and the old setup starts. After a good boot, keep it: `sudo kernel-install add {} {}` builds the default image with the new parameters (every later kernel update does by itself, from /etc/kernel/cmdline).",
-                release.as_str(),
-                kernel.path(release)
+                "{default} stays the default: if the new image does not come up, power the machine off and on and the old setup starts. After a good boot, keep it (the Tuning page's Keep button, `tune keep`): the default image is built with the new parameters, journaled and undone like this change (every later kernel update builds its image from /etc/kernel/cmdline by itself)."
             ),
             "Undo removes the image of our own and gives /etc/kernel/cmdline back.".into(),
         ],

@@ -172,7 +172,7 @@ impl Command {
                 tune::TuneCommand::Apply(a) => a.req.json,
                 tune::TuneCommand::Status(j) | tune::TuneCommand::List(j) => j.json,
                 tune::TuneCommand::Undo(u) => u.json,
-                tune::TuneCommand::Keep(k) => k.json,
+                tune::TuneCommand::Keep(k) => k.out.json,
                 tune::TuneCommand::Sudoers => false,
             },
         }

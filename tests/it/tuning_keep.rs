@@ -272,3 +272,44 @@ fn the_image_that_booted_once_is_kept_by_building_the_default_the_same_way() {
     );
     vfio_assistant::tuning::targets::check_change(&c).expect("within the cmdline kind's allowlist");
 }
+
+/// `tune keep` from the command line: refused with a sentence while there
+/// is nothing to keep (exit 2, nothing written), then the keep itself.
+#[test]
+fn tune_keep_on_the_command_line() {
+    let dir = sdboot_host();
+    let r = dir.path();
+    let keep = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+            .args(["tune", "keep", "--yes", "--json", "--root"])
+            .arg(r)
+            .output()
+            .unwrap()
+    };
+    let o = keep();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("nothing to keep"),
+        "{v}"
+    );
+    let (_, _) = apply_once(r, &env(r));
+    let o = keep();
+    assert_eq!(o.status.code(), Some(2), "not before the boot from it");
+    let ours = std::fs::read_to_string(r.join(OURS)).unwrap();
+    put(r, "proc/cmdline", &format!("{}\n", options(&ours).trim()));
+    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    let o = keep();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!r.join(OURS).exists(), "{out}");
+    let entry = std::fs::read_to_string(r.join(SD_ENTRY)).unwrap();
+    assert!(options(&entry).contains("vfio_pci.ids="), "{entry}");
+    assert_eq!(status(&env(r)).len(), 2);
+}

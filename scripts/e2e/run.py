@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--host", action="append", choices=sorted(hosts.HOSTS))
     ap.add_argument("--case", action="append", choices=CASES)
     ap.add_argument("--all", action="store_true", help="every case on every host")
+    ap.add_argument("--skip", action="append", default=[], metavar="HOST/CASE",
+                    help="leave this case out (one just run on its own)")
     ap.add_argument("--cache", default=str(TOP / "target/e2e"))
     ap.add_argument("--deb", help="the .deb to install (default: target/debian's, built if missing)")
     ap.add_argument("--images-only", action="store_true")
@@ -118,6 +120,7 @@ def main():
         plan = [(h, c) for h in names for c in (a.case or hosts.HOSTS[h].cases or CASES)]
     else:
         plan = [(h, c) for (h, c) in CI_SET if h in names]
+    plan = [(h, c) for (h, c) in plan if f"{h}/{c}" not in a.skip]
     say(f"e2e: {len(plan)} case(s): {', '.join(f'{h}/{c}' for h, c in plan)}")
     say(f"qemu: tcg, -cpu {qemu.CPU}, {qemu.SMP} vCPUs, {qemu.MEMORY_MIB} MiB, tb {qemu.TB_MIB} MiB")
     started = time.monotonic()

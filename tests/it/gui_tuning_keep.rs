@@ -57,3 +57,31 @@ fn the_keep_button_makes_the_entry_tried_once_the_default() {
         "kept: no button"
     );
 }
+
+/// The Overview after that boot: the next step is to keep it (ahead of any
+/// advice), and its button opens the Tuning page with the keep planned.
+#[test]
+fn the_overview_says_keep_it_first() {
+    let dir = sdboot_host();
+    let r = dir.path();
+    apply_once(r, &env(r));
+    let ours =
+        std::fs::read_to_string(r.join("boot/efi/loader/entries/vfio-assistant.conf")).unwrap();
+    let opts: String = ours
+        .lines()
+        .filter_map(|l| l.strip_prefix("options"))
+        .collect();
+    put(r, "proc/cmdline", &format!("{}\n", opts.trim()));
+    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    let mut app = tuning_app(r, &[]);
+    app.state.page = vfio_assistant::ui::state::Page::Overview;
+    let mut h = crate::support::gui::harness(app, [1280.0, 900.0]);
+    wait_for(&mut h, 30, |a| a.snapshot.is_some() && !a.is_busy());
+    h.get_by_label_contains("fix first: The tuned boot entry is booted once only");
+    h.get_by_label("Fix on the Tuning page").click();
+    wait_for(&mut h, 30, |a| {
+        a.tuning.facts.is_some() && !a.tuning.status.is_empty() && !a.is_busy()
+    });
+    h.get_by_label_contains("Kernel parameters: keep iommu=pt");
+    h.get_by_label("Keep it as the default");
+}

@@ -76,6 +76,18 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
         st[0].tried_once
     );
     let keep = st[0].keep.clone().expect("the request that keeps it");
+    // The checks say it too, with the Tuning page's button and the command.
+    let found = vfio_assistant::report::tuning::tuning_findings(&HostRoot::at(r));
+    let f = found
+        .iter()
+        .find(|f| f.id == "tune.tried_once")
+        .expect("a finding");
+    assert_eq!(f.command.as_deref(), Some("sudo vfio-assistant tune keep"));
+    assert!(
+        matches!(&f.action, Some(vfio_assistant::finding::Action::Tune { change }) if change == "cmdline"),
+        "{:?}",
+        f.action
+    );
     assert_eq!(keep.only, [ChangeId::of(Kind::Cmdline)]);
     assert_eq!(keep.gpus, request().gpus);
 
@@ -128,6 +140,8 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
     );
     // Kept: the first transaction no longer says the next boot goes back,
     // and the same request plans nothing more for the command line.
+    let found = vfio_assistant::report::tuning::tuning_findings(&HostRoot::at(r));
+    assert!(found.iter().all(|f| f.id != "tune.tried_once"), "{found:?}");
     let st = status(&env(r));
     assert_eq!(
         (st[0].tried_once.as_deref(), st[0].keep.as_ref()),

@@ -118,6 +118,15 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
             on_vfio.as_deref(),
         );
     }
+    // This boot is the tuned one, tried once: keep it before the next
+    // reboot takes it away (ahead of any advice).
+    if let Some(f) = findings.iter().find(|f| f.id == "tune.tried_once") {
+        return from_finding(
+            f,
+            "Keep it first: everything else here is judged on this boot, which the next reboot would not bring back.",
+            on_vfio.as_deref(),
+        );
+    }
     // Binding another card is not the next step once one is the VM's.
     let another_card_to_bind =
         |f: &&Finding| !vm_cards.is_empty() && f.id == "device.bound" && of_vm_card(f) == 1;

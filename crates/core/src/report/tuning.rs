@@ -1,7 +1,8 @@
 //! The host's tuning transactions as findings: one interrupted by a power
 //! cut or a killed process (its before-state is in the journal, so one
-//! action restores the host), and a rolled-back or undone one whose boot
-//! files still hold what it added. The Overview makes the first of these
+//! action restores the host), one whose entry systemd-boot booted once and
+//! that is not kept yet (the next reboot goes back to the old setup), and a
+//! rolled-back or undone one whose boot files still hold what it added. The Overview makes the first of these
 //! its next step, with the button that restores the host.
 
 use crate::finding::{Action, Finding, Status};
@@ -45,6 +46,23 @@ pub fn tuning_findings(root: &HostRoot) -> Vec<Finding> {
                 }
             }
             out.push(f);
+        } else if let (Some(words), Some(_)) = (&s.tried_once, &s.keep) {
+            out.push(
+                Finding::new(
+                    "tune.tried_once",
+                    format!("The tuned boot entry is booted once only ({})", s.id),
+                    Status::Warn,
+                )
+                .evidence(format!("{journal}/{}", s.id), words.clone())
+                .why("systemd-boot started the tuned entry once, as a try: it came up, but the next reboot starts the old default again, without the kernel parameters and vfio-pci.")
+                .fix("Keep it as the default: the parameters go into the default boot entry (or image), as one more transaction you can undo.")
+                .action(
+                    Action::Tune {
+                        change: "cmdline".into(),
+                    },
+                    "sudo vfio-assistant tune keep",
+                ),
+            );
         } else if !s.leftovers.is_empty() {
             out.push(
                 Finding::new(

@@ -100,7 +100,12 @@ pub const CMDLINE: Spec = Spec {
                     | Cmd::RpmOstreeKargs { .. }
             )
     },
-    fixes: &["cpu.isolation", "iommu.passthrough_mode", "iommu.enabled"],
+    fixes: &[
+        "cpu.isolation",
+        "iommu.passthrough_mode",
+        "iommu.enabled",
+        "tune.tried_once",
+    ],
     plan: Some(|cx, out| {
         match &cx.boot.cmdline {
             Ok(Some(c)) => {

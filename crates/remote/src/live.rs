@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use vfio_assistant_core::host::input::Reaction;
 use vfio_assistant_core::monitor::latency::LatencyStats;
 use vfio_assistant_core::monitor::rates::kvm_meaning;
@@ -165,6 +165,15 @@ impl SshTarget {
         let Some(mut child) = taken else {
             return Err("the monitor's session was lost".into());
         };
+        // The stream ended by itself: ssh exits with the command's code just
+        // after it closes the output (127: the program is not there), and a
+        // killed ssh would lose that code — seen under load, where the
+        // kill came first. Asked to stop, or a bad line: killed at once.
+        let ended_by_itself = bad.is_none() && !stop.load(Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(if ended_by_itself { 10 } else { 0 });
+        while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = child.kill();
         let status = child.wait().map_err(|e| e.to_string())?;
         let stderr = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();

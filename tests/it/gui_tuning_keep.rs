@@ -7,7 +7,6 @@
 
 use crate::support::boot_hosts::*;
 use crate::support::gui::wait_for;
-use crate::support::hosts::put;
 use crate::support::tuning::tuning_app;
 use egui_kittest::kittest::Queryable;
 use vfio_assistant::tuning::status::Standing;
@@ -17,15 +16,12 @@ fn the_keep_button_makes_the_entry_tried_once_the_default() {
     let dir = sdboot_host();
     let r = dir.path();
     let (first, _) = apply_once(r, &env(r));
-    let ours_path = r.join("boot/efi/loader/entries/vfio-assistant.conf");
-    let ours = std::fs::read_to_string(&ours_path).unwrap();
+    let ours_path = r.join(SD_OURS);
+    let ours = boot_from_our_entry(r);
     let opts: String = ours
         .lines()
         .filter_map(|l| l.strip_prefix("options"))
         .collect();
-    // The one boot, from our entry.
-    put(r, "proc/cmdline", &format!("{}\n", opts.trim()));
-    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
     let app = tuning_app(r, &[]);
     let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
     wait_for(&mut h, 30, |a| {
@@ -65,14 +61,7 @@ fn the_overview_says_keep_it_first() {
     let dir = sdboot_host();
     let r = dir.path();
     apply_once(r, &env(r));
-    let ours =
-        std::fs::read_to_string(r.join("boot/efi/loader/entries/vfio-assistant.conf")).unwrap();
-    let opts: String = ours
-        .lines()
-        .filter_map(|l| l.strip_prefix("options"))
-        .collect();
-    put(r, "proc/cmdline", &format!("{}\n", opts.trim()));
-    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    boot_from_our_entry(r);
     let mut app = tuning_app(r, &[]);
     app.state.page = vfio_assistant::ui::state::Page::Overview;
     let mut h = crate::support::gui::harness(app, [1280.0, 900.0]);

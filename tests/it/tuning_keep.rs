@@ -23,7 +23,7 @@ use vfio_assistant::tuning::model::Verify;
 use vfio_assistant::tuning::plan::plan;
 use vfio_assistant::tuning::status::{NextBoot, Standing, status};
 
-const OURS: &str = "boot/efi/loader/entries/vfio-assistant.conf";
+const OURS: &str = SD_OURS;
 
 fn options(text: &str) -> String {
     text.lines()
@@ -57,9 +57,7 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
     );
 
     // The one boot, from our entry: its options are the kernel's command line.
-    let ours = std::fs::read_to_string(r.join(OURS)).unwrap();
-    put(r, "proc/cmdline", &format!("{}\n", options(&ours).trim()));
-    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    let ours = boot_from_our_entry(r);
     let st = status(&env(r));
     assert_eq!(st[0].standing, Standing::TookEffect);
     assert_eq!(
@@ -311,9 +309,7 @@ fn tune_keep_on_the_command_line() {
     let (_, _) = apply_once(r, &env(r));
     let o = keep();
     assert_eq!(o.status.code(), Some(2), "not before the boot from it");
-    let ours = std::fs::read_to_string(r.join(OURS)).unwrap();
-    put(r, "proc/cmdline", &format!("{}\n", options(&ours).trim()));
-    put(r, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    boot_from_our_entry(r);
     let o = keep();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(

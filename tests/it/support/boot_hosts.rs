@@ -176,3 +176,20 @@ pub fn holds(dir: &Path, image: &str, file: &str) -> bool {
     .iter()
     .any(|(p, _)| p.ends_with(file))
 }
+
+/// systemd-boot's entry of ours, tried once on the sdboot host.
+pub const SD_OURS: &str = "boot/efi/loader/entries/vfio-assistant.conf";
+
+/// The one boot from our entry on the sdboot host, after the apply: its
+/// options are the kernel's command line, and the boot id changes. The
+/// entry's text, as it was booted.
+pub fn boot_from_our_entry(dir: &Path) -> String {
+    let ours = std::fs::read_to_string(dir.join(SD_OURS)).unwrap();
+    let opts: Vec<&str> = ours
+        .lines()
+        .filter_map(|l| l.strip_prefix("options"))
+        .collect();
+    crate::support::hosts::put(dir, "proc/cmdline", &format!("{}\n", opts.join(" ").trim()));
+    crate::support::hosts::put(dir, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    ours
+}

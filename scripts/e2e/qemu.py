@@ -183,6 +183,13 @@ class Guest:
             self.proc.wait()
         say(f"power cut after {time.monotonic() - self.started:.0f} s of boot {self.boots}")
 
+    def step_begun(self, before):
+        """Whether this boot's step began: the guest counted the boot and
+        started step.sh (its log is there; e2e-ctl writes the boot's facts
+        first, and a boot can stop between the two)."""
+        n = self.booted()
+        return n > before and (self.out / f"step-{n}.log").exists()
+
     def step_result(self, before):
         """(boot number in the guest, exit code of its step or None)."""
         n = self.booted()
@@ -205,10 +212,12 @@ class Guest:
         for the run's summary). Three ways were seen under a loaded
         machine: the kernel panics early ("timer doesn't work through
         Interrupt-remapped IO-APIC", the emulated CPU too slow for the
-        kernel's timer check); the boot stalls (systemd-logind never
-        started), cut after `stall_s` seconds with no step begun (a boot to
-        its step takes 40 to 100 s here); the machine resets itself before
-        the step (QEMU ends: -no-reboot)."""
+        kernel's timer check; a double fault in a module load as udev
+        starts, with Debian's 6.12 kernel); the boot stalls (systemd-logind
+        never started), cut after `stall_s` seconds with no step begun (a
+        boot to its step takes 40 to 100 s here); the machine resets itself
+        before the step (QEMU ends: -no-reboot). A panic during the step
+        ends the boot at once (not again: what the step did is not known)."""
         before = self.booted()
         self.start()
         deadline = time.monotonic() + timeout_s
@@ -217,7 +226,7 @@ class Guest:
         while True:
             ended = self.proc.poll() is not None
             why = None
-            if self.booted() <= before:
+            if not self.step_begun(before):
                 if self.panicked():
                     why = f"the kernel panicked before the step ran ({self.panicked()})"
                 elif ended:
@@ -226,13 +235,20 @@ class Guest:
                     why = f"no step begun after {stall_s} s (the boot stalled)"
             elif ended:
                 break
-            if why:
-                self.note(f"boot {self.boots}: {why}; booted again")
+            elif self.panicked():
+                # During the step: what it did is not known, so not again;
+                # the boot ends now rather than at the timeout.
+                self.note(f"boot {self.boots}: the kernel panicked during the step ({self.panicked()})")
                 self.dump_tail(12)
                 self.power_cut()
+                return None
+            if why:
                 retries += 1
-                if retries > 2:
-                    self.note(f"boot {self.boots}: gave up after {retries} tries")
+                again = retries <= 2
+                self.note(f"boot {self.boots}: {why}; " + ("booted again" if again else f"given up after {retries} tries"))
+                self.dump_tail(12)
+                self.power_cut()
+                if not again:
                     return None
                 self.start()
                 deadline = time.monotonic() + timeout_s

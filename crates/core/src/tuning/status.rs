@@ -202,12 +202,9 @@ fn tried_once_words(took: bool) -> String {
     }
 }
 
-pub fn entry_status(env: &Env, e: &Entry) -> EntryStatus {
-    entry_status_among(env, e, &[])
-}
-
-/// `entry_status`, knowing the transactions applied after it (`later`).
-fn entry_status_among(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
+/// One transaction's status, knowing the transactions after it (`later`:
+/// a keep since makes an entry tried once no longer pending).
+fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
     let cmdline = env
         .root
         .read_attr(&HostPath::proc("cmdline"))
@@ -303,6 +300,6 @@ pub fn status(env: &Env) -> Vec<EntryStatus> {
     let all = env.journal.list();
     all.iter()
         .enumerate()
-        .map(|(i, e)| entry_status_among(env, e, &all[i + 1..]))
+        .map(|(i, e)| entry_status(env, e, &all[i + 1..]))
         .collect()
 }

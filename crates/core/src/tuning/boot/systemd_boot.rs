@@ -145,7 +145,10 @@ fn keep_copy(
         ),
         evidence: vec![
             ev(ours, format!("options {}", copy_opts.trim())),
-            ev("/proc/cmdline", booted.trim()),
+            ev(
+                &crate::sysroot::HostPath::proc("cmdline").to_string(),
+                booted.trim(),
+            ),
         ],
         files: vec![
             FileChange {

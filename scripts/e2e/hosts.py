@@ -255,7 +255,6 @@ find /boot/efi -type f | sort
 """,
     apply_with="cli",
     cases=("journey", "cut-bootcfg"),
-    boot_once=True,
 )
 
 # Debian 13 as its installer leaves a systemd-boot machine once the user

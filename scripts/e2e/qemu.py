@@ -201,7 +201,7 @@ class Guest:
         except (OSError, ValueError):
             return n, None
 
-    def boot_step(self, timeout_s, watch=None, stall_s=600):
+    def boot_step(self, timeout_s, watch=None, stall_s=300):
         """One cold boot running share/step.sh; its exit code (None: it did
         not finish). `watch(guest)` is called every second while it runs and
         may cut the power (returning True ends the boot there).
@@ -215,7 +215,10 @@ class Guest:
         kernel's timer check; a double fault in a module load as udev
         starts, with Debian's 6.12 kernel); the boot stalls (systemd-logind
         never started), cut after `stall_s` seconds with no step begun (a
-        boot to its step takes 40 to 100 s here); the machine resets itself
+        boot to its step takes 40 to 100 s here: the slowest of 61 logged
+        boots started it 78 s into the kernel, two guests at once; a stalled
+        one printed nothing after the root's fsck for 600 s, so waiting
+        longer only spends CI's budget); the machine resets itself
         before the step (QEMU ends: -no-reboot). A panic during the step
         ends the boot at once (not again: what the step did is not known)."""
         before = self.booted()

@@ -299,3 +299,10 @@ bootctl list --no-pager || true
 )
 
 HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}
+
+# Only systemd-boot boots the click's entry once (`bootctl set-oneshot`): a
+# GRUB host told boot_once would have its journey run `tune keep`, which
+# rightly finds nothing to keep there (CI's secureboot/journey once did).
+for _h in HOSTS.values():
+    if _h.boot_once != ("systemd-boot" in _h.packages):
+        raise SystemExit(f"hosts.py: {_h.name}: boot_once must be set exactly when the host boots with systemd-boot")

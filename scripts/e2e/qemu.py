@@ -229,19 +229,20 @@ class Guest:
         while True:
             ended = self.proc.poll() is not None
             why = None
+            panic = self.panicked()
             if not self.step_begun(before):
-                if self.panicked():
-                    why = f"the kernel panicked before the step ran ({self.panicked()})"
+                if panic:
+                    why = f"the kernel panicked before the step ran ({panic})"
                 elif ended:
                     why = "the machine reset itself before the step ran"
                 elif stall_s and time.monotonic() - self.started > stall_s:
                     why = f"no step begun after {stall_s} s (the boot stalled)"
             elif ended:
                 break
-            elif self.panicked():
+            elif panic:
                 # During the step: what it did is not known, so not again;
                 # the boot ends now rather than at the timeout.
-                self.note(f"boot {self.boots}: the kernel panicked during the step ({self.panicked()})")
+                self.note(f"boot {self.boots}: the kernel panicked during the step ({panic})")
                 self.dump_tail(12)
                 self.power_cut()
                 return None

@@ -18,10 +18,7 @@ fn the_keep_button_makes_the_entry_tried_once_the_default() {
     let (first, _) = apply_once(r, &env(r));
     let ours_path = r.join(SD_OURS);
     let ours = boot_from_our_entry(r);
-    let opts: String = ours
-        .lines()
-        .filter_map(|l| l.strip_prefix("options"))
-        .collect();
+    let opts = entry_options(&ours);
     let app = tuning_app(r, &[]);
     let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
     wait_for(&mut h, 30, |a| {

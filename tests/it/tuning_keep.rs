@@ -23,15 +23,6 @@ use vfio_assistant::tuning::model::Verify;
 use vfio_assistant::tuning::plan::plan;
 use vfio_assistant::tuning::status::{NextBoot, Standing, status};
 
-const OURS: &str = SD_OURS;
-
-fn options(text: &str) -> String {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("options"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[test]
 fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
     let dir = sdboot_host();
@@ -108,7 +99,7 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
             .collect::<Vec<_>>(),
         [
             (format!("/{SD_ENTRY}").as_str(), true),
-            (format!("/{OURS}").as_str(), false)
+            (format!("/{SD_OURS}").as_str(), false)
         ]
     );
     vfio_assistant::tuning::targets::check_change(c).expect("within the cmdline kind's allowlist");
@@ -120,14 +111,14 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
             .any(|l| format!("{l:?}").contains("every default boot entry holds them")),
         "the default entry was checked: {said:#?}"
     );
-    assert!(!r.join(OURS).exists(), "the copy is gone");
+    assert!(!r.join(SD_OURS).exists(), "the copy is gone");
     let entry_now = std::fs::read_to_string(r.join(SD_ENTRY)).unwrap();
     let Verify::BootEntriesHave { tokens, .. } = &c.verify[0] else {
         panic!("{:?}", c.verify)
     };
     for t in tokens {
         assert!(
-            options(&entry_now).split_whitespace().any(|w| w == t),
+            entry_options(&entry_now).split_whitespace().any(|w| w == t),
             "{t}: {entry_now}"
         );
     }
@@ -166,7 +157,7 @@ fn the_entry_that_booted_once_is_kept_as_one_more_transaction() {
         entry_before
     );
     assert_eq!(
-        std::fs::read_to_string(r.join(OURS)).unwrap(),
+        std::fs::read_to_string(r.join(SD_OURS)).unwrap(),
         ours,
         "the copy is back"
     );
@@ -318,8 +309,8 @@ fn tune_keep_on_the_command_line() {
         "{out}{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(!r.join(OURS).exists(), "{out}");
+    assert!(!r.join(SD_OURS).exists(), "{out}");
     let entry = std::fs::read_to_string(r.join(SD_ENTRY)).unwrap();
-    assert!(options(&entry).contains("vfio_pci.ids="), "{entry}");
+    assert!(entry_options(&entry).contains("vfio_pci.ids="), "{entry}");
     assert_eq!(status(&env(r)).len(), 2);
 }

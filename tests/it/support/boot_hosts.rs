@@ -177,6 +177,14 @@ pub fn holds(dir: &Path, image: &str, file: &str) -> bool {
     .any(|(p, _)| p.ends_with(file))
 }
 
+/// A BLS entry's `options` lines, as one command line.
+pub fn entry_options(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("options"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// systemd-boot's entry of ours, tried once on the sdboot host.
 pub const SD_OURS: &str = "boot/efi/loader/entries/vfio-assistant.conf";
 
@@ -185,11 +193,11 @@ pub const SD_OURS: &str = "boot/efi/loader/entries/vfio-assistant.conf";
 /// entry's text, as it was booted.
 pub fn boot_from_our_entry(dir: &Path) -> String {
     let ours = std::fs::read_to_string(dir.join(SD_OURS)).unwrap();
-    let opts: Vec<&str> = ours
-        .lines()
-        .filter_map(|l| l.strip_prefix("options"))
-        .collect();
-    crate::support::hosts::put(dir, "proc/cmdline", &format!("{}\n", opts.join(" ").trim()));
+    crate::support::hosts::put(
+        dir,
+        "proc/cmdline",
+        &format!("{}\n", entry_options(&ours).trim()),
+    );
     crate::support::hosts::put(dir, "proc/sys/kernel/random/boot_id", "b00t-2\n");
     ours
 }

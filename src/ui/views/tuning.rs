@@ -225,7 +225,9 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
     let mut on = !off.contains(&id);
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.set_width(ui.available_width());
-        ui.horizontal(|ui| {
+        // Wrapped: a title can be long (the keep names every parameter), and
+        // an unwrapped one would widen the group past the window.
+        ui.horizontal_wrapped(|ui| {
             if ui
                 .checkbox(&mut on, RichText::new(&c.title).strong())
                 .changed()

@@ -9,7 +9,7 @@ use super::out::{out, outln};
 use crate::checks::model::{Finding, Status};
 use crate::checks::{Counts, counts};
 use crate::host::scan;
-use crate::report::next_step::{NextAction, NextStep, next_step};
+use crate::report::next_step::{NextAction, NextStep, next_step_with};
 use crate::sysroot::HostRoot;
 use clap::Args;
 use serde::Serialize;
@@ -36,6 +36,10 @@ pub struct CheckArgs {
     /// the read and disabled again) and say whether it carries the UEFI GOP driver.
     #[arg(long)]
     pub read_rom: bool,
+    /// The card meant for the VM, where the host has several: the next
+    /// step then speaks of it (the app's Overview remembers the same choice).
+    #[arg(long, value_name = "ADDRESS")]
+    pub gpu: Option<String>,
 }
 
 impl CheckArgs {
@@ -73,12 +77,12 @@ pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32>
             schema_version: 1,
             root: &snap.root,
             counts: c.clone(),
-            next_step: next_step(&snap, &findings),
+            next_step: next_step_with(&snap, &findings, args.gpu.as_deref()),
             findings: &findings,
         };
         outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        let step = next_step(&snap, &findings);
+        let step = next_step_with(&snap, &findings, args.gpu.as_deref());
         out!("{}", render(&snap.root, &findings, &c, args.verbose))?;
         out!("{}", render_next_step(&step))?;
     }
@@ -86,29 +90,66 @@ pub fn run(root: &HostRoot, args: &CheckArgs, demo: bool) -> anyhow::Result<i32>
 }
 
 /// The one next step, after the findings (where a terminal leaves the eye).
+/// Every command it prints runs as printed (tests/it/printed_commands.rs).
 pub fn render_next_step(step: &NextStep) -> String {
-    let how = match &step.action {
-        NextAction::Tuning { change, device } => format!(
-            "the app's Tuning page does it, or `vfio-assistant tune plan --only {change}{}` shows it",
-            device
-                .as_deref()
-                .filter(|_| *change == crate::tuning::kinds::Kind::VfioBoot)
-                .map(|d| format!(" --gpu {d}"))
-                .unwrap_or_default()
-        ),
-        NextAction::NewVm => {
-            "the app's New VM page, or `vfio-assistant domain new --help`".to_string()
+    let mut o = format!(
+        "\nNext step: {}\n       why:  {}\n       how:  {}\n",
+        step.sentence,
+        step.why,
+        how(&step.action)
+    );
+    if let NextAction::MoveScreen { steps, .. } = &step.action {
+        for (i, s) in steps.iter().enumerate() {
+            let _ = writeln!(o, "       {}.  {s}", i + 1);
         }
+    }
+    for alt in &step.alternatives {
+        let _ = writeln!(o, "       {}: {}", alt.label, how(&alt.action));
+    }
+    o
+}
+
+/// How an action is carried out: the app's button, and the command.
+fn how(action: &NextAction) -> String {
+    match action {
+        NextAction::Tuning { change, device } => {
+            let gpu = device
+                .as_deref()
+                .filter(|_| {
+                    matches!(
+                        change,
+                        crate::tuning::kinds::Kind::VfioBoot
+                            | crate::tuning::kinds::Kind::SingleGpuHook
+                            | crate::tuning::kinds::Kind::SharedGpuHook
+                    )
+                })
+                .map(|d| format!(" --gpu {d}"))
+                .unwrap_or_default();
+            let mode = match change {
+                crate::tuning::kinds::Kind::SingleGpuHook => " --single-gpu VM",
+                crate::tuning::kinds::Kind::SharedGpuHook => " --shared-gpu VM",
+                _ => "",
+            };
+            format!(
+                "the app's Tuning page does it, or `vfio-assistant tune plan --only {change}{gpu}{mode}` shows it"
+            )
+        }
+        NextAction::NewVm => "the app's New VM page, or `vfio-assistant domain new --help`".to_string(),
         NextAction::RestoreHost { .. } => {
-            "the app's Restore the host button, or `sudo vfio-assistant tune undo --last`"
-                .to_string()
+            "the app's Restore the host button, or `sudo vfio-assistant tune undo --last`".to_string()
         }
         NextAction::ByHand => "by hand: nothing on the running system can do it".to_string(),
-    };
-    format!(
-        "\nNext step: {}\n       why:  {}\n       how:  {how}\n",
-        step.sentence, step.why
-    )
+        NextAction::MoveScreen { .. } => {
+            "by hand, in the firmware setup and at the back of the machine; then `vfio-assistant check` says whether it took".to_string()
+        }
+        NextAction::ChooseGpu { cards } => {
+            let lines: Vec<String> = cards
+                .iter()
+                .map(|c| format!("`vfio-assistant check --gpu {}` for the {}", c.address, c.name))
+                .collect();
+            format!("the app's Overview asks, or {}", lines.join(", or "))
+        }
+    }
 }
 
 /// The human report: failures first, each with what was seen, why and the fix.

@@ -24,6 +24,9 @@ pub fn print_start(o: &StartOutcome, uri: &str) -> Result<(), StdoutError> {
     for n in &o.networks_started {
         outln!("Started network '{n}', which the VM plugs into.")?;
     }
+    for (n, why) in &o.networks_failed {
+        outln!("Could not start network '{n}', which the VM plugs into: {why}")?;
+    }
     if o.started {
         return outln!("'{}' is running on {uri}.", o.name);
     }

@@ -133,6 +133,10 @@ pub struct RequestArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub req: RequestArgs,
+    /// Only these changes (ids from `tune plan`: thp, cmdline, vfio-boot,
+    /// sriov:ADDRESS…), comma-separated: what `apply --only` would do.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<ChangeId>,
 }
 
 #[derive(Debug, Args)]
@@ -245,7 +249,7 @@ pub(super) fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool
 
 pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
     match &args.command {
-        TuneCommand::Plan(p) => run_plan(root, &p.req),
+        TuneCommand::Plan(p) => run_plan(root, &p.req, &p.only),
         TuneCommand::Apply(a) => run_apply(root, a),
         TuneCommand::Status(j) => run_status(root, j),
         TuneCommand::List(j) => run_list(root, j),
@@ -279,8 +283,8 @@ fn make_plan(root: &HostRoot, req: &Request, run_commands: bool) -> Result<Plan,
     Ok(p)
 }
 
-fn run_plan(root: &HostRoot, a: &RequestArgs) -> anyhow::Result<i32> {
-    let p = match make_plan(root, &request(a, &[]), root.is_live()) {
+fn run_plan(root: &HostRoot, a: &RequestArgs, only: &[ChangeId]) -> anyhow::Result<i32> {
+    let p = match make_plan(root, &request(a, only), root.is_live()) {
         Ok(p) => p,
         Err((code, why)) => return fail(a.json, code, &why),
     };
@@ -288,7 +292,7 @@ fn run_plan(root: &HostRoot, a: &RequestArgs) -> anyhow::Result<i32> {
         outln!("{}", serde_json::to_string_pretty(&p)?)?;
     } else {
         out!("{}", super::tune_text::plan_text(&p))?;
-        out!("{}", single_gpu_text(root, &request(a, &[])))?;
+        out!("{}", single_gpu_text(root, &request(a, only)))?;
     }
     Ok(0)
 }

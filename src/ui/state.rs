@@ -62,6 +62,9 @@ pub struct State {
     pub wizard: WizardState,
     /// The Tuning page's choices.
     pub tuning: TuningChoices,
+    /// The card the user picked as the VM's where the host has several
+    /// (the Overview's "Choose the VM's card"); `check --gpu` is the same.
+    pub vm_gpu: Option<String>,
 }
 
 /// What the Tuning page plans for: the same inputs as `tune plan`.
@@ -155,6 +158,11 @@ impl State {
         t.sriov.retain(|a, _| here(a));
         if t.gpus.len() + t.sriov.len() < before {
             dropped.push("the Tuning page's devices that are not on this host".to_string());
+        }
+        if let Some(g) = self.vm_gpu.take_if(|g| !here(g)) {
+            dropped.push(format!(
+                "the card chosen for the VM, {g} (not on this host)"
+            ));
         }
         dropped
     }

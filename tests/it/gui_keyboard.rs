@@ -72,6 +72,24 @@ fn tab_reaches_every_button_on_every_page() {
 #[test]
 fn enter_presses_the_focused_button_and_focus_is_drawn() {
     let mut h = demo(Page::Overview);
+    // The demo host has two cards: the Overview asks which is the VM's.
+    // Tab to the first, Enter picks it; then the step is to create the VM.
+    let mut on_pick = false;
+    for _ in 0..200 {
+        h.key_press(egui::Key::Tab);
+        h.run();
+        if focused(&h).is_some_and(|f| f.starts_with("Use the") && f.contains("1080 Ti")) {
+            on_pick = true;
+            break;
+        }
+    }
+    assert!(
+        on_pick,
+        "Tab never reached the 1080 Ti's \"Use the … for the VM\""
+    );
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert_eq!(h.state().state.vm_gpu.as_deref(), Some("0000:0b:00.0"));
     let mut on_create = false;
     for _ in 0..200 {
         h.key_press(egui::Key::Tab);

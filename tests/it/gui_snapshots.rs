@@ -223,6 +223,21 @@ fn an_empty_host_a_laptop_and_a_host_set_up_wrong_look_as_kept() {
     h.get_by_label_contains("--shared-gpu win11 --shared-stop ollama.service");
     h.snapshot_options("e2e-tuning-shared-gpu", &o);
     results.extend_harness(&mut h);
+    // The desktop most gamers bought: a Ryzen 7000 with its Raphael iGPU
+    // and an RTX 4070, the monitor in the card (its boot GPU): the step
+    // moves the screen to the iGPU, the card is the VM's.
+    {
+        use crate::support::desktops::{AM5_CARD, am5};
+        let desk = am5((0x1002, 0x164e), (0x10de, 0x2786, "nvidia"), AM5_CARD);
+        let mut h = on_root(
+            desk.path(),
+            "Ryzen 5 7600X + RTX 4070 desktop (a real AM5 tree)",
+            on(Page::Overview),
+        );
+        h.get_by_label_contains("Move the host's screen to the AMD/ATI Raphael");
+        h.snapshot_options("desktop-igpu-card-overview", &o);
+        results.extend_harness(&mut h);
+    }
     let bad = crate::support::hosts::bad_host();
     let mut h = on_root(
         bad.path(),

@@ -13,7 +13,7 @@
 use crate::support::hosts::{base_host, put};
 use vfio_assistant::host::scan;
 use vfio_assistant::report::findings::{FindingsRequest, host_findings};
-use vfio_assistant::report::next_step::{NextAction, next_step};
+use vfio_assistant::report::next_step::{NextAction, next_step, next_step_with};
 use vfio_assistant::sysroot::HostRoot;
 
 fn device_named(boot_vga_on: &str) -> Option<String> {
@@ -31,7 +31,14 @@ fn device_named(boot_vga_on: &str) -> Option<String> {
     let root = HostRoot::at(r);
     let snap = scan(&root).unwrap();
     let findings = host_findings(&root, &snap, &FindingsRequest::default());
-    match next_step(&snap, &findings).action {
+    // Two cards: asked which is the VM's, the one without the console
+    // first (they are equals here: the listing shows no link or memory).
+    let first = match next_step(&snap, &findings).action {
+        NextAction::ChooseGpu { cards } => cards[0].address.clone(),
+        other => panic!("{other:?}"),
+    };
+    // That one taken, it is the one bound.
+    match next_step_with(&snap, &findings, Some(&first)).action {
         NextAction::Tuning {
             change: vfio_assistant::tuning::kinds::Kind::VfioBoot,
             device,
@@ -135,7 +142,18 @@ mod whose_gpu {
             "proc/iomem",
             "e0000000-efffffff : PCI Bus 0000:0b\n  e0000000-e7ffffff : 0000:0b:00.0\n    e0000000-e02fffff : BOOTFB\n",
         );
+        // Two cards: the user is asked which is the VM's; the 1080 Ti's
+        // reason says the console is on it.
         let (step, f) = overview(r);
+        let NextAction::ChooseGpu { cards } = &step.action else {
+            panic!("{step:#?}")
+        };
+        let ti = cards.iter().find(|c| c.address == "0000:0b:00.0").unwrap();
+        assert!(ti.why.contains("boot framebuffer"), "{ti:#?}");
+        // The GT 710 chosen: it is the one bound.
+        let root = HostRoot::at(r);
+        let snap = scan(&root).unwrap();
+        let step = vfio_assistant::report::next_step::next_step_with(&snap, &f, Some("0c:00.0"));
         assert_eq!(
             step.action,
             NextAction::Tuning {
@@ -213,15 +231,15 @@ mod whose_gpu {
 
     #[test]
     fn the_only_gpu_is_the_hosts_single_gpu_never_bound_at_boot() {
-        // The Debian host without its second card: 00:02.0 is all there is.
+        // The Debian host without its virtio-vga (a paravirtual display,
+        // never a VM's card): the VGA behind the root port is all there is,
+        // as on the harness's single-GPU host.
         let host = e2e();
         let r = host.path();
-        for func in ["0", "1"] {
-            fs::remove_dir_all(r.join(format!("{CARD}.{func}"))).unwrap();
-            fs::remove_file(r.join(format!("sys/bus/pci/devices/0000:01:00.{func}"))).unwrap();
-        }
-        fs::remove_dir_all(r.join("sys/kernel/iommu_groups/8")).unwrap();
-        for l in ["card0", "card0-Virtual-1"] {
+        fs::remove_dir_all(r.join("sys/devices/pci0000:00/0000:00:02.0")).unwrap();
+        fs::remove_file(r.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
+        fs::remove_dir_all(r.join("sys/kernel/iommu_groups/1")).unwrap();
+        for l in ["card1", "card1-Virtual-2", "renderD128"] {
             fs::remove_file(r.join("sys/class/drm").join(l)).unwrap();
         }
         let (step, f) = overview(r);
@@ -239,10 +257,10 @@ mod whose_gpu {
         assert!(!step.sentence.contains("Bind"), "{step:#?}");
         assert!(!step.sentence.contains("vfio-pci"), "{step:#?}");
         assert!(!step.why.contains("Binding"), "{step:#?}");
-        not_warned_for_its_driver(&f, "0000:00:02.0");
+        not_warned_for_its_driver(&f, "0000:01:00.0");
         // Its being the only GPU is still said: that is a fact about the host.
         assert_eq!(
-            about(&f, "device.host_display", "0000:00:02.0").status,
+            about(&f, "device.host_display", "0000:01:00.0").status,
             Status::Warn
         );
     }

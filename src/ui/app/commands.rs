@@ -122,6 +122,13 @@ pub enum Command {
     OpenSharedTuning {
         gpu: String,
     },
+    /// The Tuning page with single-GPU passthrough of this card for the
+    /// New VM page's VM.
+    OpenSingleGpuTuning {
+        gpu: String,
+    },
+    /// The user picked this card as the VM's (the Overview's choice).
+    ChooseVmGpu(String),
 }
 
 /// Write `text` to `path` for a Save button: whole or not at all, never
@@ -409,6 +416,28 @@ impl App {
                 self.tuning.focus = focus;
                 self.stop_monitor();
                 self.state.page = Page::Tuning;
+                None
+            }
+            Command::OpenSingleGpuTuning { gpu } => {
+                let t = &mut self.state.tuning;
+                if !t.gpus.contains(&gpu) {
+                    t.gpus.insert(0, gpu);
+                }
+                if t.single_gpu_vm.trim().is_empty() {
+                    t.single_gpu_vm = self.state.wizard.name.clone();
+                }
+                t.shared_gpu_vm.clear();
+                let focus = vec!["single-gpu-hook".to_string()];
+                t.off.retain(|id| !focus.contains(id));
+                self.tuning.focus = focus;
+                self.stop_monitor();
+                self.state.page = Page::Tuning;
+                None
+            }
+            Command::ChooseVmGpu(gpu) => {
+                // The wizard's GPU step starts with the same card.
+                self.state.wizard.gpu = Some(gpu.clone());
+                self.state.vm_gpu = Some(gpu);
                 None
             }
         };

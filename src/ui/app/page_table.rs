@@ -19,7 +19,9 @@ pub const PAGES: &[PageSpec] = &[
     PageSpec {
         page: Page::Overview,
         title: "Overview",
-        draw: |app, ui, snap, out| views::overview::overview_ui(ui, snap, &app.findings, out),
+        draw: |app, ui, snap, out| {
+            views::overview::overview_ui(ui, snap, &app.findings, app.state.vm_gpu.as_deref(), out)
+        },
     },
     PageSpec {
         page: Page::Devices,

@@ -195,7 +195,7 @@ fn details_ui(
             if on_vfio
                 && ui
                     .button("Give it back to the host…")
-                    .on_hover_text("Opens the Tuning page: its journal undoes the change that bound it (in a terminal: `sudo vfio-assistant tune undo`).")
+                    .on_hover_text("Opens the Tuning page: its journal undoes the change that bound it (in a terminal: `sudo vfio-assistant tune undo ID`, `tune list` names it).")
                     .clicked()
             {
                 out.push(Command::ShowPage(crate::ui::state::Page::Tuning));

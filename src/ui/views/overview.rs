@@ -3,7 +3,7 @@
 
 use crate::checks::model::Finding;
 use crate::host::HostSnapshot;
-use crate::report::next_step::{NextAction, next_step};
+use crate::report::next_step::{NextAction, next_step_with};
 use crate::report::text::human_kib;
 use crate::tuning::kinds::Kind;
 use crate::ui::app::Command;
@@ -53,12 +53,41 @@ fn card(ui: &mut egui::Ui, title: &str, add: impl FnOnce(&mut egui::Ui)) {
 }
 
 /// The one thing to do now, with the button that does it.
-fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: &mut Vec<Command>) {
-    let step = next_step(s, findings);
+fn next_step_ui(
+    ui: &mut egui::Ui,
+    s: &HostSnapshot,
+    findings: &[Finding],
+    chosen: Option<&str>,
+    out: &mut Vec<Command>,
+) {
+    let step = next_step_with(s, findings, chosen);
     ui.label(RichText::new(&step.sentence).strong().size(16.0));
-    ui.label(crate::ui::theme::detail(&step.why));
+    if !matches!(
+        step.action,
+        NextAction::ChooseGpu { .. } | NextAction::MoveScreen { .. }
+    ) {
+        ui.label(crate::ui::theme::detail(&step.why));
+    }
     ui.add_space(4.0);
-    match &step.action {
+    action_ui(ui, s, &step.action, out);
+    for alt in &step.alternatives {
+        if let NextAction::Tuning {
+            change: Kind::SingleGpuHook,
+            device: Some(gpu),
+        } = &alt.action
+            && ui
+                .button(&alt.label)
+                .on_hover_text("Opens the Tuning page in single-GPU mode: a hook hands the card to the VM when it starts (the desktop stops) and gives it back when it stops.")
+                .clicked()
+        {
+            out.push(Command::OpenSingleGpuTuning { gpu: gpu.clone() });
+        }
+    }
+}
+
+/// The button (or the words) that carry a step out.
+fn action_ui(ui: &mut egui::Ui, s: &HostSnapshot, action: &NextAction, out: &mut Vec<Command>) {
+    match action {
         NextAction::Tuning { change, device } => {
             let label = if *change == Kind::VfioBoot {
                 "Bind it on the Tuning page"
@@ -109,6 +138,27 @@ fn next_step_ui(ui: &mut egui::Ui, s: &HostSnapshot, findings: &[Finding], out: 
         NextAction::ByHand => {
             ui.weak("This is done outside the running system (the firmware setup, a slot, a cable): no button here can do it.");
         }
+        NextAction::ChooseGpu { cards } => {
+            ui.label("One card goes to the VM and the host keeps the other; the first is the one this app would pick:");
+            for c in cards {
+                ui.horizontal_wrapped(|ui| {
+                    if ui
+                        .button(format!("Use the {} for the VM", c.name))
+                        .on_hover_text(format!("{}: {}", c.address, c.why))
+                        .clicked()
+                    {
+                        out.push(Command::ChooseVmGpu(c.address.clone()));
+                    }
+                    ui.label(crate::ui::theme::detail(format!("{} — {}", c.address, c.why)));
+                });
+            }
+        }
+        NextAction::MoveScreen { steps, .. } => {
+            for (i, step) in steps.iter().enumerate() {
+                ui.label(format!("{}. {step}", i + 1));
+            }
+            ui.weak("These are done in the firmware setup and at the back of the machine: no button here can do them. After the reboot this page says whether it took.");
+        }
     }
 }
 
@@ -116,10 +166,11 @@ pub fn overview_ui(
     ui: &mut egui::Ui,
     s: &HostSnapshot,
     findings: &[Finding],
+    chosen_gpu: Option<&str>,
     out: &mut Vec<Command>,
 ) {
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
-        card(ui, "Next step", |ui| next_step_ui(ui, s, findings, out));
+        card(ui, "Next step", |ui| next_step_ui(ui, s, findings, chosen_gpu, out));
         card(ui, "This host", |ui| summary_ui(ui, s));
         card(ui, "Checks", |ui| super::findings::findings_ui(ui, findings, Some(&mut *out)));
         card(ui, "GPUs", |ui| {
@@ -133,6 +184,9 @@ pub fn overview_ui(
                     if ui.link(format!("{}  {}", e.device.address, e.device.display_name())).clicked() {
                         out.push(Command::ShowDevice(e.device.address.clone()));
                     }
+                    let class = crate::report::vm_card::class_of(s, e);
+                    ui.label(RichText::new(class.kind.word()).weak())
+                        .on_hover_text(&class.because);
                 });
                 ui.label(RichText::new(&e.passthrough.reason).weak());
                 ui.add_space(4.0);

@@ -78,6 +78,12 @@ pub fn vm_control_ui(
             for n in &o.networks_started {
                 ui.label(format!("Started the network '{n}' it plugs into."));
             }
+            for (n, why) in &o.networks_failed {
+                ui.colored_label(
+                    theme::BAD,
+                    format!("Could not start the network '{n}' it plugs into: {why}"),
+                );
+            }
             if o.started {
                 ui.colored_label(theme::GOOD, "It is running.");
             } else {

@@ -256,10 +256,20 @@ fn check_one(s: &HostSnapshot, e: &PciEntry, out: &mut Vec<Finding>) {
         disp.status = Status::Warn;
         disp.title = format!("{name} is the only GPU: single-GPU passthrough");
         // A GPU on the root bus is the CPU's (or chipset's) own graphics.
-        disp = disp.fix(if a.starts_with("0000:00:") {
-            "This is the CPU's own graphics, the host's only screen: add a GPU for the VM, share it instead (Intel GVT-g or SR-IOV on recent iGPUs), or set up single-GPU hooks and SSH access."
-        } else {
-            "Use the CPU's integrated graphics for the host (enable it in the firmware), add a cheap second GPU, or set up single-GPU hooks and SSH access."
+        let integrated = crate::host::gpu_kind::classify(s.cpu.vendor.as_deref(), d).kind
+            == crate::host::gpu_kind::GpuKind::Integrated;
+        let cpu_igpu = s
+            .cpu
+            .model_name
+            .as_deref()
+            .and_then(crate::host::gpu_kind::cpu_has_igpu);
+        disp = disp.fix(match (integrated, cpu_igpu) {
+            (true, _) => "This is the CPU's own graphics, the host's only screen: add a GPU for the VM, share it instead (Intel GVT-g or SR-IOV on recent iGPUs), or set up single-GPU hooks and SSH access.".to_string(),
+            (false, Some((false, _))) => format!(
+                "The {} has no integrated graphics: add a second GPU for the host (a cheap one will do), or set up single-GPU hooks and SSH access.",
+                s.cpu.model_name.as_deref().unwrap_or("CPU").trim()
+            ),
+            (false, _) => "Use the CPU's integrated graphics for the host (enable it in the firmware), add a cheap second GPU, or set up single-GPU hooks and SSH access.".to_string(),
         });
     }
     out.push(disp);

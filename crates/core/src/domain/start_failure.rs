@@ -140,7 +140,7 @@ fn msr_cause(line: &str) -> StartCause {
             HypervUser::Feature(f) => (
                 format!("the '{f}' enlightenment"),
                 format!(
-                    "Drop '{f}' from <features><hyperv> (tuning the domain, on the CPU page or with `vfio-assistant domain tune` in a terminal, keeps only what this host offers)."
+                    "Drop '{f}' from <features><hyperv> (tuning the domain, on the CPU page or with `vfio-assistant domain tune NAME` in a terminal, keeps only what this host offers)."
                 ),
                 Adaptation::DropHyperv((*f).to_string()),
             ),
@@ -242,7 +242,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
             l,
             "The VM's network card is plugged into a libvirt network that has not been started (libvirt starts 'default' only when it is marked autostart).",
             format!(
-                "Start it, and keep it started: `virsh net-start {net} && virsh net-autostart {net}` (a VM started from this tool starts it for you)."
+                "Start it, and keep it started: `virsh net-start {net} && virsh net-autostart {net}` (a VM started from this tool tries that first, and says why when libvirt refuses)."
             ),
         ));
     }
@@ -308,7 +308,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
             "A passed-through device is busy: the host or another VM holds it".into(),
             l,
             "vfio could not take the device: a host driver still uses it (a GPU driving the desktop, an audio server on its HDMI function) or another QEMU has its group open.",
-            "Bind it to vfio-pci before the VM starts (the Tuning page does it at boot; in a terminal: `vfio-assistant tune`), or stop what uses it; the Devices page shows which driver holds each device.".into(),
+            "Bind it to vfio-pci before the VM starts (the Tuning page does it at boot; in a terminal: `vfio-assistant tune plan --only vfio-boot --gpu ADDRESS`), or stop what uses it; the Devices page shows which driver holds each device.".into(),
         ));
     }
     if let Some(l) = line_with(&text, "is not viable") {
@@ -412,7 +412,7 @@ pub fn explain(message: &str, log: &str) -> Vec<StartCause> {
                     format!("{path} does not exist"),
                     l,
                     "The domain names a disk or ISO file that is not there (moved, renamed, or a relative path).",
-                    "Give the absolute path of an existing file (`vfio-assistant domain validate` checks every file).".into(),
+                    "Give the absolute path of an existing file (`vfio-assistant domain validate FILE` checks every file).".into(),
                 ));
             }
         }

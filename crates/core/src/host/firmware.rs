@@ -16,6 +16,12 @@ pub struct FirmwareState {
     /// some systems; then `acpi_*` false means "unknown", not "absent").
     pub acpi_tables_visible: bool,
     pub dev_kvm: bool,
+    /// The board's maker and model (DMI `board_vendor`, `board_name`): the
+    /// firmware's setting names differ by maker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board_vendor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board_name: Option<String>,
 }
 
 pub fn read_firmware(root: &HostRoot) -> FirmwareState {
@@ -26,5 +32,19 @@ pub fn read_firmware(root: &HostRoot) -> FirmwareState {
         acpi_ivrs: root.exists(&tables.join("IVRS")),
         acpi_tables_visible: root.list_dir(&tables).is_ok(),
         dev_kvm: root.exists(&HostPath::dev("kvm")),
+        board_vendor: dmi(root, "board_vendor"),
+        board_name: dmi(root, "board_name"),
     }
+}
+
+/// A DMI id field, when readable and not the firmware's placeholder.
+fn dmi(root: &HostRoot, name: &str) -> Option<String> {
+    let v = root
+        .read_attr(&HostPath::sys("class/dmi/id").join(name))
+        .ok()?;
+    let v = v.trim();
+    let placeholder = v.is_empty()
+        || v.eq_ignore_ascii_case("To be filled by O.E.M.")
+        || v.eq_ignore_ascii_case("Default string");
+    (!placeholder).then(|| v.chars().take(80).collect())
 }

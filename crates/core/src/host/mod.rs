@@ -7,6 +7,7 @@ pub mod cpuidle;
 pub mod cpuset;
 pub mod firmware;
 pub mod freq;
+pub mod gpu_kind;
 pub mod hex;
 pub mod hybrid;
 pub mod initramfs;
@@ -120,10 +121,10 @@ impl HostSnapshot {
         )
     }
 
-    /// The GPUs in the order a passthrough VM should take them: first those
-    /// the host does not show its screen on, then the rest; PCI order only
-    /// among equals.
-    pub fn gpus_for_vm(&self) -> Vec<&PciEntry> {
+    /// The GPUs, those the host shows its screen on last (the console, a
+    /// connected display, the root bus); PCI order among equals. Which one
+    /// is the VM's is `report::vm_card`'s to say.
+    pub fn gpus_host_screen_last(&self) -> Vec<&PciEntry> {
         let mut g: Vec<&PciEntry> = self.gpus().collect();
         g.sort_by_key(|e| self.host_display_weight(e));
         g

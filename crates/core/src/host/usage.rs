@@ -6,6 +6,7 @@
 //! the snapshot alone (`gpu_owner`), so the checks and the next step agree.
 
 use super::HostSnapshot;
+use super::gpu_kind::{GpuKind, classify};
 use super::pci::{PciDevice, is_pci_address};
 use super::warnings::Warnings;
 use crate::sysroot::{HostPath, HostRoot};
@@ -156,15 +157,18 @@ fn all_functions_for_vm(s: &HostSnapshot, address: &str) -> bool {
     functions.peek().is_some() && functions.all(|e| e.device.bound_for_vm())
 }
 
-/// Where the host is told to give this device's IDs to vfio-pci at boot —
-/// `options vfio-pci ids=` in modprobe.d or `vfio_pci.ids=` on the kernel
-/// command line — as (file, line).
+/// Where the host is told to give this device to vfio-pci at boot — by
+/// ID (`options vfio-pci ids=` in modprobe.d, `vfio_pci.ids=` on the kernel
+/// command line) or by address (an `install vfio-pci` line writing its
+/// driver_override) — as (file, line).
 pub fn vfio_ids_configured(s: &HostSnapshot, d: &PciDevice) -> Option<(String, String)> {
     let id = format!("{}:{}", d.vendor_id, d.device_id);
     s.system
         .modprobe
         .iter()
-        .find(|l| l.line.contains("vfio") && l.line.contains(&id))
+        .find(|l| {
+            (l.line.contains("vfio") && l.line.contains(&id)) || binds_address(&l.line, &d.address)
+        })
         .map(|l| (l.file.clone(), l.line.clone()))
         .or_else(|| {
             let c = s.kernel.cmdline.as_ref()?;
@@ -178,6 +182,15 @@ pub fn vfio_ids_configured(s: &HostSnapshot, d: &PciDevice) -> Option<(String, S
                 )
             })
         })
+}
+
+/// Whether a modprobe.d line binds `address` by its address (vfio-assistant's
+/// `install vfio-pci` line, or one written the same way by hand).
+pub fn binds_address(line: &str, address: &str) -> bool {
+    let l = line.trim_start();
+    (l.starts_with("install vfio-pci") || l.starts_with("install vfio_pci"))
+        && l.contains("driver_override")
+        && l.contains(address)
 }
 
 /// The firmware's boot framebuffers (efifb, simpledrm, BOOTFB… in
@@ -215,6 +228,24 @@ pub fn gpu_owner(s: &HostSnapshot, address: &str) -> GpuOwner {
     if vfio_ids_configured(s, d).is_some() {
         return GpuOwner::Free;
     }
+    // A desktop with the CPU's graphics and a card: the iGPU is the host's
+    // screen, the card the VM's, wherever the firmware put the console
+    // today (the screen moves: report::screen_move).
+    let kind = |x: &PciDevice| classify(s.cpu.vendor.as_deref(), x).kind;
+    let card = slot(address);
+    let other_of_kind = |k: GpuKind| {
+        s.gpus()
+            .any(|g| slot(&g.device.address) != card && kind(&g.device) == k)
+    };
+    match kind(d) {
+        GpuKind::Integrated if other_of_kind(GpuKind::Discrete) => {
+            return GpuOwner::Host(
+                "it is the CPU's own graphics: the host keeps it for its screen, the card goes to the VM",
+            );
+        }
+        GpuKind::Discrete if other_of_kind(GpuKind::Integrated) => return GpuOwner::Free,
+        _ => {}
+    }
     if d.boot_vga == Some(true) {
         return GpuOwner::Host(
             "the firmware shows the boot screen and the console on it (boot_vga)",
@@ -223,7 +254,6 @@ pub fn gpu_owner(s: &HostSnapshot, address: &str) -> GpuOwner {
     if !boot_framebuffers_in(s, d).is_empty() {
         return GpuOwner::Host("the boot framebuffer, the console, lies in its memory");
     }
-    let card = slot(address);
     let mut others = s
         .gpus()
         .filter(|g| slot(&g.device.address) != card)

@@ -135,6 +135,10 @@ pub struct StartOutcome {
     pub started: bool,
     /// Networks that were not running and were started for it.
     pub networks_started: Vec<String>,
+    /// Networks it plugs into that were not running and could not be
+    /// started: (name, libvirt's reason). Said, never swallowed: the
+    /// start's own failure then names this reason, not only the network.
+    pub networks_failed: Vec<(String, String)>,
     /// libvirt's message when it failed.
     pub message: Option<String>,
     /// Why, from the message and the QEMU log.
@@ -201,6 +205,7 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
         name: name.to_string(),
         started: false,
         networks_started: Vec::new(),
+        networks_failed: Vec::new(),
         message: None,
         causes: Vec::new(),
         log_read: false,
@@ -216,8 +221,11 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
             .iter()
             .filter(|n| !n.active && wanted.contains(&n.name))
         {
-            if hv.start_network(&n.name).is_ok() {
-                out.networks_started.push(n.name.clone());
+            match hv.start_network(&n.name) {
+                Ok(()) => out.networks_started.push(n.name.clone()),
+                Err(e) => out
+                    .networks_failed
+                    .push((n.name.clone(), e.message.clone())),
             }
         }
     }
@@ -231,10 +239,41 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
             let log = qemu_log(root, name);
             out.log_read = log.is_some();
             out.causes = explain(&msg, log.as_deref().unwrap_or(""));
+            for c in out.causes.iter_mut().filter(|c| c.id == "network.inactive") {
+                if let Some((net, why)) = out
+                    .networks_failed
+                    .iter()
+                    .find(|(n, _)| c.title.contains(&format!("'{n}'")))
+                {
+                    c.why = format!(
+                        "{} This tool tried to start '{net}' just before the VM, and libvirt refused: {why}",
+                        c.why
+                    );
+                    c.fix = network_fix(net, why);
+                }
+            }
             out.message = Some(msg);
         }
     }
     out
+}
+
+/// What to do about a network libvirt would not start, from its reason.
+fn network_fix(net: &str, why: &str) -> String {
+    let lower = why.to_ascii_lowercase();
+    let first = if lower.contains("dnsmasq") {
+        "Install dnsmasq, which libvirt's NAT network runs (Debian and Ubuntu: the dnsmasq-base package; Fedora and Arch: dnsmasq). "
+    } else if lower.contains("address already in use") || lower.contains("in use by") {
+        "Another network or program holds its address or bridge (`virsh net-dumpxml` shows the network's): change one of the two. "
+    } else if lower.contains("firewall") || lower.contains("iptables") || lower.contains("nftables")
+    {
+        "libvirt could not set up its firewall rules: check that nftables (or iptables) is installed and firewalld, if used, runs. "
+    } else {
+        "Fix what libvirt's reason names. "
+    };
+    format!(
+        "{first}Then `virsh net-start {net} && virsh net-autostart {net}`, and start the VM again."
+    )
 }
 
 /// Reads a domain's QEMU log on the machine it runs on (over SSH), by name.

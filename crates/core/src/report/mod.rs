@@ -6,7 +6,8 @@
 //! new qcow2 images in libvirt's pool or at a path, with the space free;
 //! `text.rs`: the words both faces use for sizes, badges and verdicts;
 //! `next_step.rs`: the one thing to do now (the Overview's first card,
-//! `check`'s first line).
+//! `check`'s first line); `vm_card.rs`: which card is the VM's, and
+//! `screen_move.rs`: how the host's screen moves off it.
 
 pub mod device;
 pub mod findings;
@@ -15,7 +16,9 @@ pub mod lifecycle;
 pub mod next_step;
 pub mod preflight;
 pub mod rom;
+pub mod screen_move;
 pub mod single_gpu;
 pub mod storage;
 pub mod text;
 pub mod tuning;
+pub mod vm_card;

@@ -3,6 +3,7 @@
 //! with it (a button); `check` prints it first. Firmware settings have no
 //! button (nothing on the host can change them): the sentence says where.
 
+use super::{screen_move, vm_card};
 use crate::checks::model::{Finding, Status};
 use crate::host::usage::{GpuOwner, gpu_owner};
 use crate::host::{HostSnapshot, PciEntry};
@@ -26,6 +27,32 @@ pub enum NextAction {
     RestoreHost { transaction: String },
     /// Nothing here can do it: a firmware setting, a cable, a slot.
     ByHand,
+    /// Several cards could be the VM's: the user picks one (the Overview's
+    /// buttons, `check --gpu ADDRESS`), the stronger first.
+    ChooseGpu { cards: Vec<GpuOption> },
+    /// By hand: the host's screen moves off `card` (the VM's) to `to` —
+    /// the firmware's primary display, the cable, a reboot (`steps`).
+    MoveScreen {
+        card: String,
+        to: String,
+        steps: Vec<String>,
+    },
+}
+
+/// A card offered as the VM's, with why it stands where it does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuOption {
+    pub address: String,
+    pub name: String,
+    pub why: String,
+}
+
+/// Another way that works now, beside the step (a button in the app, a
+/// line in `check`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Alternative {
+    pub label: String,
+    pub action: NextAction,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,6 +64,9 @@ pub struct NextStep {
     pub action: NextAction,
     /// The finding it comes from, when one.
     pub finding: Option<String>,
+    /// What else works now (single GPU while the screen has not moved yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
 }
 
 /// Failures that stop everything after them, in the order they must be met:
@@ -61,6 +91,12 @@ const BLOCKERS: &[&str] = &[
 /// it (the first failure, a warning the Tuning page fixes, the VM itself)
 /// name that card, and findings about the host's own card are never the step.
 pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
+    next_step_with(snap, findings, None)
+}
+
+/// The step to take now, with the user's pick of the VM's card (`chosen`:
+/// the Overview's choice, `check --gpu`) where the host has several.
+pub fn next_step_with(snap: &HostSnapshot, findings: &[Finding], chosen: Option<&str>) -> NextStep {
     let failing = |f: &&Finding| f.status == Status::Fail;
     let blocker = BLOCKERS
         .iter()
@@ -74,7 +110,7 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
     }
     // The GPUs in the order a VM should take them, with their owner.
     let owners: Vec<(&PciEntry, GpuOwner)> = snap
-        .gpus_for_vm()
+        .gpus_host_screen_last()
         .into_iter()
         .map(|e| (e, gpu_owner(snap, &e.device.address)))
         .collect();
@@ -84,16 +120,26 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         .map(|(e, _)| *e)
         .collect();
     if vm_cards.is_empty()
-        && let Some(step) = card_for_the_vm(snap, findings, &owners)
+        && let Some(step) = card_for_the_vm(snap, findings, chosen)
     {
         return step;
     }
-    // What is said of the host's own card is not what to do next: the host
+    // What is said of the host's own card, or of a GPU that is not the
+    // VM's (an iGPU beside the card), is not what to do next: the host
     // keeps it as it is.
+    let picked: Option<String> = match vm_cards.is_empty().then(|| vm_card::pick(snap, chosen)) {
+        Some(vm_card::Pick::Card { card, .. }) => Some(card.address().to_string()),
+        _ => None,
+    };
+    let slot = crate::host::pci::slot_of;
+    let ours = |d: &str| {
+        vm_cards.iter().any(|c| slot(&c.device.address) == slot(d))
+            || picked.as_deref().is_some_and(|p| slot(p) == slot(d))
+    };
     let hosts = |d: &str| {
-        owners
-            .iter()
-            .any(|(e, o)| e.device.address == d && matches!(o, GpuOwner::Host(_)))
+        owners.iter().any(|(e, o)| {
+            slot(&e.device.address) == slot(d) && (matches!(o, GpuOwner::Host(_)) || !ours(d))
+        })
     };
     let not_the_hosts = |f: &&Finding| f.device.as_deref().is_none_or(|d| !hosts(d));
     let on_vfio = ready(&vm_cards);
@@ -140,8 +186,14 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         );
     }
     let gpus = snap.gpus().count();
+    let picked_name = picked
+        .as_deref()
+        .and_then(|p| snap.device(p))
+        .map(|e| e.device.display_name());
     NextStep {
-        sentence: if vm_cards.is_empty() {
+        sentence: if let (true, Some(name)) = (vm_cards.is_empty(), &picked_name) {
+            format!("Create the VM with the {name}")
+        } else if vm_cards.is_empty() {
             "Create the VM".into()
         } else {
             format!("Create the VM with the {}", names(&vm_cards))
@@ -157,6 +209,7 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
         },
         action: NextAction::NewVm,
         finding: None,
+        alternatives: Vec::new(),
     }
 }
 
@@ -181,83 +234,168 @@ fn ready(cards: &[&PciEntry]) -> Option<String> {
     }
 }
 
-/// While no card is the VM's: bind the one the host does not show its
-/// screen on, or, where the host's only GPU is all there is, how the host
-/// keeps a screen (single-GPU passthrough) — never binding it at boot.
+/// While no card is the VM's: which one is (`vm_card::pick`) and what
+/// stands between it and the VM — the user's choice among several cards,
+/// the host's screen on it (moved to another GPU first; single GPU works
+/// now), or its host driver (bound to vfio-pci). Where the host's only GPU
+/// is all there is: how the host keeps a screen (single-GPU passthrough),
+/// never binding it at boot.
 fn card_for_the_vm(
     snap: &HostSnapshot,
     findings: &[Finding],
-    owners: &[(&PciEntry, GpuOwner)],
+    chosen: Option<&str>,
 ) -> Option<NextStep> {
-    let owner_of = |d: &str| {
-        owners
-            .iter()
-            .find(|(e, _)| e.device.address == d)
-            .map_or(GpuOwner::Free, |(_, o)| *o)
+    let card = match vm_card::pick(snap, chosen) {
+        vm_card::Pick::NoGpu => return None,
+        vm_card::Pick::Ask(cards) => return Some(ask(&cards)),
+        vm_card::Pick::Card { card, .. } => card,
     };
-    let rank = |f: &&Finding| {
-        f.device
-            .as_deref()
-            .and_then(|d| owners.iter().position(|(g, _)| g.device.address == d))
-            .unwrap_or(usize::MAX)
-    };
-    // A free GPU still on its host driver: the one thing between the host
-    // and a VM. The host's own card is never one (its driver is right).
-    let unbound = |f: &&Finding| {
-        f.id == "device.bound"
-            && matches!(f.status, Status::Fail | Status::Warn)
-            && f.device
-                .as_deref()
-                .is_none_or(|d| owner_of(d) == GpuOwner::Free)
-    };
-    let candidate = findings.iter().filter(unbound).min_by_key(rank);
-    // The host's only GPU (or the candidate, when it is all there is).
-    let only = findings.iter().find(|x| {
-        x.id == "device.host_display"
-            && x.status == Status::Warn
-            && match candidate {
-                Some(f) => x.device == f.device,
-                None => x
-                    .device
-                    .as_deref()
-                    .is_some_and(|d| matches!(owner_of(d), GpuOwner::Host(_))),
-            }
-    });
-    if let Some(only) = only {
+    let address = card.address().to_string();
+    let name = card.name();
+    if card.host_screen.is_some() {
+        if let Some(to) = vm_card::screen_target(snap, &address) {
+            return Some(move_screen(snap, &card, to));
+        }
+        // The host's only GPU: how it keeps a screen, and the CPU's own
+        // graphics where the firmware turned them off.
+        let only = findings.iter().find(|x| {
+            x.id == "device.host_display"
+                && x.status == Status::Warn
+                && x.device.as_deref() == Some(address.as_str())
+        })?;
+        let off = screen_move::igpu_switched_off(snap);
         return Some(NextStep {
-            sentence: format!(
-                "{}: {}",
-                only.title,
-                only.fix
-                    .as_deref()
-                    .unwrap_or("give the host another GPU first")
-            ),
-            why: format!(
-                "{} The host keeps it on its own driver; single-GPU passthrough lends it to the VM only while the VM runs.",
-                only.why
-            ),
+            sentence: match &off {
+                Some(_) => format!(
+                    "{}: turn on the CPU's integrated graphics for the host",
+                    only.title
+                ),
+                None => format!(
+                    "{}: {}",
+                    only.title,
+                    only.fix
+                        .as_deref()
+                        .unwrap_or("give the host another GPU first")
+                ),
+            },
+            why: match off {
+                Some(off) => format!(
+                    "{off} Until then single-GPU passthrough lends the {name} to the VM only while the VM runs."
+                ),
+                None => format!(
+                    "{} The host keeps it on its own driver; single-GPU passthrough lends it to the VM only while the VM runs.",
+                    only.why
+                ),
+            },
             action: NextAction::ByHand,
             finding: Some(only.id.clone()),
+            alternatives: single_gpu_now(&address),
         });
     }
-    let f = candidate?;
-    let name = f
-        .device
-        .as_deref()
-        .and_then(|a| snap.device(a))
-        .map_or_else(|| "GPU".to_string(), |e| e.device.display_name());
+    // A card on its host driver: the one thing between the host and a VM.
+    let f = findings.iter().find(|f| {
+        f.id == "device.bound"
+            && matches!(f.status, Status::Fail | Status::Warn)
+            && f.device.as_deref() == Some(address.as_str())
+    })?;
     Some(NextStep {
         sentence: format!("Bind the {name} to vfio-pci"),
         why: format!(
-            "{}. The VM can only take a card that no host driver holds; vfio-pci at boot keeps it free.",
-            f.title
+            "{}. The VM can only take a card that no host driver holds; vfio-pci at boot keeps it free. Why this card: {}.",
+            f.title,
+            card.why()
         ),
         action: NextAction::Tuning {
             change: crate::tuning::kinds::Kind::VfioBoot,
-            device: f.device.clone(),
+            device: Some(address),
         },
         finding: Some(f.id.clone()),
+        alternatives: Vec::new(),
     })
+}
+
+/// Several discrete cards and no choice yet: which is the VM's?
+fn ask(cards: &[vm_card::Candidate]) -> NextStep {
+    let names: Vec<String> = cards
+        .iter()
+        .map(|c| format!("the {} at {}", c.name(), short(c.address())))
+        .collect();
+    NextStep {
+        sentence: format!("Choose the VM's card: {}", names.join(" or ")),
+        why: format!(
+            "This host has {} graphics cards; one goes to the VM and the host keeps {}. {}: {}.",
+            cards.len(),
+            if cards.len() == 2 {
+                "the other"
+            } else {
+                "the others"
+            },
+            if cards.windows(2).all(|w| w[0].strength == w[1].strength) {
+                "Neither shows as stronger (the PCIe link and memory window sysfs gives), so the one without the host's screen comes first"
+            } else {
+                "The stronger comes first"
+            },
+            cards
+                .iter()
+                .map(|c| format!("{} — {}", short(c.address()), c.why()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        action: NextAction::ChooseGpu {
+            cards: cards
+                .iter()
+                .map(|c| GpuOption {
+                    address: c.address().to_string(),
+                    name: c.name(),
+                    why: c.why(),
+                })
+                .collect(),
+        },
+        finding: None,
+        alternatives: Vec::new(),
+    }
+}
+
+/// The VM's card shows the host's screen and another GPU could: move the
+/// screen first; single GPU works now.
+fn move_screen(snap: &HostSnapshot, card: &vm_card::Candidate, to: &PciEntry) -> NextStep {
+    let steps = screen_move::steps(snap, &to.device.address);
+    NextStep {
+        sentence: format!(
+            "Move the host's screen to the {} so the {} can go to the VM",
+            to.device.display_name(),
+            card.name()
+        ),
+        why: format!(
+            "The {} is the card for the VM ({}), but the host shows its screen on it. {}",
+            card.name(),
+            card.why(),
+            steps.join(" ")
+        ),
+        action: NextAction::MoveScreen {
+            card: card.address().to_string(),
+            to: to.device.address.clone(),
+            steps,
+        },
+        finding: None,
+        alternatives: single_gpu_now(card.address()),
+    }
+}
+
+/// What works before the screen moves: single-GPU passthrough of the card.
+fn single_gpu_now(card: &str) -> Vec<Alternative> {
+    vec![Alternative {
+        label: "Or now: single GPU — the desktop stops while the VM runs and comes back after"
+            .into(),
+        action: NextAction::Tuning {
+            change: crate::tuning::kinds::Kind::SingleGpuHook,
+            device: Some(card.to_string()),
+        },
+    }]
+}
+
+fn short(address: &str) -> &str {
+    address.strip_prefix("0000:").unwrap_or(address)
 }
 
 /// The step a finding asks for; `lead`, when a card is the VM's already,
@@ -294,6 +432,7 @@ fn from_finding(f: &Finding, why_first: &str, lead: Option<&str>) -> NextStep {
         },
         action,
         finding: Some(f.id.clone()),
+        alternatives: Vec::new(),
     }
 }
 
@@ -333,26 +472,11 @@ mod tests {
         );
     }
 
+    /// Which card and what stands in its way is told from the host's
+    /// tree: tests/it/next_step_gpu.rs and next_step_desktops.rs. Here, a
+    /// host with nothing in the way is told to create the VM.
     #[test]
-    fn a_gpu_on_its_host_driver_is_bound_then_the_vm_is_created() {
-        let mut bound = Finding::new("device.bound", "01:00.0: nouveau holds it", Status::Warn);
-        bound.device = Some("0000:77:00.0".into());
-        let s = next_step(&snap(), &[bound.clone()]);
-        assert_eq!(s.sentence, "Bind the GPU to vfio-pci");
-        assert_eq!(
-            s.action,
-            NextAction::Tuning {
-                change: crate::tuning::kinds::Kind::VfioBoot,
-                device: Some("0000:77:00.0".into())
-            }
-        );
-        // The host's only GPU: how the host keeps a screen comes first.
-        let mut only = Finding::new("device.host_display", "the only GPU", Status::Warn)
-            .fix("Use the iGPU for the host.");
-        only.device = Some("0000:77:00.0".into());
-        let s = next_step(&snap(), &[bound, only]);
-        assert_eq!(s.action, NextAction::ByHand);
-        assert_eq!(s.sentence, "the only GPU: Use the iGPU for the host.");
+    fn nothing_in_the_way_creates_the_vm() {
         let ok = Finding::new("device.bound", "free", Status::Pass);
         assert_eq!(next_step(&snap(), &[ok]).action, NextAction::NewVm);
     }

@@ -401,9 +401,11 @@ pub fn single_gpu_findings(root: &HostRoot, snap: &HostSnapshot, gpu: &str) -> V
 /// The checks for `gpu`, or, when none is chosen, for the GPU the host
 /// shows its screen on (the one single-GPU passthrough is about).
 pub fn for_gpus(root: &HostRoot, snap: &HostSnapshot, gpu: Option<&str>) -> Vec<Finding> {
-    let gpu = gpu
-        .map(str::to_string)
-        .or_else(|| snap.gpus_for_vm().last().map(|e| e.device.address.clone()));
+    let gpu = gpu.map(str::to_string).or_else(|| {
+        snap.gpus_host_screen_last()
+            .last()
+            .map(|e| e.device.address.clone())
+    });
     match gpu {
         Some(g) => single_gpu_findings(root, snap, &g),
         None => vec![Finding::new(

@@ -334,7 +334,7 @@ pub fn cmdline_change(
             let line = format!("{} {}", grub_var(&others, "GRUB_CMDLINE_LINUX"), grub_var(&others, "GRUB_CMDLINE_LINUX_DEFAULT"));
             let add = missing(&line, tokens);
             let after = (!add.is_empty()).then(|| format!(
-                "# Written by vfio-assistant (tune): kernel parameters for VM passthrough.\n# Undo: `vfio-assistant tune undo`, or delete this file and run update-grub.\nGRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
+                "# Written by vfio-assistant (tune): kernel parameters for VM passthrough.\n# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file and run update-grub.\nGRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
                 add.join(" ")
             ));
             let before = f.file(OURS).map(str::to_string);

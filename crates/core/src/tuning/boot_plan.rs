@@ -14,6 +14,7 @@ use super::kinds::{ChangeId, Kind, Spec, runs_nothing};
 use super::model::{Change, Manual, Request};
 use super::plan_error::PlanError;
 use super::tokens::allowed;
+use super::vfio_address::{BIND_TOKEN, shared_ids};
 use super::vfio_boot::{IdsAt, ids_and_drivers, ids_token, vfio_boot_change};
 use crate::host::HostSnapshot;
 use crate::host::pci::full_address;
@@ -67,7 +68,7 @@ pub const VFIO_BOOT: Spec = Spec {
     plan: Some(|cx, out| {
         match &cx.boot.vfio_boot {
             Ok(c) => out.changes.extend(c.clone()),
-            Err(_) => out.notes.push("vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into()),
+            Err(note) => out.notes.push(note.clone()),
         }
         Ok(())
     }),
@@ -145,7 +146,17 @@ pub fn plan_boot(
     tok: &[String],
 ) -> Result<BootChanges, PlanError> {
     let (ids, _, _) = ids_and_drivers(snap, set);
-    let ids_tok = (!ids.is_empty()).then(|| ids_token(&ids));
+    // Two identical cards: bound by address, the command line's switch is
+    // ours (vfio_address.rs), never the IDs the host's card shares.
+    let by_address = !shared_ids(snap, set).is_empty();
+    let ids_tok = match (ids.is_empty(), by_address) {
+        (true, _) => None,
+        (false, false) => Some(ids_token(&ids)),
+        // A built-in vfio-pci runs no install line: nothing binds by
+        // address at boot (said by the vfio-boot change's note).
+        (false, true) if f.vfio_builtin => None,
+        (false, true) => Some(BIND_TOKEN.to_string()),
+    };
     let mut with_ids = tok.to_vec();
     with_ids.extend(ids_tok.clone());
     if let Some(bad) = with_ids.iter().find(|t| !allowed(t)) {

@@ -98,7 +98,7 @@ fn script(vm: &str, vm_cpus: &str, host_cpus: &str, all_cpus: &str) -> String {
 # may use only CPUs {host_cpus}, which leaves CPUs {vm_cpus} to the VM; when it
 # has stopped they get every CPU ({all_cpus}) back.
 # libvirt runs it as: vfio-assistant-isolate VM OPERATION SUB-OPERATION EXTRA.
-# Undo: `vfio-assistant tune undo`, or delete this file.
+# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file.
 [ "$1" = '{vm}' ] || exit 0
 case "$2/$3" in
     prepare/begin) cpus='{host_cpus}' ;;

@@ -41,6 +41,7 @@ pub mod txn;
 pub mod undo;
 pub mod undo_since;
 pub mod verify;
+pub mod vfio_address;
 pub mod vfio_boot;
 
 pub use model::{Change, Effect, Plan, Request};

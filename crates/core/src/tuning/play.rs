@@ -236,7 +236,7 @@ pub fn set_conf(text: &str, key: &str, value: &str) -> String {
     }
     if !done {
         out.push_str(&format!(
-            "\n# Written by vfio-assistant (tune). Undo: `vfio-assistant tune undo`.\n{key} = {value}\n"
+            "\n# Written by vfio-assistant (tune). Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it).\n{key} = {value}\n"
         ));
     }
     out
@@ -245,7 +245,7 @@ pub fn set_conf(text: &str, key: &str, value: &str) -> String {
 /// The change that gives `/dev/shm/looking-glass` to the user and QEMU.
 pub fn looking_glass_shm(f: &TuneFacts, user: &str) -> Option<Change> {
     let after = format!(
-        "# Written by vfio-assistant (tune): Looking Glass's shared memory, for the client\n# ({user}) and QEMU (the kvm group). Undo: `vfio-assistant tune undo`.\nf /dev/shm/looking-glass 0660 {user} kvm -\n"
+        "# Written by vfio-assistant (tune): Looking Glass's shared memory, for the client\n# ({user}) and QEMU (the kvm group). Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it).\nf /dev/shm/looking-glass 0660 {user} kvm -\n"
     );
     let fc = file_change(f, LG_TMPFILES, after)?;
     Some(Change {
@@ -281,7 +281,7 @@ pub fn apparmor_local(text: Option<&str>) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "# Looking Glass's kvmfr device for QEMU (written by vfio-assistant; undo: `vfio-assistant tune undo`).\n{APPARMOR_KVMFR}\n"
+        "# Looking Glass's kvmfr device for QEMU (written by vfio-assistant; undo: `sudo vfio-assistant tune undo ID`, `tune list` names it).\n{APPARMOR_KVMFR}\n"
     ));
     out
 }

@@ -186,7 +186,7 @@ fn script(vm: &str, funcs: &[String], units: &[String]) -> String {
 # At its stop (or a failed start): each function back on its driver, the
 # units started again, the card's health logged. Every wait is bounded.
 # libvirt runs it as: vfio-assistant-shared-gpu VM OPERATION SUB-OPERATION EXTRA.
-# Undo: `vfio-assistant tune undo`, or delete this file.
+# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file.
 [ "$1" = '{vm}' ] || exit 0
 R="${{VFIO_ASSISTANT_ROOT:-}}"
 LOG="$R{LOG}"

@@ -97,7 +97,7 @@ fn script(vm: &str) -> String {
 # once (and libvirt's release finds nothing left to do), so the screen comes
 # back instead of a start that hangs. Every wait is bounded.
 # libvirt runs it as: vfio-assistant-single-gpu VM OPERATION SUB-OPERATION EXTRA.
-# Undo: `vfio-assistant tune undo`, or delete this file.
+# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file.
 [ "$1" = '{vm}' ] || exit 0
 R="${{VFIO_ASSISTANT_ROOT:-}}"
 LOG="$R/var/log/vfio-assistant-single-gpu.log"

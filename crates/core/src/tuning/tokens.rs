@@ -121,6 +121,7 @@ pub fn allowed(token: &str) -> bool {
         ("hugepagesz" | "default_hugepagesz", Some(v)) => v == "1G" || v == "2M",
         ("hugepages", Some(v)) => v.parse::<u32>().is_ok_and(|n| n <= 1 << 20),
         ("vfio_pci.ids", Some(v)) => ids(v),
+        ("vfio_assistant.bind", Some("1")) => true,
         ("rd.driver.pre", Some("vfio_pci" | "vfio-pci")) => true,
         ("initcall_blacklist", Some("sysfb_init")) => true,
         _ => false,

@@ -12,6 +12,7 @@ use super::boot::{Generator, Loader};
 use super::command::{Cmd, Edit, ImageName, KernelAt, Release, image_path};
 use super::facts::TuneFacts;
 use super::model::{Artifact, Change, CommandStep, Effect, FileChange, Verify};
+use super::vfio_address::{BIND_TOKEN, install_line, shared_ids};
 use crate::finding::Evidence;
 use crate::host::HostSnapshot;
 
@@ -48,34 +49,21 @@ pub fn modules_for(release: Option<&str>) -> Vec<&'static str> {
 }
 
 /// What binding at boot asks for: (`vendor:device` ids, host drivers to
-/// go after, notes). Two identical cards cannot be told apart by ID.
+/// go after, notes). Two identical cards cannot be told apart by ID: then
+/// the set is bound by address (vfio_address.rs).
 pub fn ids_and_drivers(
     snap: &HostSnapshot,
     set: &[String],
 ) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut ids: Vec<String> = Vec::new();
     let mut drivers: Vec<String> = Vec::new();
-    let mut notes = Vec::new();
+    let notes = Vec::new();
     for a in set {
         let Some(e) = snap.device(a) else { continue };
         let d = &e.device;
         let id = format!("{}:{}", d.vendor_id, d.device_id);
         if !ids.contains(&id) {
             ids.push(id.clone());
-        }
-        let twins: Vec<&str> = snap
-            .pci_devices
-            .iter()
-            .filter(|o| o.device.vendor_id == d.vendor_id && o.device.device_id == d.device_id)
-            .filter(|o| !set.contains(&o.device.address))
-            .map(|o| o.device.address.as_str())
-            .collect();
-        if !twins.is_empty() {
-            notes.push(format!(
-                "{} has the same ID ({id}) as {}: vfio-pci takes those at boot too, by ID. If the host needs them, bind the VM's card by address instead (runtime binding, `vfio-bind`) and drop this change.",
-                d.address,
-                twins.join(", ")
-            ));
         }
         let mut add = |drv: &str| {
             let drv = drv.replace('-', "_");
@@ -116,7 +104,7 @@ pub enum IdsAt {
 }
 
 /// The boot-time binding change, or `None` when it is all in place. A
-/// built-in vfio-pci: `Err(token)` for the kernel command line instead.
+/// built-in vfio-pci: `Err(note)`, what the plan says instead.
 pub fn vfio_boot_change(
     f: &TuneFacts,
     snap: &HostSnapshot,
@@ -133,7 +121,19 @@ pub fn vfio_boot_change(
         return Ok(None);
     }
     if f.vfio_builtin {
-        return Err(ids_token(&ids));
+        let twins = shared_ids(snap, set);
+        return Err(if twins.is_empty() {
+            "vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into()
+        } else {
+            format!(
+                "vfio-pci is built into this kernel, and {} shares its ID with a device the host keeps: by ID vfio-pci would take both, and a built-in driver runs no modprobe.d line that could bind by address. Not bound at boot: libvirt binds the card when the VM starts (managed hostdev), or the runtime binding (vfio-bind) does it now.",
+                twins
+                    .iter()
+                    .map(|(a, _)| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
     }
     let ostree = loader == Loader::RpmOstree;
     // The modules an earlier apply ordered after vfio-pci stay: once the
@@ -150,14 +150,47 @@ pub fn vfio_boot_change(
     }
     drivers.sort();
     let mut modprobe = String::from(
-        "# Written by vfio-assistant (tune): vfio-pci takes the VM's devices at boot,\n# before their own drivers. Undo: `vfio-assistant tune undo` (it puts the initramfs back too).\n",
+        "# Written by vfio-assistant (tune): vfio-pci takes the VM's devices at boot,\n# before their own drivers. Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it;\n# it puts the initramfs back too).\n",
     );
-    match ids_at {
-        IdsAt::Modprobe => modprobe.push_str(&format!("options vfio-pci ids={}\n", ids.join(","))),
-        IdsAt::Cmdline => modprobe.push_str(&format!(
-            "# The IDs it claims are on the kernel command line ({}): a boot without them\n# loads vfio-pci first and binds nothing.\n",
-            ids_token(&ids)
-        )),
+    let twins = shared_ids(snap, set);
+    let mut notes = notes;
+    if twins.is_empty() {
+        match ids_at {
+            IdsAt::Modprobe => modprobe.push_str(&format!("options vfio-pci ids={}\n", ids.join(","))),
+            IdsAt::Cmdline => modprobe.push_str(&format!(
+                "# The IDs it claims are on the kernel command line ({}): a boot without them\n# loads vfio-pci first and binds nothing.\n",
+                ids_token(&ids)
+            )),
+        }
+    } else {
+        let Some(line) = install_line(set, ids_at == IdsAt::Cmdline) else {
+            return Ok(None);
+        };
+        let shared: Vec<String> = twins
+            .iter()
+            .map(|(a, t)| format!("{a} (as {})", t.join(", ")))
+            .collect();
+        modprobe.push_str(&format!(
+            "# By address, not by ID: the host keeps a device with the same ID ({}).\n",
+            shared.join("; ")
+        ));
+        if ids_at == IdsAt::Cmdline {
+            modprobe.push_str(&format!(
+                "# Only on a boot whose kernel command line has {BIND_TOKEN}.\n"
+            ));
+        }
+        modprobe.push_str(&line);
+        notes.push(format!(
+            "Bound by address: {} has the same ID as a device the host keeps ({}), so vfio-pci.ids would take both at boot. vfio-pci takes exactly {} as it loads, before their own drivers (driver_override, written by an install line in {MODPROBE_FILE}){}.",
+            twins.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(", "),
+            twins.iter().flat_map(|(_, t)| t.iter().map(String::as_str)).collect::<Vec<_>>().join(", "),
+            set.join(", "),
+            if ids_at == IdsAt::Cmdline {
+                format!(", on a boot with {BIND_TOKEN} on the kernel command line")
+            } else {
+                String::new()
+            }
+        ));
     }
     for d in &drivers {
         modprobe.push_str(&format!("softdep {d} pre: vfio-pci\n"));
@@ -282,7 +315,6 @@ pub fn vfio_boot_change(
     if files.is_empty() {
         return Ok(None);
     }
-    let mut notes = notes;
     if generator == Generator::Mkinitcpio
         && f.file("/etc/mkinitcpio.conf").is_some_and(|t| {
             t.lines()

@@ -100,6 +100,7 @@ mod tuning_distros;
 mod tuning_keep;
 mod tuning_kernel_update;
 mod tuning_play;
+mod tuning_twins;
 mod tuning_uki;
 mod uki_read;
 mod vm_lifecycle;

@@ -442,8 +442,11 @@ fn generator_file(f: &TuneFacts, generator: Generator, modules: &[&str]) -> Opti
             })
         }
         Generator::Dracut => {
+            // dracut copies /etc/modprobe.d only when hostonly: named here,
+            // the file is in every image (its softdeps, and the install line
+            // that binds by address, must be there before the GPU driver).
             let want = format!(
-                "# Written by vfio-assistant (tune): vfio-pci in the initramfs, to bind the VM's devices early.\nforce_drivers+=\" {} \"\n",
+                "# Written by vfio-assistant (tune): vfio-pci in the initramfs, to bind the VM's devices early.\nforce_drivers+=\" {} \"\ninstall_items+=\" {MODPROBE_FILE} \"\n",
                 modules.join(" ")
             );
             let before = f.file(DRACUT_FILE).map(str::to_string);

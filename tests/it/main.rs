@@ -99,6 +99,7 @@ mod tuning_boot;
 mod tuning_distros;
 mod tuning_keep;
 mod tuning_kernel_update;
+mod tuning_next_kernel;
 mod tuning_play;
 mod tuning_twins;
 mod tuning_uki;

@@ -20,7 +20,11 @@ use vfio_assistant::tuning::plan::plan;
 
 fn twins(r: &Path) {
     for (f, id) in [("0000:0c:00.0", "0x1b06"), ("0000:0c:00.1", "0x10ef")] {
-        put(r, &format!("sys/devices/pci0000:00/{f}/device"), &format!("{id}\n"));
+        put(
+            r,
+            &format!("sys/devices/pci0000:00/{f}/device"),
+            &format!("{id}\n"),
+        );
     }
     crate::support::hosts::bind(r, "0000:0c:00.0", "nouveau");
 }
@@ -40,8 +44,15 @@ fn identical_cards_are_bound_by_address_never_by_id() {
         text.contains("install vfio-pci") && text.contains("for d in 0000:0b:00.0 0000:0b:00.1;"),
         "{text}"
     );
-    assert!(text.contains("0000:0c:00.0"), "the twin is named in the comment: {text}");
-    assert!(vb.notes.iter().any(|n| n.contains("Bound by address")), "{:?}", vb.notes);
+    assert!(
+        text.contains("0000:0c:00.0"),
+        "the twin is named in the comment: {text}"
+    );
+    assert!(
+        vb.notes.iter().any(|n| n.contains("Bound by address")),
+        "{:?}",
+        vb.notes
+    );
     let tokens: Vec<String> = p
         .changes
         .iter()
@@ -52,29 +63,45 @@ fn identical_cards_are_bound_by_address_never_by_id() {
         })
         .flatten()
         .collect();
-    assert!(tokens.iter().any(|t| t == "vfio_assistant.bind=1"), "{tokens:?}");
-    assert!(!tokens.iter().any(|t| t.starts_with("vfio_pci.ids")), "{tokens:?}");
+    assert!(
+        tokens.iter().any(|t| t == "vfio_assistant.bind=1"),
+        "{tokens:?}"
+    );
+    assert!(
+        !tokens.iter().any(|t| t.starts_with("vfio_pci.ids")),
+        "{tokens:?}"
+    );
 
     // Applied with the stand-ins: the initramfs carries the file, grub.cfg
     // the switch, and undo puts every file back.
     let before = crate::support::tuning::tree(r);
     let e = env(r);
     let (o, lines) = apply_once(r, &e);
-    assert_eq!(o.state, vfio_assistant::tuning::journal::EntryState::Applied, "{o:?}\n{lines:#?}");
+    assert_eq!(
+        o.state,
+        vfio_assistant::tuning::journal::EntryState::Applied,
+        "{o:?}\n{lines:#?}"
+    );
     let info = initramfs(r);
     assert!(
         format!("{info:?}").contains("vfio-assistant.conf"),
         "the initramfs holds our modprobe.d file: {info:?}"
     );
     let cfg = std::fs::read_to_string(r.join("boot/grub/grub.cfg")).unwrap();
-    assert!(cfg.contains("vfio_assistant.bind=1") && !cfg.contains("vfio_pci.ids"), "{cfg}");
+    assert!(
+        cfg.contains("vfio_assistant.bind=1") && !cfg.contains("vfio_pci.ids"),
+        "{cfg}"
+    );
     vfio_assistant::tuning::apply::undo(&e, &o.id, false, &mut |_| {}).unwrap();
     let after = crate::support::tuning::tree(r);
     let changed: Vec<String> = crate::support::tuning::differ(&before, &after)
         .into_iter()
         .filter(|p| !p.starts_with("var/"))
         .collect();
-    assert!(changed.iter().all(|p| p.starts_with("boot/")), "{changed:?}");
+    assert!(
+        changed.iter().all(|p| p.starts_with("boot/")),
+        "{changed:?}"
+    );
     let cfg = std::fs::read_to_string(r.join("boot/grub/grub.cfg")).unwrap();
     assert!(!cfg.contains("vfio_assistant.bind"), "{cfg}");
 }
@@ -92,7 +119,10 @@ fn the_install_line_writes_exactly_the_vms_addresses() {
     .unwrap();
     let body = line.trim_end().strip_prefix("install vfio-pci ").unwrap();
     for (cmdline, expect) in [
-        ("BOOT_IMAGE=/vmlinuz ro quiet vfio_assistant.bind=1 iommu=pt", true),
+        (
+            "BOOT_IMAGE=/vmlinuz ro quiet vfio_assistant.bind=1 iommu=pt",
+            true,
+        ),
         ("BOOT_IMAGE=/vmlinuz ro quiet iommu=pt", false),
         ("vfio_assistant.bind=10", false),
     ] {
@@ -107,15 +137,29 @@ fn the_install_line_writes_exactly_the_vms_addresses() {
         std::fs::write(t.path().join("cmdline"), format!("{cmdline}\n")).unwrap();
         let script = body
             .replace("/sys/bus/pci/devices", &sys.display().to_string())
-            .replace("/proc/cmdline", &t.path().join("cmdline").display().to_string())
+            .replace(
+                "/proc/cmdline",
+                &t.path().join("cmdline").display().to_string(),
+            )
             .replace("modprobe -i vfio-pci", "echo loaded >");
         let script = format!("CMDLINE_OPTS={}/loaded; {script}", t.path().display());
         let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
-        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let read = |f: &str| std::fs::read_to_string(sys.join(f).join("driver_override")).unwrap();
-        assert_eq!(read("0000:0b:00.0").trim() == "vfio-pci", expect, "{cmdline}");
+        assert_eq!(
+            read("0000:0b:00.0").trim() == "vfio-pci",
+            expect,
+            "{cmdline}"
+        );
         assert_eq!(read("0000:0b:00.1").trim(), "(null)", "{cmdline}");
         assert_eq!(read("0000:0c:00.0").trim(), "(null)", "{cmdline}");
-        assert!(t.path().join("loaded").exists(), "vfio-pci is loaded in any case");
+        assert!(
+            t.path().join("loaded").exists(),
+            "vfio-pci is loaded in any case"
+        );
     }
 }

@@ -574,6 +574,7 @@ fn kernelstub_options(json: &str) -> String {
         .join(" ")
 }
 
+mod grub_menu;
 mod next_boot;
 mod systemd_boot;
 mod uki;

@@ -149,7 +149,12 @@ pub fn plan_boot(
     // Two identical cards: bound by address, the command line's switch is
     // ours (vfio_address.rs), never the IDs the host's card shares.
     let by_address = !shared_ids(snap, set).is_empty();
-    let ids_tok = match (ids.is_empty(), by_address) {
+    // The image to rebuild cannot be told: no binding at boot at all (not
+    // its IDs on the command line either), and the plan says why.
+    let refused = (!set.is_empty())
+        .then(|| super::vfio_rebuild::refusal(f, loader, generator))
+        .flatten();
+    let ids_tok = match (ids.is_empty() || refused.is_some(), by_address) {
         (true, _) => None,
         (false, false) => Some(ids_token(&ids)),
         // A built-in vfio-pci runs no install line: nothing binds by
@@ -179,7 +184,10 @@ pub fn plan_boot(
         },
     };
     Ok(BootChanges {
-        vfio_boot: vfio_boot_change(f, snap, generator, loader, set, ids_at),
+        vfio_boot: match refused {
+            Some(why) => Err(why),
+            None => vfio_boot_change(f, snap, generator, loader, set, ids_at),
+        },
         cmdline,
     })
 }

@@ -30,6 +30,9 @@ pub const CONFIG_FILES: &[&str] = &[
     "/etc/sysconfig/irqbalance",
     "/etc/os-release",
     "/boot/grub/grub.cfg",
+    // GRUB's environment block: a pending grub-reboot, the saved default.
+    "/boot/grub/grubenv",
+    "/boot/grub2/grubenv",
     // systemd-boot's `default` (which entry or image it starts).
     "/boot/loader/loader.conf",
     "/efi/loader/loader.conf",

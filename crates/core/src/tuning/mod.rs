@@ -43,5 +43,6 @@ pub mod undo_since;
 pub mod verify;
 pub mod vfio_address;
 pub mod vfio_boot;
+pub mod vfio_rebuild;
 
 pub use model::{Change, Effect, Plan, Request};

@@ -9,7 +9,7 @@
 //! the command line instead: that case returns the token.
 
 use super::boot::{Generator, Loader};
-use super::command::{Cmd, Edit, ImageName, KernelAt, Release, image_path};
+use super::command::{Cmd, Edit, KernelAt, Release};
 use super::facts::TuneFacts;
 use super::model::{Artifact, Change, CommandStep, Effect, FileChange, Verify};
 use super::vfio_address::{BIND_TOKEN, install_line, shared_ids};
@@ -222,47 +222,16 @@ pub fn vfio_boot_change(
     // our own that the command line change builds (booted once); the
     // default image stays the old setup, whole (boot/uki.rs).
     let uki_once = loader == Loader::Uki && super::boot::uki_boot_once(f);
-    let mut rebuild: Vec<Cmd> = Vec::new();
-    let mut images: Vec<String> = Vec::new();
-    match (generator, &release) {
-        (Generator::InitramfsTools, Some(release)) => {
-            rebuild.push(if uki_once {
-                Cmd::UpdateInitramfsOnly {
-                    release: release.clone(),
-                }
-            } else {
-                Cmd::UpdateInitramfs {
-                    release: release.clone(),
-                }
-            });
-            images.push(image_path(ImageName::InitrdImg, release));
-        }
-        (Generator::Dracut, Some(release)) => {
-            let r = release.as_str();
-            // Debian and Ubuntu name it initrd.img-R (their dracut package
-            // too); Fedora, RHEL and Arch initramfs-R.img.
-            let debian = f.markers.contains("/var/lib/dpkg/info/dracut.list")
-                || f.markers.contains("/var/lib/dpkg/info/dracut-core.list");
-            let image = if in_boot(&format!("initrd.img-{r}"))
-                || (debian && !in_boot(&format!("initramfs-{r}.img")))
-            {
-                ImageName::InitrdImg
-            } else {
-                ImageName::InitramfsImg
-            };
-            rebuild.push(Cmd::Dracut {
-                image,
-                release: release.clone(),
-            });
-            images.push(image_path(image, release));
-        }
-        (Generator::Mkinitcpio, _) => {
-            rebuild.push(Cmd::Mkinitcpio);
-            images.extend(initramfs_images(f));
-        }
-        (Generator::InitramfsTools | Generator::Dracut, None) | (Generator::Unknown, _) => {}
-    }
-    // systemd-boot with kernel-install: the entry loads a copy of the image
+    // The next boot's kernel, and the running one's where it differs and
+    // is installed (a boot into it gets the new parameters too).
+    let running = f
+        .kernel_release
+        .as_deref()
+        .filter(|r| Some(*r) != next.as_ref().map(|n| n.release.as_str()))
+        .filter(|r| in_boot(&format!("vmlinuz-{r}")))
+        .and_then(|r| Release::try_from(r.to_string()).ok());
+    let releases: Vec<&Release> = release.iter().chain(running.iter()).collect();
+    let (mut rebuild, images) = super::vfio_rebuild::images(f, generator, &releases, uki_once); // systemd-boot with kernel-install: the entry loads a copy of the image
     // on the ESP; kernel-install puts it there (Debian's 85-initrd copies
     // /boot/initrd.img-*, a 50-dracut plugin builds it itself).
     let mut artifacts: Vec<Artifact> = images
@@ -331,13 +300,22 @@ pub fn vfio_boot_change(
         && !rebuild.is_empty()
     {
         notes.push(format!(
-            "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}).",
-            n.release, n.source
+            "Rebuilt: the initramfs of {} — the kernel the next boot starts ({}){}.",
+            n.release,
+            n.source,
+            running
+                .as_ref()
+                .filter(|_| matches!(generator, Generator::InitramfsTools | Generator::Dracut))
+                .map(|r| format!("; and of {}, the running kernel", r.as_str()))
+                .unwrap_or_default()
         ));
         if uki_once {
             notes.push("The default unified kernel image is not built again (KERNEL_INSTALL_BYPASS=1 keeps Debian's hook from it): the new initramfs goes into the image of our own the kernel command line change builds and boots once.".into());
         }
-        let others = other_kernels(f, &n.release);
+        let others: Vec<String> = other_kernels(f, &n.release)
+            .into_iter()
+            .filter(|k| running.as_ref().is_none_or(|r| r.as_str() != k))
+            .collect();
         if !others.is_empty() {
             notes.push(format!(
                 "Not rebuilt: {} — their images stay as they were until their next update. {} Undo rebuilds any image made since from the restored files.",

@@ -102,27 +102,13 @@ pub(super) fn next_uki(f: &TuneFacts) -> Option<NextBoot> {
         source: format!("{path}: {why}"),
         entry: Some(path.to_string()),
         entry_initrds: Vec::new(),
+        guessed: false,
     })
 }
 
-/// Kernel releases compared as systemd-boot does, number runs by value.
-fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    fn parts(s: &str) -> Vec<(u64, String)> {
-        let mut out = Vec::new();
-        let mut rest = s;
-        while !rest.is_empty() {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            let other: String = rest[digits.len()..]
-                .chars()
-                .take_while(|c| !c.is_ascii_digit())
-                .collect();
-            out.push((digits.parse().unwrap_or(0), other.clone()));
-            rest = &rest[digits.len() + other.len()..];
-        }
-        out
-    }
-    parts(a).cmp(&parts(b))
-}
+/// Kernel releases compared as systemd-boot does, number runs by value
+/// (for kernel releases the same order as rpm's, grub_menu.rs).
+use super::grub_menu::version_cmp;
 
 /// The image the click builds again, where it can: kernel-install with
 /// `layout=uki` and its ukify plugin, the next boot's image readable, and

@@ -112,8 +112,9 @@ class Host:
     # Debian's release the host is built from.
     suite: str = SUITE
     # The click's kernel command line is an entry (or image) of its own that
-    # systemd-boot boots once: the journey keeps it after the tuned boot
-    # (`tune keep`) and boots once more before the undo.
+    # the boot loader boots once (GRUB's grub-reboot, systemd-boot's
+    # set-oneshot): the journey keeps it after the tuned boot (`tune keep`)
+    # and boots once more before the undo.
     boot_once: bool = False
 
     def recipe(self):
@@ -128,6 +129,9 @@ class Host:
 # The cases of a host without a kernel update in its image (the
 # kernel-update and two-kernels cases need KERNEL_UPDATE's packages).
 BASE_CASES = ("journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu")
+# GRUB's try-once cases: the tried boot dies (the old setup next); two
+# identical cards (the twin machine, bound by address).
+GRUB_CASES = ("tried-once-fails", "twins")
 
 # GRUB's Debian configuration, shared by the three GRUB hosts: Debian's
 # installer picks MODULES=dep ("targeted") for an installed system; a serial
@@ -163,7 +167,8 @@ grub-install --target=i386-pc /dev/vda
 update-grub
 """,
     apply_with="pkexec",
-    cases=BASE_CASES,
+    cases=BASE_CASES + GRUB_CASES,
+    boot_once=True,
 )
 
 SDBOOT = Host(
@@ -234,7 +239,8 @@ find /boot/efi -type f | sort
 cat /boot/efi/EFI/BOOT/grub.cfg 2>/dev/null || true
 """,
     apply_with="pkexec",
-    cases=("journey", "cut-bootcfg", "kernel-update", "two-kernels"),
+    cases=("journey", "cut-bootcfg", "kernel-update", "two-kernels", "tried-once-fails"),
+    boot_once=True,
 )
 
 SECUREBOOT = Host(
@@ -255,6 +261,7 @@ find /boot/efi -type f | sort
 """,
     apply_with="cli",
     cases=("journey", "cut-bootcfg"),
+    boot_once=True,
 )
 
 # Debian 13 as its installer leaves a systemd-boot machine once the user
@@ -300,9 +307,13 @@ bootctl list --no-pager || true
 
 HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}
 
-# Only systemd-boot boots the click's entry once (`bootctl set-oneshot`): a
-# GRUB host told boot_once would have its journey run `tune keep`, which
-# rightly finds nothing to keep there (CI's secureboot/journey once did).
+# Every boot path here boots the click's entry once: systemd-boot (`bootctl
+# set-oneshot`) and GRUB (`grub-reboot`, where GRUB can write its environment
+# block: ext4 here). A host told otherwise would skip (or wrongly run) `tune
+# keep` in its journey (CI's secureboot/journey once ran it where nothing
+# tried once).
 for _h in HOSTS.values():
-    if _h.boot_once != ("systemd-boot" in _h.packages):
-        raise SystemExit(f"hosts.py: {_h.name}: boot_once must be set exactly when the host boots with systemd-boot")
+    _once = "systemd-boot" in _h.packages or any(p.startswith("grub-") for p in _h.packages)
+    if _h.boot_once != _once:
+        raise SystemExit(f"hosts.py: {_h.name}: boot_once must be set exactly when its boot loader tries once "
+                         "(systemd-boot, or GRUB with grub-reboot)")

@@ -22,7 +22,9 @@ reboot in the guest ends QEMU, the harness starts it again).
 
 The "one-gpu" machine (the single-GPU case) is the same desktop without
 virtio-vga: its only GPU, the VGA behind rp1, is the boot GPU the console and
-the display manager are on.
+the display manager are on. The "twins" machine (the identical-cards case)
+has a second QEMU VGA on the root bus in virtio-vga's place: two cards with
+one ID, the root bus's the boot GPU and the host's screen.
 """
 
 import os
@@ -56,13 +58,18 @@ def machine_args(host, disk, vars_file, share, qmp, machine="desktop", secure=Fa
     its provisioning boot: Debian's kernel straight from -kernel is signed
     for shim's key, not Microsoft's)."""
     one_gpu = machine == "one-gpu"
+    # Two identical cards: the host's screen is a second QEMU VGA (the same
+    # 1234:1111) on the root bus, the boot GPU, instead of virtio-vga.
+    twins = machine == "twins"
     a = [
         "qemu-system-x86_64", "-nodefaults", "-no-user-config",
         "-machine", "q35,smm=on" if secure else "q35", "-accel", f"tcg,thread=multi,tb-size={TB_MIB}",
         "-cpu", CPU, "-smp", str(SMP), "-m", str(MEMORY_MIB),
         "-device", "intel-iommu,intremap=on,caching-mode=on",
     ]
-    if not one_gpu:
+    if twins:
+        a += ["-device", "VGA,bus=pcie.0,addr=0x2,id=vga0"]
+    elif not one_gpu:
         a += ["-device", "virtio-vga,bus=pcie.0,addr=0x2,id=vga0"]
     a += [
         "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x1c.0,multifunction=on",

@@ -10,6 +10,8 @@ and the power cut at the moments a user's machine can lose it.
     scripts/e2e/run.py --host grub --case single-gpu   # the only GPU, lent and given back
     scripts/e2e/run.py --host grub --case shared-gpu   # the second GPU, lent ten times
     scripts/e2e/run.py --host grub-uefi --case kernel-update   # dpkg installs a newer kernel
+    scripts/e2e/run.py --host grub --case tried-once-fails     # the tried boot dies: the old setup next
+    scripts/e2e/run.py --host grub --case twins                # two identical cards, bound by address
 
 Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
 installs. Images are cached in target/e2e/images by their recipe's hash;
@@ -39,9 +41,10 @@ from log import phase, say, set_prefix, summary  # noqa: E402
 
 TOP = HERE.parent.parent
 CASES = ["journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu",
-         "kernel-update", "two-kernels"]
-# The machine each case boots (qemu.py): the single-GPU case has no virtio-vga.
-MACHINE = {"single-gpu": "one-gpu"}
+         "kernel-update", "two-kernels", "tried-once-fails", "twins"]
+# The machine each case boots (qemu.py): the single-GPU case has no
+# virtio-vga, the identical-cards case a second QEMU VGA in its place.
+MACHINE = {"single-gpu": "one-gpu", "twins": "twins"}
 # Every host's journey once and the power cut during the grub.cfg rewrite on
 # the boot path most desktops have (GRUB on UEFI); the rest is --all's.
 CI_SET = [("grub", "journey"), ("sdboot", "journey"), ("grub-uefi", "journey"),
@@ -85,6 +88,10 @@ def run_case(host, case, disk, deb, runs):
             kernel_update.kernel_update(guest, host.apply_with)
         elif case == "two-kernels":
             kernel_update.two_kernels(guest, host.apply_with)
+        elif case == "tried-once-fails":
+            journey.tried_once_fails(guest, host.apply_with)
+        elif case == "twins":
+            journey.twins(guest, host.apply_with)
         else:
             journey.cut(guest, host.apply_with, case)
         ok, why = True, []

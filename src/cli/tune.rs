@@ -37,8 +37,9 @@ pub enum TuneCommand {
     Apply(ApplyArgs),
     /// What is applied, waiting for a reboot, took effect, or drifted.
     Status(JournalArgs),
-    /// Keep the kernel command line that booted well once (systemd-boot's
-    /// entry or image tried once) as the default, as one more transaction.
+    /// Keep the kernel command line that booted well once (GRUB's or
+    /// systemd-boot's entry, or the image, tried once) as the default, as
+    /// one more transaction.
     Keep(super::tune_keep::KeepArgs),
     /// Restore a transaction (files byte for byte, values, boot files rebuilt).
     Undo(UndoArgs),

@@ -1,6 +1,6 @@
-//! `vfio-assistant tune keep`: the kernel command line systemd-boot booted
-//! once (our copy of the default entry, or our unified kernel image) made
-//! the default, after a boot that came up from it. The library says which
+//! `vfio-assistant tune keep`: the kernel command line the boot loader
+//! booted once (GRUB's entry of ours, systemd-boot's copy of the default
+//! entry, or our unified kernel image) made the default, after a boot that came up from it. The library says which
 //! transaction waits for it and the request that keeps it
 //! (`EntryStatus::keep`); this applies that request like `tune apply`: a
 //! plan shown, a question, one more journaled transaction (undone on its

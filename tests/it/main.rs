@@ -97,6 +97,7 @@ mod topology_masks;
 mod tuning;
 mod tuning_boot;
 mod tuning_distros;
+mod tuning_grub_once;
 mod tuning_keep;
 mod tuning_kernel_update;
 mod tuning_next_kernel;

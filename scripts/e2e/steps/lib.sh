@@ -11,16 +11,20 @@ HELPER=/usr/libexec/vfio-assistant/vfio-assistant-helper
 fail() { echo "FAIL: $*"; exit 1; }
 note() { echo "== $*"; }
 
-# The VM's "GPU" (1234:1111 behind its own root port) and its audio function;
-# the host's own display (virtio-vga on the root bus).
+# The VM's "GPU" (1234:1111 behind its own root port, with its audio as
+# function 1) and its audio function; the host's own display (virtio-vga on
+# the root bus, or on the twin-card machine the other 1234:1111 there).
 gpu_addr() {
     for d in /sys/bus/pci/devices/*; do
-        [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x1234:0x1111" ] && { echo "${d##*/}"; return; }
+        [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x1234:0x1111" ] && [ -e "${d%.0}.1" ] && { echo "${d##*/}"; return; }
     done
 }
 GPU=$(gpu_addr)
 AUDIO=${GPU%.0}.1
-HOSTGPU=$(for d in /sys/bus/pci/devices/*; do [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x1af4:0x1050" ] && echo "${d##*/}"; done)
+HOSTGPU=$(for d in /sys/bus/pci/devices/*; do
+    id="$(cat "$d/vendor"):$(cat "$d/device")"
+    { [ "$id" = "0x1af4:0x1050" ] || { [ "$id" = "0x1234:0x1111" ] && [ "${d##*/}" != "$GPU" ]; }; } && echo "${d##*/}"
+done | head -n 1)
 
 driver_of() { d=$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null) && basename "$d" || echo none; }
 
@@ -282,6 +286,28 @@ step_undo() {
     tail -n 1 "$OUT/undo.jsonl"
     [ "$rc" = 0 ] || { cat "$OUT/undo.jsonl"; fail "undo exited $rc"; }
     step_status undone
+}
+
+# The boot tried once, gone wrong on purpose: the user sees no screen and
+# holds the power button (the machine off at once, no clean shutdown).
+step_tried_then_cut() {
+    note "the boot tried once: no screen, the power button held"
+    facts | tee "$OUT/facts-tried.txt"
+    sync
+    echo 1 > /proc/sys/kernel/sysrq
+    echo o > /proc/sysrq-trigger
+    sleep 60
+}
+
+# Two identical cards (1234:1111 twice): the next step asks which is the
+# VM's; with it chosen, the VM's card is bound by address, never by the ID
+# the host's card shares.
+step_twins_check() {
+    note "two identical cards: $GPU for the VM, $HOSTGPU the host's"
+    [ -n "$HOSTGPU" ] && [ "$HOSTGPU" != "$GPU" ] || fail "no second 1234:1111 card for the host"
+    $VA check --json > "$OUT/check.json"; echo "check exited $?"
+    $VA check --gpu "$GPU" --json > "$OUT/check-chosen.json"; echo "check --gpu exited $?"
+    $VA check --gpu "$GPU" 2>&1 | tail -n 4
 }
 
 # A kernel update on the tuned host: Debian's newer kernel (bookworm-

@@ -77,6 +77,28 @@ pub fn device_details(snap: &HostSnapshot, e: &PciEntry) -> Vec<DetailRow> {
         out.push(row("Made by", s.clone()));
     }
     out.push(row("Kind", d.kind_name()));
+    if d.is_gpu() {
+        // Which card is the VM's: the Overview's and the wizard's rule.
+        let class = super::vm_card::class_of(snap, e);
+        out.push(row(
+            "GPU",
+            format!("{}: {}", class.kind.word(), class.because),
+        ));
+        let order = super::vm_card::candidates(snap);
+        let place = order.iter().position(|c| c.address() == d.address);
+        let screen = super::vm_card::host_screen(snap, &d.address);
+        out.push(row(
+            "For a VM",
+            match (place, screen) {
+                (Some(0), None) => "the card this app proposes for the VM".to_string(),
+                (Some(0), Some(why)) => format!(
+                    "the card this app proposes for the VM; the host's screen is on it now ({why}): the Overview says how it moves"
+                ),
+                (Some(i), _) => format!("offered after {}", order[..i].iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")),
+                (None, _) => "never proposed: a virtual display device has no hardware to pass".to_string(),
+            },
+        ));
+    }
     out.push(row(
         "Driver",
         match (&d.driver, &d.driver_override) {

@@ -54,8 +54,8 @@ pub fn tuning_findings(root: &HostRoot) -> Vec<Finding> {
                     Status::Warn,
                 )
                 .evidence(format!("{journal}/{}", s.id), words.clone())
-                .why("systemd-boot started the tuned entry once, as a try: it came up, but the next reboot starts the old default again, without the kernel parameters and vfio-pci.")
-                .fix("Keep it as the default: the parameters go into the default boot entry (or image), as one more transaction you can undo.")
+                .why("The boot loader (GRUB or systemd-boot) started the tuned entry once, as a try: it came up, but the next reboot starts the old default again, without the kernel parameters and vfio-pci.")
+                .fix("Keep it as the default: the parameters go where the default boot entries (or image) get them, as one more transaction you can undo.")
                 .action(
                     Action::Tune {
                         change: "cmdline".into(),

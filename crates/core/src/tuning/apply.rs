@@ -33,7 +33,7 @@ pub use super::undo::{drift, undo};
 fn about_artifacts(v: &Verify) -> bool {
     matches!(
         v,
-        Verify::InitramfsHas { .. } | Verify::BootEntriesHave { .. }
+        Verify::InitramfsHas { .. } | Verify::BootEntriesHave { .. } | Verify::MenuEntryHas { .. }
     )
 }
 
@@ -168,6 +168,11 @@ fn staged_verify(c: &Change, v: &Verify) -> Verify {
     match v {
         Verify::BootEntriesHave { files, tokens } => Verify::BootEntriesHave {
             files: files.iter().map(|f| c.written_at(f).to_string()).collect(),
+            tokens: tokens.clone(),
+        },
+        Verify::MenuEntryHas { file, id, tokens } => Verify::MenuEntryHas {
+            file: c.written_at(file).to_string(),
+            id: id.clone(),
             tokens: tokens.clone(),
         },
         other => other.clone(),

@@ -29,6 +29,9 @@ const ARTIFACTS: &[&str] = &[
     // `OUTPUT.new`, then renames): left by a power cut, removed by undo.
     "/boot/grub/.vfio-assistant-grub.cfg.new",
     "/boot/grub2/.vfio-assistant-grub.cfg.new",
+    // GRUB's environment block: grub-reboot's next_entry (boot/grub_once.rs).
+    "/boot/grub/grubenv",
+    "/boot/grub2/grubenv",
     "/boot/initrd.img-*",
     "/boot/initramfs-*.img",
     // kernel-install's layout, ESP/<entry token>/<release>/initrd (Debian

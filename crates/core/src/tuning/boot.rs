@@ -2,7 +2,8 @@
 //! and tools that are there), never from the distribution's name; and the
 //! kernel command line change for it (shared/research/host-tuning-mechanics.md):
 //! * GRUB with Debian's `/etc/default/grub.d`: a drop-in of ours, `update-grub`;
-//! * GRUB without it (Arch): `GRUB_CMDLINE_LINUX_DEFAULT` edited, `grub-mkconfig`;
+//! * GRUB without it (Arch): `GRUB_CMDLINE_LINUX_DEFAULT` edited, `grub-mkconfig`
+//!   (both first tried once: boot/grub.rs, boot/grub_once.rs);
 //! * GRUB with BLS (Fedora/RHEL): `/etc/kernel/cmdline` and `GRUB_CMDLINE_LINUX`
 //!   for new kernels, `grubby --update-kernel=ALL --args` for the installed ones;
 //! * systemd-boot: a new entry of ours, copied from the default one with the
@@ -19,17 +20,16 @@
 //!   signed one without its key here): exact manual steps, nothing guessed.
 //!
 //! One boot into the new setup before it becomes the default is offered
-//! where the loader keeps the old setup as an entry of its own: systemd-boot
-//! (`bootctl set-oneshot` on our copied entry) and rpm-ostree (the previous
-//! deployment). GRUB regenerates every entry from the same variables, so
-//! `grub-reboot` would only pick among entries that all carry the new
-//! parameters: a one-shot entry of ours would need a fixed kernel path that
-//! the next kernel update leaves stale. Instead the words go into
-//! `GRUB_CMDLINE_LINUX_DEFAULT`, which the "(recovery mode)" entries do not
-//! get: those stay a known-good way back, and the recovery text says where
-//! they are and how to edit an entry at the menu.
+//! where the loader can keep the old setup as the default meanwhile: GRUB (a
+//! menu entry of ours made by a script in /etc/grub.d, `grub-reboot`;
+//! boot/grub_once.rs — not where GRUB cannot write its environment block),
+//! systemd-boot (`bootctl set-oneshot` on our copied entry), UKIs (an image
+//! of ours) and rpm-ostree (the previous deployment). Where it cannot, the
+//! words go into `GRUB_CMDLINE_LINUX_DEFAULT`, which the "(recovery mode)"
+//! entries do not get: those stay a known-good way back, and the recovery
+//! text says where they are and how to edit an entry at the menu.
 
-use super::command::{Cmd, Edit, Grub, Tokens};
+use super::command::{Cmd, Edit, Tokens};
 use super::facts::TuneFacts;
 use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};
 use super::tokens::{merge, missing, split};
@@ -270,7 +270,7 @@ pub fn boot_info(f: &TuneFacts) -> (Loader, Generator, BootInfo) {
     let (loader, mut e) = detect_loader(f);
     let (generator, e2) = detect_generator(f);
     e.extend(e2);
-    let recovery = recovery(loader);
+    let recovery = recovery(f, loader);
     (
         loader,
         generator,
@@ -300,8 +300,14 @@ pub fn recovery_in_place(l: Loader) -> Option<String> {
 }
 
 /// How to get back if the new setup does not boot, in plain words.
-fn recovery(l: Loader) -> String {
+fn recovery(f: &TuneFacts, l: Loader) -> String {
     let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file.";
+    let grub = matches!(l, Loader::GrubDebian | Loader::GrubMkconfig);
+    if grub && grub_once::once_blocked(f).is_none() {
+        return format!(
+            "The new entry ('VFIO Assistant: the new setup, booted once') is booted once only: if it does not come up (no screen, no boot), power the machine off and on and GRUB starts the old default as before, with nothing to undo. After a good boot, keep it: the Tuning page's Keep button (`sudo vfio-assistant tune keep`) gives the default entries the parameters, journaled and undone like this change; until then the next reboot starts the old default again (`tune status` says so). {undo}"
+        );
+    }
     match l {
         Loader::GrubDebian | Loader::GrubMkconfig => format!("If it does not boot: in the GRUB menu (hold Shift, or press Esc, while the machine starts) choose 'Advanced options' and the '(recovery mode)' entry, which does not get these parameters; or press e on the first entry, delete the added words from the line starting with 'linux', and press Ctrl-X. {undo}"),
         Loader::GrubBls => format!("If it does not boot: in the GRUB menu press e on the entry, delete the added words from the 'options' (or 'linux') line, and press Ctrl-X. {undo}"),
@@ -328,56 +334,7 @@ pub fn cmdline_change(
     };
     let title = |t: &[String]| format!("Kernel parameters: {}", t.join(" "));
     match loader {
-        Loader::GrubDebian => {
-            const OURS: &str = "/etc/default/grub.d/99-vfio-assistant.cfg";
-            let others = grub_texts(f, OURS);
-            let line = format!("{} {}", grub_var(&others, "GRUB_CMDLINE_LINUX"), grub_var(&others, "GRUB_CMDLINE_LINUX_DEFAULT"));
-            let add = missing(&line, tokens);
-            let after = (!add.is_empty()).then(|| format!(
-                "# Written by vfio-assistant (tune): kernel parameters for VM passthrough.\n# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file and run update-grub.\nGRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
-                add.join(" ")
-            ));
-            let before = f.file(OURS).map(str::to_string);
-            if before == after {
-                return Ok(None);
-            }
-            let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
-            let shown: Vec<String> = if add.is_empty() { tokens.to_vec() } else { add.clone() };
-            let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub and its drop-ins");
-            Ok(Some(Change {
-                title: title(&shown),
-                evidence: vec![ev("GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d", line.trim())],
-                files: vec![FileChange { path: OURS.into(), before, after }],
-                undo_commands: commands.clone(),
-                commands,
-                artifacts,
-                verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
-                ..base
-            }))
-        }
-        Loader::GrubMkconfig => {
-            let Some(main) = f.file("/etc/default/grub") else {
-                return Err(manual_cmdline(tokens, "GRUB booted, but /etc/default/grub is not there"));
-            };
-            let line = format!("{} {}", grub_var(&[main], "GRUB_CMDLINE_LINUX"), grub_var(&[main], "GRUB_CMDLINE_LINUX_DEFAULT"));
-            let add = missing(&line, tokens);
-            if add.is_empty() {
-                return Ok(None);
-            }
-            let after = set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add);
-            let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
-            let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub");
-            Ok(Some(Change {
-                title: title(&add),
-                evidence: vec![ev("/etc/default/grub", line.trim())],
-                files: vec![FileChange { path: "/etc/default/grub".into(), before: Some(main.into()), after: Some(after) }],
-                undo_commands: commands.clone(),
-                commands,
-                artifacts,
-                verify: vec![Verify::BootEntriesHave { files: vec![cfg.into()], tokens: add }],
-                ..base
-            }))
-        }
+        Loader::GrubDebian | Loader::GrubMkconfig => grub::grub_cmdline(f, loader, tokens, base),
         Loader::GrubBls => {
             let ents = entries(f);
             let current: Vec<&str> = ents.iter().filter_map(|p| f.file(p)).collect();
@@ -470,33 +427,6 @@ pub fn cmdline_change(
     }
 }
 
-/// grub.cfg regenerated beside itself and switched by one rename: Debian's
-/// grub-mkconfig ends in `cat grub.cfg.new > grub.cfg`, which a power cut
-/// can leave half-written (a GRUB rescue prompt). The staged file is
-/// checked before the rename (`apply.rs`), so the boot sees the old
-/// configuration or the whole new one.
-fn staged_grub(
-    f: &TuneFacts,
-    cfg: &str,
-    from: &str,
-) -> (Vec<CommandStep>, Vec<super::model::Artifact>) {
-    let grub2_tool = !f.has_tool("grub-mkconfig") && f.has_tool("grub2-mkconfig");
-    let grub = Grub::of(grub2_tool, cfg.starts_with("/boot/grub2/"));
-    let cfg = format!("{}/grub.cfg", grub.dir());
-    (
-        vec![CommandStep::new(
-            Cmd::GrubMkconfig { grub },
-            format!(
-                "generates the boot menu {from} beside {cfg}; checked there, then renamed over it in one step"
-            ),
-        )],
-        vec![super::model::Artifact {
-            path: cfg,
-            staging: Some(grub.staging()),
-        }],
-    )
-}
-
 /// The parameters as a command's checked parameter (every one is from the
 /// closed set the planner makes; one that is not is a manual step).
 fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
@@ -574,7 +504,9 @@ fn kernelstub_options(json: &str) -> String {
         .join(" ")
 }
 
-mod grub_menu;
+mod grub;
+pub(crate) mod grub_menu;
+pub mod grub_once;
 mod next_boot;
 mod systemd_boot;
 mod uki;

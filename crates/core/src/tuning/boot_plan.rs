@@ -81,6 +81,8 @@ pub const CMDLINE: Spec = Spec {
     files: &[
         "/etc/default/grub",
         "/etc/default/grub.d/99-vfio-assistant.cfg",
+        // GRUB's entry of ours, booted once (boot/grub_once.rs).
+        "/etc/grub.d/42_vfio-assistant",
         "/etc/kernel/cmdline",
         // Our copy of the default entry, and the default entry itself once
         // the copy is kept (systemd_boot.rs).
@@ -96,6 +98,8 @@ pub const CMDLINE: Spec = Spec {
             || matches!(
                 cmd,
                 Cmd::GrubMkconfig { .. }
+                    | Cmd::GrubReboot { .. }
+                    | Cmd::GrubUnsetOnce { .. }
                     | Cmd::Grubby { .. }
                     | Cmd::Kernelstub { .. }
                     | Cmd::RpmOstreeKargs { .. }

@@ -188,6 +188,20 @@ impl Grub {
         }
     }
 
+    fn reboot_tool(self) -> &'static str {
+        match self {
+            Grub::Grub | Grub::GrubInGrub2 => "grub-reboot",
+            Grub::Grub2 | Grub::Grub2InGrub => "grub2-reboot",
+        }
+    }
+
+    fn editenv_tool(self) -> &'static str {
+        match self {
+            Grub::Grub | Grub::GrubInGrub2 => "grub-editenv",
+            Grub::Grub2 | Grub::Grub2InGrub => "grub2-editenv",
+        }
+    }
+
     /// The one for this tool and folder.
     pub fn of(tool_is_grub2: bool, dir_is_grub2: bool) -> Grub {
         match (tool_is_grub2, dir_is_grub2) {
@@ -206,6 +220,9 @@ impl Grub {
 
 /// The name of the staged grub.cfg beside the real one.
 pub const STAGED_GRUB: &str = ".vfio-assistant-grub.cfg";
+/// The id of GRUB's menu entry of ours (`grub-reboot` names it; an id
+/// must start with a letter, or GRUB reads it as an index).
+pub const GRUB_ONCE_ID: &str = "vfio-assistant";
 /// Our boot entry's name for `bootctl set-oneshot`.
 pub const OUR_ENTRY: &str = "vfio-assistant.conf";
 /// The entry token our unified kernel images are named by.
@@ -258,6 +275,16 @@ pub enum Cmd {
     GrubMkconfig {
         grub: Grub,
     },
+    /// `grub-reboot vfio-assistant`: our menu entry booted once (GRUB's
+    /// environment block's `next_entry`), the default unchanged.
+    GrubReboot {
+        grub: Grub,
+    },
+    /// `grub-editenv DIR/grubenv unset next_entry`: a boot once that was
+    /// not booted yet, taken back.
+    GrubUnsetOnce {
+        grub: Grub,
+    },
     Grubby {
         edit: Edit,
         tokens: Tokens,
@@ -306,6 +333,8 @@ impl Cmd {
             Cmd::Mkinitcpio => "mkinitcpio",
             Cmd::KernelInstallAdd { .. } | Cmd::KernelInstallAddOurs { .. } => "kernel-install",
             Cmd::GrubMkconfig { grub } => grub.tool(),
+            Cmd::GrubReboot { grub } => grub.reboot_tool(),
+            Cmd::GrubUnsetOnce { grub } => grub.editenv_tool(),
             Cmd::Grubby { .. } => "grubby",
             Cmd::Kernelstub { .. } => "kernelstub",
             Cmd::RpmOstreeKargs { .. } | Cmd::RpmOstreeInitramfsEtc { .. } => "rpm-ostree",
@@ -369,6 +398,12 @@ impl Cmd {
             Cmd::GrubMkconfig { grub } => {
                 push("-o");
                 push(&grub.staging());
+            }
+            Cmd::GrubReboot { .. } => push(GRUB_ONCE_ID),
+            Cmd::GrubUnsetOnce { grub } => {
+                push(&format!("{}/grubenv", grub.dir()));
+                push("unset");
+                push("next_entry");
             }
             Cmd::Grubby { edit, tokens } => {
                 push("--update-kernel=ALL");

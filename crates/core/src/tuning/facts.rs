@@ -40,6 +40,7 @@ pub const CONFIG_FILES: &[&str] = &[
     "/boot/grub2/grub.cfg",
     "/etc/modprobe.d/vfio-assistant.conf",
     "/etc/default/grub.d/99-vfio-assistant.cfg",
+    super::boot::grub_once::SCRIPT,
     "/etc/dracut.conf.d/90-vfio-assistant.conf",
     "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
     "/etc/sysctl.d/90-vfio-assistant.conf",
@@ -62,6 +63,8 @@ pub const CONFIG_FILES: &[&str] = &[
 /// Folders whose entries the planner looks at.
 pub const CONFIG_DIRS: &[&str] = &[
     "/etc/default/grub.d",
+    // GRUB's generators: 10_linux, which our entry tried once runs.
+    "/etc/grub.d",
     "/etc/dracut.conf.d",
     "/etc/mkinitcpio.conf.d",
     "/etc/modprobe.d",
@@ -112,6 +115,8 @@ pub const TOOLS: &[&str] = &[
     "grub2-mkconfig",
     "grub-reboot",
     "grub2-reboot",
+    "grub-editenv",
+    "grub2-editenv",
     "grubby",
     "kernel-install",
     "bootctl",
@@ -165,6 +170,10 @@ pub struct TuneFacts {
     pub unreadable: BTreeSet<String>,
     /// The kvmfr module is installed for the running kernel (modules.dep).
     pub kvmfr_module: bool,
+    /// Why GRUB could not write its environment block at boot (the file
+    /// system or volume under /boot/grub), when it could not: a
+    /// `grub-reboot` there would boot its entry every time.
+    pub grubenv_blocked: Option<String>,
     /// Each unified kernel image in `UKI_DIRS` → what it boots with (its
     /// `.cmdline` and `.uname` sections, its signature), or why it could
     /// not be read.
@@ -397,6 +406,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
             }
         }
     }
+    f.grubenv_blocked = grubenv_blocked(root);
     read_values(root, &mut f);
     let journal =
         super::journal::Journal::under(root.base(), super::txn::Env::default_journal(root));
@@ -415,6 +425,67 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
         }
     }
     f
+}
+
+/// Why GRUB cannot write its environment block, from the mount under
+/// /boot/grub: btrfs, ZFS or squashfs, software RAID, LVM or an encrypted
+/// volume (GRUB's own list: docs/research-grub-once.md §1.3-1.4). `None`
+/// when it can, or when the mounts cannot be read.
+fn grubenv_blocked(root: &HostRoot) -> Option<String> {
+    let mounts = root.read_text(&HostPath::proc("mounts")).ok()?;
+    let (dev, mnt, fs) = mounts
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?, w.next()?))
+        })
+        .filter(|(_, m, _)| ["/", "/boot", "/boot/grub", "/boot/grub2"].contains(m))
+        .max_by_key(|(_, m, _)| m.len())?;
+    let on = format!("{mnt} ({dev}, {fs})");
+    if matches!(fs, "btrfs" | "zfs" | "squashfs") {
+        return Some(format!(
+            "GRUB cannot write its environment block on {fs}: {on}"
+        ));
+    }
+    if dev.starts_with("/dev/md") {
+        return Some(format!(
+            "GRUB cannot write its environment block on software RAID: {on}"
+        ));
+    }
+    let dm = dev
+        .strip_prefix("/dev/mapper/")
+        .map(|name| {
+            // The dm-N whose name this is.
+            root.list_dir(&HostPath::sys("block"))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|b| b.starts_with("dm-"))
+                .find(|b| {
+                    root.read_attr(&HostPath::sys(&format!("block/{b}/dm/name")))
+                        .is_ok_and(|n| n == name)
+                })
+        })
+        .unwrap_or_else(|| {
+            dev.strip_prefix("/dev/")
+                .filter(|d| d.starts_with("dm-"))
+                .map(str::to_string)
+        });
+    if let Some(dm) = dm {
+        let uuid = root
+            .read_attr(&HostPath::sys(&format!("block/{dm}/dm/uuid")))
+            .unwrap_or_default();
+        let what = if uuid.starts_with("LVM-") {
+            "LVM"
+        } else if uuid.starts_with("CRYPT-") {
+            "an encrypted volume"
+        } else {
+            "a device-mapper volume"
+        };
+        return Some(format!(
+            "GRUB cannot write its environment block on {what}: {on}"
+        ));
+    }
+    None
 }
 
 #[cfg(test)]

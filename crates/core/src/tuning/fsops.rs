@@ -30,9 +30,10 @@ pub enum WriteError {
     Injected(String),
 }
 
-/// The mode a file we create gets: hooks are run, everything else is read.
+/// The mode a file we create gets: hooks and GRUB's generators are run,
+/// everything else is read.
 fn new_file_mode(path: &str) -> u32 {
-    if path.starts_with("/etc/libvirt/hooks/") {
+    if path.starts_with("/etc/libvirt/hooks/") || path.starts_with("/etc/grub.d/") {
         0o755
     } else {
         0o644

@@ -188,6 +188,13 @@ pub enum Verify {
         files: Vec<String>,
         tokens: Vec<String>,
     },
+    /// One menu entry of a grub.cfg (by its id) holds every token: GRUB's
+    /// entry of ours, booted once.
+    MenuEntryHas {
+        file: String,
+        id: String,
+        tokens: Vec<String>,
+    },
     /// After the reboot, `/proc/cmdline` holds every token.
     CmdlineHas { tokens: Vec<String> },
     /// A device is bound to this driver.
@@ -254,14 +261,16 @@ impl Change {
         self.files.is_empty() && self.values.is_empty() && self.commands.is_empty()
     }
 
-    /// Whether it boots an entry of its own once (`bootctl set-oneshot`):
-    /// systemd-boot's default stays the old setup until it is kept.
+    /// Whether it boots an entry of its own once (`bootctl set-oneshot`,
+    /// `grub-reboot`): the loader's default stays the old setup until it is
+    /// kept.
     pub fn boots_once(&self) -> bool {
         self.commands.iter().any(|s| {
             matches!(
                 s.cmd,
                 super::command::Cmd::BootctlSetOneshot
                     | super::command::Cmd::BootctlSetOneshotUki { .. }
+                    | super::command::Cmd::GrubReboot { .. }
             )
         })
     }

@@ -92,7 +92,9 @@ fn tokens_of(e: &Entry) -> Vec<String> {
     for c in e.plan.changes.iter().filter(|c| e.applied.contains(&c.id)) {
         for v in &c.verify {
             match v {
-                Verify::BootEntriesHave { tokens, .. } | Verify::CmdlineHas { tokens } => {
+                Verify::BootEntriesHave { tokens, .. }
+                | Verify::CmdlineHas { tokens }
+                | Verify::MenuEntryHas { tokens, .. } => {
                     for t in tokens {
                         if !out.contains(t) {
                             out.push(t.clone());
@@ -144,6 +146,11 @@ fn boot_file_problems(env: &Env, e: &Entry, want: bool) -> Vec<String> {
             match v {
                 Verify::BootEntriesHave { files, tokens } if !tokens.is_empty() => {
                     out.extend(entries_check(&env.root, files, tokens, want));
+                }
+                Verify::MenuEntryHas { file, id, tokens } => {
+                    out.extend(super::verify::menu_entry_check(
+                        &env.root, file, id, tokens, want, true,
+                    ));
                 }
                 Verify::InitramfsHas {
                     images,

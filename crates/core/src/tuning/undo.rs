@@ -242,6 +242,9 @@ pub(super) fn inverse(
                     Verify::BootEntriesHave { files, tokens } => {
                         entries_check(root, files, tokens, false)
                     }
+                    Verify::MenuEntryHas { file, id, tokens } => {
+                        super::verify::menu_entry_check(root, file, id, tokens, false, false)
+                    }
                     Verify::InitramfsHas { images, files, .. } => {
                         let added: Vec<String> = files
                             .iter()

@@ -26,6 +26,9 @@ pub fn verify_name(v: &Verify) -> String {
         Verify::CmdlineHas { tokens } => {
             format!("/proc/cmdline holds {} after the reboot", tokens.join(" "))
         }
+        Verify::MenuEntryHas { id, tokens, .. } => {
+            format!("the boot entry '{id}' holds {}", tokens.join(" "))
+        }
         Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
         Verify::Executable { path } => format!("{path} is executable"),
         Verify::Exists { path } => format!("{path} is there"),
@@ -182,6 +185,47 @@ pub fn initramfs_check(
     bad
 }
 
+/// What the menu entry `id` of grub.cfg `file` lacks of `tokens` (want:
+/// true; an absent entry lacks everything unless `absent_ok`: status after
+/// a keep removed it), or still holds (want: false; an absent entry holds
+/// nothing).
+pub fn menu_entry_check(
+    root: &HostRoot,
+    file: &str,
+    id: &str,
+    tokens: &[String],
+    want: bool,
+    absent_ok: bool,
+) -> Vec<String> {
+    let Some(hp) = HostPath::from_absolute(file) else {
+        return vec![format!("{file}: not a host path")];
+    };
+    let Ok(text) = root.read_text(&hp) else {
+        return if want {
+            vec![format!("{file} cannot be read")]
+        } else {
+            Vec::new()
+        };
+    };
+    let menu = super::boot::grub_menu::menu(&text);
+    let Some(e) = menu.iter().find(|e| e.id.as_deref() == Some(id)) else {
+        return if want && !absent_ok {
+            vec![format!("{file} has no entry '{id}'")]
+        } else {
+            Vec::new()
+        };
+    };
+    let line = e.linux.as_deref().unwrap_or("");
+    let m = missing(line, tokens);
+    if want && !m.is_empty() {
+        vec![format!("{file}: entry '{id}' lacks {}", m.join(" "))]
+    } else if !want {
+        vec![format!("{file} still has the entry '{id}'")]
+    } else {
+        Vec::new()
+    }
+}
+
 /// (ok, what was seen, whether a failure undoes the transaction).
 /// Whether every default entry among `files` holds `tokens`: (ok, detail,
 /// fatal), as `verify` says it.
@@ -275,6 +319,26 @@ pub fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
                 );
             }
             entries_verified(root, files, tokens)
+        }
+        Verify::MenuEntryHas { file, id, tokens } => {
+            if !env.run_commands {
+                return (
+                    true,
+                    "not checked: the boot configuration was not regenerated (--root or --dry-run)"
+                        .into(),
+                    false,
+                );
+            }
+            let bad = menu_entry_check(root, file, id, tokens, true, false);
+            (
+                bad.is_empty(),
+                if bad.is_empty() {
+                    format!("the entry '{id}' holds them; the default entries are as they were")
+                } else {
+                    bad.join("; ")
+                },
+                true,
+            )
         }
         Verify::CmdlineHas { tokens } => {
             let line = read_value(root, "/proc/cmdline").unwrap_or_default();

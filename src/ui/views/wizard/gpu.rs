@@ -73,11 +73,31 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
             },
         );
     }
-    for g in snap.gpus() {
+    // The same rule as the Overview's next step: discrete cards first, the
+    // stronger first, the CPU's graphics after (report::vm_card).
+    let order = crate::report::vm_card::candidates(snap);
+    let mut gpus: Vec<&crate::host::PciEntry> = order.iter().map(|c| c.entry).collect();
+    let rest: Vec<&crate::host::PciEntry> = snap
+        .gpus()
+        .filter(|g| !gpus.iter().any(|x| x.device.address == g.device.address))
+        .collect();
+    gpus.extend(rest);
+    if let Some(first) = order.first() {
+        ui.label(
+            RichText::new(format!(
+                "First is the one this app proposes, the {}: {}.",
+                first.name(),
+                first.why()
+            ))
+            .weak(),
+        );
+    }
+    for g in gpus {
         let v = &g.passthrough;
         let addr = &g.device.address;
         let ok = v.verdict != VerdictKind::NotViable;
-        let label = format!("{addr}  {}", g.device.display_name());
+        let kind = crate::report::vm_card::class_of(snap, g).kind.word();
+        let label = format!("{addr}  {} ({kind})", g.device.display_name());
         let selected = w.gpu.as_deref() == Some(addr.as_str());
         let r = ui.add_enabled(ok, egui::RadioButton::new(selected, label));
         if r.clicked() {

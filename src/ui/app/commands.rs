@@ -400,38 +400,11 @@ impl App {
                 None
             }
             Command::OpenSharedTuning { gpu } => {
-                let t = &mut self.state.tuning;
-                if !t.gpus.contains(&gpu) {
-                    t.gpus.insert(0, gpu);
-                }
-                if t.shared_gpu_vm.trim().is_empty() {
-                    t.shared_gpu_vm = self.state.wizard.name.clone();
-                }
-                t.single_gpu_vm.clear();
-                let focus = vec![
-                    "shared-gpu-hook".to_string(),
-                    "shared-gpu-desktop".to_string(),
-                ];
-                t.off.retain(|id| !focus.contains(id));
-                self.tuning.focus = focus;
-                self.stop_monitor();
-                self.state.page = Page::Tuning;
+                self.open_gpu_mode(gpu, true);
                 None
             }
             Command::OpenSingleGpuTuning { gpu } => {
-                let t = &mut self.state.tuning;
-                if !t.gpus.contains(&gpu) {
-                    t.gpus.insert(0, gpu);
-                }
-                if t.single_gpu_vm.trim().is_empty() {
-                    t.single_gpu_vm = self.state.wizard.name.clone();
-                }
-                t.shared_gpu_vm.clear();
-                let focus = vec!["single-gpu-hook".to_string()];
-                t.off.retain(|id| !focus.contains(id));
-                self.tuning.focus = focus;
-                self.stop_monitor();
-                self.state.page = Page::Tuning;
+                self.open_gpu_mode(gpu, false);
                 None
             }
             Command::ChooseVmGpu(gpu) => {
@@ -443,6 +416,40 @@ impl App {
         };
         // Said in the top bar until the next command.
         self.note = refused;
+    }
+
+    /// The Tuning page with `gpu` in shared mode (`shared`) or single-GPU
+    /// mode, for the New VM page's VM, that mode's changes asked for.
+    fn open_gpu_mode(&mut self, gpu: String, shared: bool) {
+        let vm = self.state.wizard.name.clone();
+        let t = &mut self.state.tuning;
+        if !t.gpus.contains(&gpu) {
+            t.gpus.insert(0, gpu);
+        }
+        let (on, off, focus) = if shared {
+            (
+                &mut t.shared_gpu_vm,
+                &mut t.single_gpu_vm,
+                vec![
+                    "shared-gpu-hook".to_string(),
+                    "shared-gpu-desktop".to_string(),
+                ],
+            )
+        } else {
+            (
+                &mut t.single_gpu_vm,
+                &mut t.shared_gpu_vm,
+                vec!["single-gpu-hook".to_string()],
+            )
+        };
+        if on.trim().is_empty() {
+            *on = vm;
+        }
+        off.clear();
+        t.off.retain(|id| !focus.contains(id));
+        self.tuning.focus = focus;
+        self.stop_monitor();
+        self.state.page = Page::Tuning;
     }
 
     /// Run the helper with `req`; its lines arrive in the Tuning runtime.

@@ -181,25 +181,24 @@ impl Grub {
         }
     }
 
-    fn tool(self) -> &'static str {
+    /// GRUB's tool of this name as this GRUB names it (`grub-…` or `grub2-…`).
+    fn named(self, grub: &'static str, grub2: &'static str) -> &'static str {
         match self {
-            Grub::Grub | Grub::GrubInGrub2 => "grub-mkconfig",
-            Grub::Grub2 | Grub::Grub2InGrub => "grub2-mkconfig",
+            Grub::Grub | Grub::GrubInGrub2 => grub,
+            Grub::Grub2 | Grub::Grub2InGrub => grub2,
         }
+    }
+
+    fn tool(self) -> &'static str {
+        self.named("grub-mkconfig", "grub2-mkconfig")
     }
 
     fn reboot_tool(self) -> &'static str {
-        match self {
-            Grub::Grub | Grub::GrubInGrub2 => "grub-reboot",
-            Grub::Grub2 | Grub::Grub2InGrub => "grub2-reboot",
-        }
+        self.named("grub-reboot", "grub2-reboot")
     }
 
     fn editenv_tool(self) -> &'static str {
-        match self {
-            Grub::Grub | Grub::GrubInGrub2 => "grub-editenv",
-            Grub::Grub2 | Grub::Grub2InGrub => "grub2-editenv",
-        }
+        self.named("grub-editenv", "grub2-editenv")
     }
 
     /// The one for this tool and folder.

@@ -23,11 +23,7 @@ fn configured(f: &TuneFacts, loader: Loader) -> Result<String, Manual> {
         Loader::GrubDebian => grub_texts(f, ""),
         _ => vec![f.file("/etc/default/grub").unwrap_or("")],
     };
-    Ok(format!(
-        "{} {}",
-        grub_var(&texts, "GRUB_CMDLINE_LINUX"),
-        grub_var(&texts, "GRUB_CMDLINE_LINUX_DEFAULT")
-    ))
+    Ok(cmdline_of(&texts))
 }
 
 /// The kernel command line change on GRUB: nothing when the default
@@ -91,13 +87,10 @@ fn direct(
     tokens: &[String],
     base: Change,
 ) -> Result<Option<Change>, Manual> {
-    if loader == Loader::GrubDebian {
+    // (the other files' line, the file written, the tokens shown, where from)
+    let (line, file, shown, from, source) = if loader == Loader::GrubDebian {
         let others = grub_texts(f, DROPIN);
-        let line = format!(
-            "{} {}",
-            grub_var(&others, "GRUB_CMDLINE_LINUX"),
-            grub_var(&others, "GRUB_CMDLINE_LINUX_DEFAULT")
-        );
+        let line = cmdline_of(&others);
         let add = missing(&line, tokens);
         let after = (!add.is_empty()).then(|| format!(
             "# Written by vfio-assistant (tune): kernel parameters for VM passthrough.\n# Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file and run update-grub.\nGRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
@@ -107,60 +100,52 @@ fn direct(
         if before == after {
             return Ok(None);
         }
-        let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
-        let shown: Vec<String> = if add.is_empty() {
-            tokens.to_vec()
-        } else {
-            add.clone()
+        let shown = if add.is_empty() { tokens.to_vec() } else { add };
+        let file = FileChange {
+            path: DROPIN.into(),
+            before,
+            after,
         };
-        let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub and its drop-ins");
-        return Ok(Some(Change {
-            title: title(&shown),
-            evidence: vec![ev(
-                "GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d",
-                line.trim(),
-            )],
-            files: vec![FileChange {
-                path: DROPIN.into(),
-                before,
-                after,
-            }],
-            undo_commands: commands.clone(),
-            commands,
-            artifacts,
-            verify: vec![Verify::BootEntriesHave {
-                files: vec![cfg.into()],
-                tokens: add,
-            }],
-            ..base
-        }));
-    }
-    let Some(main) = f.file("/etc/default/grub") else {
-        return Err(manual_cmdline(
-            tokens,
-            "GRUB booted, but /etc/default/grub is not there",
-        ));
-    };
-    let line = format!(
-        "{} {}",
-        grub_var(&[main], "GRUB_CMDLINE_LINUX"),
-        grub_var(&[main], "GRUB_CMDLINE_LINUX_DEFAULT")
-    );
-    let add = missing(&line, tokens);
-    if add.is_empty() {
-        return Ok(None);
-    }
-    let after = set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add);
-    let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
-    let (commands, artifacts) = staged_grub(f, cfg, "from /etc/default/grub");
-    Ok(Some(Change {
-        title: title(&add),
-        evidence: vec![ev("/etc/default/grub", line.trim())],
-        files: vec![FileChange {
+        (
+            line,
+            file,
+            shown,
+            "from /etc/default/grub and its drop-ins",
+            "GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d",
+        )
+    } else {
+        let Some(main) = f.file("/etc/default/grub") else {
+            return Err(manual_cmdline(
+                tokens,
+                "GRUB booted, but /etc/default/grub is not there",
+            ));
+        };
+        let line = cmdline_of(&[main]);
+        let add = missing(&line, tokens);
+        if add.is_empty() {
+            return Ok(None);
+        }
+        let file = FileChange {
             path: "/etc/default/grub".into(),
             before: Some(main.into()),
-            after: Some(after),
-        }],
+            after: Some(set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add)),
+        };
+        (
+            line,
+            file,
+            add,
+            "from /etc/default/grub",
+            "/etc/default/grub",
+        )
+    };
+    // What the default entries must hold afterwards: what the file adds.
+    let add = missing(&line, tokens);
+    let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
+    let (commands, artifacts) = staged_grub(f, cfg, from);
+    Ok(Some(Change {
+        title: title(&shown),
+        evidence: vec![ev(source, line.trim())],
+        files: vec![file],
         undo_commands: commands.clone(),
         commands,
         artifacts,
@@ -170,6 +155,15 @@ fn direct(
         }],
         ..base
     }))
+}
+
+/// `GRUB_CMDLINE_LINUX GRUB_CMDLINE_LINUX_DEFAULT` after sourcing `texts`.
+fn cmdline_of(texts: &[&str]) -> String {
+    format!(
+        "{} {}",
+        grub_var(texts, "GRUB_CMDLINE_LINUX"),
+        grub_var(texts, "GRUB_CMDLINE_LINUX_DEFAULT")
+    )
 }
 
 /// grub.cfg regenerated beside itself and switched by one rename: Debian's

@@ -198,9 +198,16 @@ fn grub_boots_the_new_setup_once_and_keeps_it_after_a_good_boot() {
     assert!(st.iter().all(|s| s.tried_once.is_none()), "{st:?}");
     assert!(st.iter().all(|s| s.drifted.is_empty()), "{st:?}");
 
-    // Undo both, newest first: the tree as it was.
-    undo(&e, &k.id, false, &mut |_| {}).unwrap();
-    undo(&e, &o.id, false, &mut |_| {}).unwrap();
+    // Undo both, newest first, each checked (the boot files no longer hold
+    // what it added: our entry tried once, back with the keep's undo, is not
+    // a default entry): the tree as it was.
+    for id in [&k.id, &o.id] {
+        let u = undo(&e, id, false, &mut |_| {}).unwrap();
+        assert_eq!(u.state, EntryState::Undone, "{u:?}");
+        assert!(u.failure.is_none(), "{u:?}");
+    }
+    let st = status(&e);
+    assert!(st.iter().all(|s| s.leftovers.is_empty()), "{st:?}");
     let cfg = std::fs::read_to_string(r.join("boot/grub/grub.cfg")).unwrap();
     assert!(
         !cfg.contains("VFIO Assistant") && !cfg.contains("vfio_pci.ids"),

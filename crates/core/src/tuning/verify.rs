@@ -65,9 +65,12 @@ pub fn default_kernel_lines(path: &str, text: &str) -> Vec<String> {
             titles.pop();
             continue;
         }
-        let recovery = titles
-            .iter()
-            .any(|t| t.contains("recovery mode") || t.contains("rescue"));
+        // The recovery entries never get the parameters (the way back), and
+        // GRUB's entry of ours tried once is not a default entry: it holds
+        // them until the keep removes it (boot/grub_once.rs).
+        let recovery = titles.iter().any(|t| {
+            t.contains("recovery mode") || t.contains("rescue") || t.starts_with("vfio assistant")
+        });
         let first = l.split_whitespace().next().unwrap_or("");
         let is_linux = first == "linux" || first == "linuxefi";
         if is_linux && !recovery && !titles.is_empty() {

@@ -1,5 +1,6 @@
 #![allow(dead_code)]
 pub mod boot_hosts;
+pub mod devnodes;
 pub mod gui;
 pub mod hosts;
 pub mod json;

@@ -8,6 +8,7 @@ pub mod cpuset;
 pub mod firmware;
 pub mod freq;
 pub mod hex;
+pub mod holders;
 pub mod hybrid;
 pub mod initramfs;
 pub mod input;

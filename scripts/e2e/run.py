@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import hosts  # noqa: E402
+import gpu_cases  # noqa: E402
 import image  # noqa: E402
 import journey  # noqa: E402
 import kernel_update  # noqa: E402
@@ -78,9 +79,9 @@ def run_case(host, case, disk, deb, runs):
         if case == "journey":
             journey.journey(guest, host.apply_with)
         elif case == "single-gpu":
-            journey.single_gpu(guest)
+            gpu_cases.single_gpu(guest)
         elif case == "shared-gpu":
-            journey.shared_gpu(guest)
+            gpu_cases.shared_gpu(guest)
         elif case == "kernel-update":
             kernel_update.kernel_update(guest, host.apply_with)
         elif case == "two-kernels":

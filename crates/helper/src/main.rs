@@ -44,11 +44,12 @@ const KEPT: [&str; 2] = ["PKEXEC_UID", "SUDO_UID"];
 
 /// Variables the dynamic loader acts on before the helper's first line
 /// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `LD_AUDIT`, every `LD_*`, glibc's
-/// tunables): pkexec removes them and sudo does unless its `env_keep` was
-/// told to keep them. Their presence when pkexec or sudo started the helper
-/// for someone means that someone's environment reached root: the helper
-/// refuses to change anything then. (Root's own, when root runs it, are
-/// root's: cleared like the rest.)
+/// tunables): pkexec removes them, and glibc drops them from the setuid
+/// sudo's own environment before sudo reads it, whatever its `env_keep`
+/// says. Should they arrive all the same when pkexec, sudo or a setuid bit
+/// started the helper for someone, that someone's environment reached root:
+/// the helper refuses to change anything. (Root's own, when root runs it,
+/// are root's: cleared like the rest.)
 fn loader_variable(name: &str) -> bool {
     name.starts_with("LD_") || name == "GLIBC_TUNABLES"
 }
@@ -72,7 +73,7 @@ fn clean_environment() -> Result<Asked, String> {
         .find(|k| lent && loader_variable(&k.to_string_lossy()))
     {
         return Err(format!(
-            "{} is set: the dynamic loader acts on it before the helper runs, so the caller's environment reached root (a sudo whose env_keep keeps it?). Nothing was changed; run the helper without it (pkexec and a default sudo remove it).",
+            "{} is set although pkexec, sudo or a setuid bit started the helper: the dynamic loader acted on it before the helper's first line, so the caller's environment reached root. Nothing was changed; start the helper without it.",
             bad.to_string_lossy()
         ));
     }

@@ -49,12 +49,14 @@ fn bind(root: &Path, dev: &str, drv: &str) {
 }
 
 /// The kernel's side of the hook's sysfs writes, as a stand-in for
-/// `timeout -k KILL SECONDS sh -c 'printf …' put FILE VALUE`; anything else
+/// `timeout [-k KILL] SECONDS sh -c 'printf …' put FILE VALUE`; anything else
 /// runs the real timeout. `.unbind-hangs` in the root makes an unbind block
 /// (a sleep the real timeout cuts); `.unbind-stuck` makes it never return,
 /// not even killed (a write the kernel holds: nothing here can be killed).
 const TIMEOUT: &str = r#"#!/bin/sh
-kill_after=$2; secs=$3; shift 3
+kill_after=
+if [ "$1" = -k ]; then kill_after=$2; shift 2; fi
+secs=$1; shift
 if [ "$1 $2" = "sh -c" ] && [ "$4" = put ]; then
     file=$5; val=$6
     S="$VFIO_ASSISTANT_ROOT/sys/bus/pci"
@@ -63,7 +65,7 @@ if [ "$1 $2" = "sh -c" ] && [ "$4" = put ]; then
         if [ -e "$VFIO_ASSISTANT_ROOT/.unbind-stuck" ]; then
             echo $$ > "$VFIO_ASSISTANT_ROOT/stuck.pid"; trap '' TERM INT HUP; sleep 15; exit 0
         fi
-        if [ -e "$VFIO_ASSISTANT_ROOT/.unbind-hangs" ]; then exec /usr/bin/timeout -k "$kill_after" "$secs" sleep 30; fi
+        if [ -e "$VFIO_ASSISTANT_ROOT/.unbind-hangs" ]; then exec /usr/bin/timeout ${kill_after:+-k "$kill_after"} "$secs" sleep 30; fi
         rm -f "$S/devices/$val/driver"; exit 0 ;;
     */drivers/*/bind)
         drv=${file%/bind}; drv=${drv##*/}
@@ -76,7 +78,7 @@ if [ "$1 $2" = "sh -c" ] && [ "$4" = put ]; then
     printf '%s\n' "$val" >> "$file"
     exit 0
 fi
-exec /usr/bin/timeout -k "$kill_after" "$secs" "$@"
+exec /usr/bin/timeout ${kill_after:+-k "$kill_after"} "$secs" "$@"
 "#;
 
 /// systemd as far as the hook asks it (after `R=` the root):

@@ -6,7 +6,10 @@
 //! given back. What cannot be killed at all — a write the kernel holds — is
 //! left behind a second later and the start fails the same; the shared
 //! hook then leaves the card where it is (each write would hang the same
-//! way). The times are measured and printed (`--nocapture`).
+//! way). The times are measured and printed (`--nocapture`); the steps that
+//! would not end run for 30 s, and the hooks must end long before that
+//! (the margin is for a loaded CI runner: each hook forks hundreds of
+//! times).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
@@ -17,10 +20,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The bounds the tests run the hooks with: single 2 s + 2 s, shared 1 s +
+/// The bounds the tests run the hooks with: single 2 s + 2 s, shared 3 s +
 /// 2 s (VFIO_ASSISTANT_WAIT, and KILL's default).
 const SINGLE_WAIT: u64 = 2;
-const SHARED_WAIT: u64 = 1;
+const SHARED_WAIT: u64 = 3;
 const KILL: u64 = 2;
 
 fn exe(path: &Path, text: &str) {
@@ -56,8 +59,7 @@ fn single_gpu_a_stop_whose_child_ignores_term_is_killed_at_the_bound() {
     );
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(
-        took >= Duration::from_secs(SINGLE_WAIT + KILL)
-            && took < Duration::from_secs(SINGLE_WAIT + KILL + 5),
+        took >= Duration::from_secs(SINGLE_WAIT + KILL) && took < Duration::from_secs(20),
         "{took:?}"
     );
     let l = read(r, "var/log/vfio-assistant-single-gpu.log");
@@ -75,7 +77,7 @@ fn single_gpu_a_step_that_cannot_be_killed_is_left_behind() {
     exe(
         &r.join("bin/timeout"),
         &format!(
-            "#!/bin/sh\ncase \"$*\" in *'stop -- display-manager'*) echo $$ > '{}/stuck.pid'; trap '' TERM INT HUP; sleep 12; exit 0 ;; esac\nexec /usr/bin/timeout \"$@\"\n",
+            "#!/bin/sh\ncase \"$*\" in *'stop -- display-manager'*) echo $$ > '{}/stuck.pid'; trap '' TERM INT HUP; sleep 30; exit 0 ;; esac\nexec /usr/bin/timeout \"$@\"\n",
             r.display()
         ),
     );
@@ -88,10 +90,7 @@ fn single_gpu_a_step_that_cannot_be_killed_is_left_behind() {
     );
     let l = read(r, "var/log/vfio-assistant-single-gpu.log");
     assert_eq!(o.status.code(), Some(1), "{o:?}");
-    assert!(
-        took < Duration::from_secs(SINGLE_WAIT + KILL + 5),
-        "{took:?} {o:?}\n{l}"
-    );
+    assert!(took < Duration::from_secs(20), "{took:?} {o:?}\n{l}");
     assert!(
         l.contains("LEFT BEHIND") && l.contains("screen back"),
         "{l}"
@@ -115,13 +114,12 @@ fn shared_gpu_a_unit_whose_stop_ignores_term_is_killed_and_the_card_stays() {
     );
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(
-        took >= Duration::from_secs(SHARED_WAIT + KILL)
-            && took < Duration::from_secs(SHARED_WAIT + KILL + 5),
+        took >= Duration::from_secs(SHARED_WAIT + KILL) && took < Duration::from_secs(20),
         "{took:?}"
     );
     let l = log(r);
     assert!(
-        l.contains("could not stop e2e-holder.service within 1s"),
+        l.contains("could not stop e2e-holder.service within 3s"),
         "{l}"
     );
     assert_eq!(driver(r, "0000:01:00.0").as_deref(), Some("bochs-drm"));
@@ -146,10 +144,7 @@ fn shared_gpu_an_unbind_stuck_in_the_kernel_gives_up_on_the_vm_not_the_host() {
         "shared GPU, an unbind stuck in the kernel: left behind, the start failed after {took:.2?}"
     );
     assert_eq!(o.status.code(), Some(1), "{o:?}");
-    assert!(
-        took < Duration::from_secs(SHARED_WAIT + KILL + 6),
-        "{took:?}"
-    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
     let l = log(r);
     assert!(
         l.contains("LEFT BEHIND") && l.contains("is left as it is") && !l.contains("healthy"),

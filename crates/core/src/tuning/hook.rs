@@ -39,9 +39,7 @@ export PATH
 unset IFS
 # After $WAIT seconds a step gets TERM, then $KILL seconds more, then KILL.
 KILL="${VFIO_ASSISTANT_KILL:-2}"
-log() { printf '%s %s %s
-' "$(date '+%F %T' 2>/dev/null)" "$VM" "$*" >> "$LOG" 2>/dev/null; printf '%s: %s
-' "$TAG" "$*" >&2; }
+log() { printf '%s %s %s\n' "$(date '+%F %T' 2>/dev/null)" "$VM" "$*" >> "$LOG" 2>/dev/null; printf '%s: %s\n' "$TAG" "$*" >&2; }
 # Each step's output and exit code, in a folder of root's own.
 T=$(mktemp -d "$R/run/$TAG.XXXXXX") || { log "cannot make a folder in $R/run"; exit 1; }
 trap 'rm -rf "$T"' EXIT
@@ -67,13 +65,16 @@ bounded() {
         echo $? > "$rc"' bounded "$OUT" "$_bf.rc" "$KILL" "$WAIT" "$LOG" "$@" > /dev/null 2>&1 < /dev/null &
     _bpid=$!
     _bgive_up=$(( $(date +%s) + WAIT + KILL + 1 ))
+    # Most steps end at once: a short first nap, then tenths.
+    _bnap=0.02
     while [ ! -s "$_bf.rc" ]; do
         if [ "$(date +%s)" -gt "$_bgive_up" ]; then
             STUCK="$STUCK $1"
             log "LEFT BEHIND: '$*' had not ended $((WAIT + KILL + 1))s after it started, not even killed (the kernel holds it): not waited for"
             return 125
         fi
-        sleep 0.1
+        sleep "$_bnap"
+        _bnap=0.1
     done
     wait "$_bpid" 2>/dev/null
     return "$(cat "$_bf.rc")"
@@ -81,15 +82,15 @@ bounded() {
 # A command that may not take longer than the bound.
 run() { bounded "$@"; }
 # A sysfs write that may not take longer than the bound.
-put() { bounded sh -c 'printf "%s
-" "$2" > "$1"' put "$1" "$2"; }
+put() { bounded sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }
 # Text a process chose (its name, its scope) as one loggable word.
-word() { tr -d '
-' | tr -c '[:alnum:]._:@+-' '_'; }
+word() { tr -d '\n' | tr -c '[:alnum:]._:@+-' '_'; }
 # /proc/PID → "PID:program".
 who() { printf '%s:%s' "${1##*/}" "$(head -c 64 "$1/comm" 2>/dev/null | word)"; }
+# /proc/PID → its cgroup (cgroup v2's line, or v1's systemd one).
+cgroup_of() { sed -n 's|^0::||p; s|^[0-9]*:name=systemd:||p' "$1/cgroup" 2>/dev/null | head -n 1; }
 # /proc/PID → "PID:program(unit)", the unit or scope it runs in.
-who_in() { _wu=$(sed -n 's|^0::.*/||p' "$1/cgroup" 2>/dev/null); printf '%s(%s)' "$(who "$1")" "$(printf '%s' "${_wu:-?}" | word)"; }
+who_in() { _wu=$(cgroup_of "$1"); _wu=${_wu##*/}; printf '%s(%s)' "$(who "$1")" "$(printf '%s' "${_wu:-?}" | word)"; }
 # look DEVS: the processes holding one of DEVS — device numbers as stat
 # prints them (hex major:minor; "e2:*" is every minor of 226) — one
 # "/proc/PID" a line in $OUT. Found by the device, not the path: every

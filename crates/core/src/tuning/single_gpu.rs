@@ -127,7 +127,7 @@ holders() {{
 # service), the user's manager (the graphical session's services). A
 # session from a console or SSH, a system service, a container do not.
 with_desktop() {{
-    cg=$(sed -n 's|^0::||p' "$1/cgroup" 2>/dev/null)
+    cg=$(cgroup_of "$1")
     case "$cg" in
     /system.slice/nvidia-persistenced.service|/system.slice/nvidia-persistenced.service/*) return 0 ;;
     /system.slice/"$dm"|/system.slice/"$dm"/*) [ -n "$dm" ] ;;

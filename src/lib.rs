@@ -9,7 +9,7 @@
 
 pub use vfio_assistant_core::{
     capture, checks, demo, doctor, domain, finding, helper, host, monitor, parse, pinning, report,
-    romread, sysroot, tuning, units, unpack, userfile,
+    romread, syspath, sysroot, tuning, units, unpack, userfile,
 };
 pub use vfio_assistant_remote as remote;
 

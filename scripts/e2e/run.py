@@ -33,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import hosts  # noqa: E402
+import boot_cases  # noqa: E402
+import gpu_cases  # noqa: E402
 import image  # noqa: E402
 import journey  # noqa: E402
 import kernel_update  # noqa: E402
@@ -81,17 +83,17 @@ def run_case(host, case, disk, deb, runs):
         if case == "journey":
             journey.journey(guest, host.apply_with)
         elif case == "single-gpu":
-            journey.single_gpu(guest)
+            gpu_cases.single_gpu(guest)
         elif case == "shared-gpu":
-            journey.shared_gpu(guest)
+            gpu_cases.shared_gpu(guest)
         elif case == "kernel-update":
             kernel_update.kernel_update(guest, host.apply_with)
         elif case == "two-kernels":
             kernel_update.two_kernels(guest, host.apply_with)
         elif case == "tried-once-fails":
-            journey.tried_once_fails(guest, host.apply_with)
+            boot_cases.tried_once_fails(guest, host.apply_with)
         elif case == "twins":
-            journey.twins(guest, host.apply_with)
+            boot_cases.twins(guest, host.apply_with)
         else:
             journey.cut(guest, host.apply_with, case)
         ok, why = True, []

@@ -114,11 +114,13 @@ pub struct RequestArgs {
     /// stop (nvidia-persistenced always). Repeat for more.
     #[arg(long = "shared-stop", value_name = "UNIT", requires = "shared_gpu")]
     pub shared_stop: Vec<String>,
-    /// Let the system QEMU reach your sound server (qemu.conf's user).
+    /// QEMU runs as you (qemu.conf's user), so that it reaches your sound
+    /// server: every VM of the system libvirt, and the disk images libvirt
+    /// hands to QEMU, become yours. Refused through the sudoers line.
     #[arg(long)]
-    pub sound: bool,
-    /// The desktop user Looking Glass and sound are for (default: who ran
-    /// sudo, or you).
+    pub qemu_as_me: bool,
+    /// The desktop user Looking Glass and QEMU's user are for (default:
+    /// who ran sudo, or you).
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
     #[arg(long)]
@@ -235,7 +237,7 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
             .map(|(w, h)| crate::domain::playable::looking_glass_mib(w, h, a.hdr))
             .or(a.looking_glass_mib),
         kvmfr: a.kvmfr,
-        sound: a.sound,
+        qemu_as_user: a.qemu_as_me,
         desktop_user: a.user.clone().or_else(|| {
             ["SUDO_USER", "USER"]
                 .iter()
@@ -262,7 +264,8 @@ pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
                 .unwrap_or_else(|_| "you".into());
             outln!("{}", crate::remote::sudoers_line(&user))?;
             errln!(
-                "Put it in /etc/sudoers.d/vfio-assistant with `sudo visudo -f /etc/sudoers.d/vfio-assistant`. It lets {user} run the helper as root without a password and nothing else: no arguments (\"\"), only the closed request on its standard input — what the polkit action allows the app."
+                "Put it in /etc/sudoers.d/vfio-assistant with `sudo visudo -f /etc/sudoers.d/vfio-assistant`. {}",
+                crate::helper::SUDOERS_ALLOWS
             );
             Ok(0)
         }
@@ -393,7 +396,7 @@ pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::R
         out!("{}", super::tune_text::plan_text(&p))?;
         out!("{}", single_gpu_text(root, &req))?;
     }
-    if !a.yes && !super::confirm("Apply these changes?")? {
+    if !a.yes && !super::confirm(&apply_prompt(&p, &req))? {
         errln!("Nothing changed.");
         return Ok(2);
     }
@@ -422,6 +425,22 @@ pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::R
             fail(json, 2, &format!("refused before changing anything: {why}"))
         }
         Err(err) => fail(json, 2, &err.to_string()),
+    }
+}
+
+/// The question before an apply; QEMU running as the user is named in it
+/// (its own choice: the plan's title says it too).
+fn apply_prompt(p: &Plan, req: &Request) -> String {
+    let qemu = p
+        .changes
+        .iter()
+        .any(|c| c.id.kind == crate::tuning::model::Kind::QemuConf);
+    match req.desktop_user.as_deref() {
+        Some(user) if req.qemu_as_user && qemu => format!(
+            "Apply these changes? {}.",
+            crate::tuning::play::qemu_as_user_words(user)
+        ),
+        _ => "Apply these changes?".to_string(),
     }
 }
 

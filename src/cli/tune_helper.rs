@@ -22,7 +22,8 @@ pub fn is_root() -> bool {
 pub fn run(req: &HelperRequest, json: bool) -> anyhow::Result<i32> {
     let helper = crate::helper::helper_path();
     let terminal = std::io::stdin().is_terminal();
-    let mut c = Command::new("sudo");
+    // sudo from the system's folders, never one of the caller's PATH.
+    let mut c = Command::new(crate::syspath::program("sudo"));
     if !terminal {
         c.arg("-n");
     }
@@ -58,8 +59,9 @@ pub fn run(req: &HelperRequest, json: bool) -> anyhow::Result<i32> {
     let code = child.wait()?.code();
     if err.contains("a password is required") || err.contains("a terminal is required") {
         anyhow::bail!(
-            "sudo asks for a password, and there is no terminal to type it in. Run the same command in a terminal (sudo asks there), or let your user run the helper without a password: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). It allows the helper and only the helper, with no arguments: the same closed request the app sends.",
-            crate::remote::sudoers_line(&user)
+            "sudo asks for a password, and there is no terminal to type it in. Run the same command in a terminal (sudo asks there), or let your user run the helper without a password: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). {}",
+            crate::remote::sudoers_line(&user),
+            crate::helper::SUDOERS_ALLOWS
         );
     }
     match code {

@@ -339,6 +339,7 @@ pub fn run_helper(
             fail_at: None,
             pause_at: None,
             asking_uid: None,
+            through_sudo: false,
         };
         let code = crate::helper::serve(&env, request, &mut |line| {
             let v = serde_json::from_str(&line).unwrap_or(serde_json::Value::String(line));
@@ -359,7 +360,9 @@ pub fn run_helper(
             }
         }
     } else if root.is_live() {
-        let mut c = std::process::Command::new("pkexec");
+        // pkexec from the system's folders (it is setuid root there), never
+        // one first on this session's PATH.
+        let mut c = std::process::Command::new(crate::syspath::program("pkexec"));
         c.arg(&helper);
         c
     } else {

@@ -91,8 +91,10 @@ pub struct TuningChoices {
     /// none), through kvmfr or /dev/shm.
     pub looking_glass_mib: u64,
     pub kvmfr: bool,
-    /// Let the system QEMU reach this user's sound server.
-    pub sound: bool,
+    /// QEMU runs as this user (qemu.conf's user), so that it reaches the
+    /// user's sound server: its own choice (every system VM becomes the
+    /// user's), named beside the Apply button.
+    pub qemu_as_me: bool,
     /// Single-GPU passthrough: the VM (by name) that takes the desktop's
     /// only GPU through our hook; empty: none.
     pub single_gpu_vm: String,

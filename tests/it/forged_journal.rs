@@ -265,7 +265,9 @@ fn the_helpers_test_hooks_are_refused_under_lent_privilege() {
             vec!["--root", j.path().to_str().unwrap()],
         ] {
             let mut c = Command::new(helper);
+            // As pkexec and sudo start it: without cargo's loader path.
             c.args(&args)
+                .env_remove("LD_LIBRARY_PATH")
                 .env(var, val)
                 .stdin(std::process::Stdio::piped());
             let o = c

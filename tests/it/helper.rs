@@ -13,6 +13,9 @@ fn helper(root: &std::path::Path, input: &[u8], envs: &[(&str, &str)]) -> (Optio
     let mut child = Command::new(crate::support::helper_bin())
         .arg("--root")
         .arg(root)
+        // As pkexec and sudo start it: without cargo's loader path (with
+        // PKEXEC_UID set it would be refused first, issue 41).
+        .env_remove("LD_LIBRARY_PATH")
         .envs(envs.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

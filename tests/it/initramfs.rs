@@ -17,9 +17,10 @@ use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 
 const RELEASE: &str = "6.1.0-27-amd64";
-const VFIO_CONF: &str = "options vfio-pci ids=10de:1b80,10de:10f0\nsoftdep nouveau pre: vfio-pci\n";
+pub(crate) const VFIO_CONF: &str =
+    "options vfio-pci ids=10de:1b80,10de:10f0\nsoftdep nouveau pre: vfio-pci\n";
 
-fn have(tool: &str) -> bool {
+pub(crate) fn have(tool: &str) -> bool {
     let ok = Command::new(tool)
         .arg("--version")
         .stdout(Stdio::null())
@@ -70,7 +71,7 @@ fn compress(cmd: &[&str], data: &[u8]) -> Vec<u8> {
 
 /// An image: an early microcode archive, then the main archive holding
 /// `conf` as etc/modprobe.d/vfio.conf and the vfio modules (unless not).
-fn image(conf: Option<&str>, with_vfio_pci: bool, compressor: &[&str]) -> Vec<u8> {
+pub(crate) fn image(conf: Option<&str>, with_vfio_pci: bool, compressor: &[&str]) -> Vec<u8> {
     let early = tempfile::tempdir().unwrap();
     put(
         early.path(),
@@ -99,7 +100,7 @@ fn image(conf: Option<&str>, with_vfio_pci: bool, compressor: &[&str]) -> Vec<u8
 }
 
 /// The X570 host with vfio.conf in /etc/modprobe.d and `img` as its initramfs.
-fn host_with(img: Option<&[u8]>, conf: Option<&str>) -> tempfile::TempDir {
+pub(crate) fn host_with(img: Option<&[u8]>, conf: Option<&str>) -> tempfile::TempDir {
     let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
     put(
         dir.path(),

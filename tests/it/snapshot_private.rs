@@ -372,6 +372,65 @@ fn a_snapshot_holds_no_secret() {
     );
 }
 
+/// Credentials wherever they stand (issue 41): an iSCSI target's and a
+/// CIFS URL's `user:password@`, `cifspass=`, `rd.iscsi.password=` on the
+/// kernel command line and in GRUB's settings, in the shapes dracut's manual
+/// documents; every other word stays, and SNAPSHOT.txt names what went.
+#[test]
+fn credentials_on_the_command_line_are_masked() {
+    let root = tempfile::tempdir().unwrap();
+    copy_tree(
+        &manifest("tests/fixtures/hosts/e2e-debian12-grub"),
+        root.path(),
+    );
+    let cmdline = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-50-amd64 root=UUID=00000000-0000-0000-0000-000000000000 ro netroot=iscsi:admin:Iscsi-Secret-1@192.168.50.1::3260::iqn.2009-06.dracut:target0 rd.iscsi.password=Iscsi-Secret-2 cifsuser=bob cifspass=Cifs-Secret-3 iommu.passthrough=1 console=ttyS0,115200 quiet\n";
+    put(root.path(), "proc/cmdline", cmdline);
+    let grub = std::fs::read_to_string(root.path().join("etc/default/grub")).unwrap();
+    let grub = format!(
+        "{grub}GRUB_CMDLINE_LINUX=\"root=cifs://bob:Cifs-Secret-4@10.0.0.1/srv rootflags=username=bob,password=Cifs-Secret-5,vers=3.0\"\n"
+    );
+    put(root.path(), "etc/default/grub", &grub);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("host.tar.gz");
+    let out = Command::new(ours())
+        .args(["--root", root.path().to_str().unwrap(), "snapshot"])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries = entries_of(&archive);
+    for (name, data) in &entries {
+        assert!(!data.contains("Secret-"), "{name} holds a secret: {data}");
+    }
+    let text = |name: &str| &entries.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(
+        text("proc/cmdline"),
+        "BOOT_IMAGE=/boot/vmlinuz-6.1.0-50-amd64 root=UUID=00000000-0000-0000-0000-000000000000 ro netroot=iscsi:(masked)@192.168.50.1::3260::iqn.2009-06.dracut:target0 rd.iscsi.password=(masked) cifsuser=bob cifspass=(masked) iommu.passthrough=1 console=ttyS0,115200 quiet\n"
+    );
+    assert!(
+        text("etc/default/grub").contains(
+            "GRUB_CMDLINE_LINUX=\"root=cifs://bob:(masked)@10.0.0.1/srv rootflags=username=bob,password=(masked),vers=3.0\""
+        ),
+        "{}",
+        text("etc/default/grub")
+    );
+    let readme = text("SNAPSHOT.txt");
+    assert!(
+        readme.contains("  proc/cmdline: user:password@ (a URL's or an iSCSI target's), rd.iscsi.password, cifspass"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains(
+            "  etc/default/grub: user:password@ (a URL's or an iSCSI target's), password"
+        ),
+        "{readme}"
+    );
+}
+
 /// Every entry of a snapshot archive: name and text.
 fn entries_of(archive: &Path) -> Vec<(String, String)> {
     let file = std::fs::File::open(archive).unwrap();

@@ -42,7 +42,7 @@ fn request() -> Request {
     Request {
         looking_glass_mib: Some(64),
         kvmfr: true,
-        sound: true,
+        qemu_as_user: true,
         desktop_user: Some("anna".into()),
         ..Request::default()
     }
@@ -150,6 +150,7 @@ fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
         fail_at: None,
         pause_at: None,
         asking_uid: Some(1000),
+        through_sudo: false,
     };
     let req = vfio_assistant::helper::HelperRequest::Apply {
         request: Box::new(Request {
@@ -165,4 +166,106 @@ fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
         conf.contains("user = \"anna\"") && !conf.contains("mallory"),
         "{lines:#?}"
     );
+}
+
+/// QEMU running as the desktop user is its own choice (issue 41): Looking
+/// Glass's kvmfr alone changes only qemu.conf's device list, never `user =`;
+/// asked for, the change's title names it first and what it hands over.
+#[test]
+fn qemu_runs_as_the_user_only_when_asked_by_name() {
+    let dir = host(true);
+    let root = HostRoot::at(dir.path());
+    let kvmfr_only = Request {
+        qemu_as_user: false,
+        ..request()
+    };
+    let p = plan(&scan(&root).unwrap(), &gather(&root), &kvmfr_only).unwrap();
+    let c = p.changes.iter().find(|c| c.id == "qemu-conf").unwrap();
+    let after = c.files[0].after.as_deref().unwrap();
+    assert!(!after.lines().any(|l| l.starts_with("user")), "{after}");
+    assert!(!c.title.contains("QEMU runs as"), "{}", c.title);
+    let p = plan(&scan(&root).unwrap(), &gather(&root), &request()).unwrap();
+    let c = p.changes.iter().find(|c| c.id == "qemu-conf").unwrap();
+    assert!(
+        c.title.starts_with(
+            "libvirt's qemu.conf: QEMU runs as anna: every VM of the system libvirt, and the disk images libvirt hands to QEMU, become anna's"
+        ),
+        "{}",
+        c.title
+    );
+}
+
+/// Through sudo for a user (the sudoers line), the helper gives neither
+/// QEMU running as that user nor `undo --force`, and changes nothing.
+#[test]
+fn through_sudo_qemu_as_the_user_and_force_are_refused() {
+    let dir = host(true);
+    let before = tree(dir.path());
+    let env = vfio_assistant::helper::HelperEnv {
+        root: HostRoot::at(dir.path()),
+        journal: None,
+        fail_at: None,
+        pause_at: None,
+        asking_uid: Some(1000),
+        through_sudo: true,
+    };
+    for (req, want) in [
+        (
+            vfio_assistant::helper::HelperRequest::Apply {
+                request: Box::new(request()),
+            },
+            "QEMU running as you is not given through sudo",
+        ),
+        (
+            vfio_assistant::helper::HelperRequest::Undo {
+                id: "1700000000000".into(),
+                force: true,
+            },
+            "undo --force is not given through sudo",
+        ),
+    ] {
+        let mut lines = Vec::new();
+        let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l));
+        assert_eq!(code, 2, "{lines:#?}");
+        assert!(lines.concat().contains(want), "{lines:#?}");
+    }
+    // Without QEMU as the user, the same request goes through sudo.
+    let req = vfio_assistant::helper::HelperRequest::Apply {
+        request: Box::new(Request {
+            qemu_as_user: false,
+            ..request()
+        }),
+    };
+    let mut lines = Vec::new();
+    assert_eq!(
+        vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l)),
+        0,
+        "{lines:#?}"
+    );
+    assert!(!differ(&before, &tree(dir.path())).is_empty());
+}
+
+/// The CLI's question before an apply names it too.
+#[test]
+fn the_prompt_names_qemu_running_as_the_user() {
+    let dir = host(true);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args(["tune", "apply", "--root"])
+        .arg(dir.path())
+        .args([
+            "--looking-glass-mib",
+            "64",
+            "--qemu-as-me",
+            "--user",
+            "anna",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("Apply these changes? QEMU runs as anna: every VM of the system libvirt"),
+        "{err}"
+    );
+    assert_eq!(o.status.code(), Some(2), "nothing applied: {err}");
 }

@@ -55,6 +55,16 @@ pub enum Refusal {
         "--root, --journal, --fail-at and --pause-at are for tests and are refused when pkexec, sudo or a setuid bit gave the helper root"
     )]
     RootUnderPkexec,
+    /// `undo --force` through sudo (the sudoers line).
+    #[error(
+        "undo --force is not given through sudo: it puts the old files back over anyone's edits made since, which the sudoers line does not allow. An admin runs it as root: sudo vfio-assistant tune undo --force {0}"
+    )]
+    ForceThroughSudo(String),
+    /// QEMU run as the caller, asked through sudo (the sudoers line).
+    #[error(
+        "QEMU running as you is not given through sudo: every VM of the system libvirt, and the disks it hands to QEMU, would become yours, which the sudoers line does not allow. Ask for it from the app (polkit asks for an admin's password), or as an admin run the same `vfio-assistant tune apply` with sudo in front"
+    )]
+    QemuAsUserThroughSudo,
 }
 
 /// A PCI address as sysfs spells it (`0000:0b:00.0`) or short (`0b:00.0`).
@@ -176,13 +186,40 @@ pub struct HelperEnv {
     /// few seconds first, for a test to cut the connection mid-apply.
     pub pause_at: Option<usize>,
     /// Under pkexec, the user who asked (PKEXEC_UID): the desktop user the
-    /// Looking Glass and sound changes are for, whatever the request says.
+    /// Looking Glass change and QEMU's user are for, whatever the request
+    /// says.
     pub asking_uid: Option<u32>,
+    /// Started by sudo for a user other than root (SUDO_UID, no
+    /// PKEXEC_UID): the sudoers line, which allows tuning and nothing that
+    /// reaches past it — `undo --force` (another's later edits overwritten)
+    /// and QEMU running as the caller (every system VM theirs) are refused.
+    pub through_sudo: bool,
+}
+
+/// What the printed sudoers line lets its user do, said wherever the line
+/// is printed (`tune sudoers`, a sudo that wants a password, `--host`).
+pub const SUDOERS_ALLOWS: &str = "It lets that user run the helper as root without a password, with no arguments (\"\") and one closed request on its standard input, the same the app sends: apply, undo and read the tuning this program plans (boot options, the vfio-pci binding, CPU, memory and interrupt settings, libvirt hooks, qemu.conf's device list). Nothing else: through it the helper refuses undo --force and QEMU running as that user.";
+
+/// What the sudoers line does not allow (`HelperEnv::through_sudo`).
+pub fn refused_through_sudo(req: &HelperRequest) -> Option<Refusal> {
+    match req {
+        HelperRequest::Undo { id, force: true } => Some(Refusal::ForceThroughSudo(id.clone())),
+        HelperRequest::Apply { request } if request.qemu_as_user => {
+            Some(Refusal::QemuAsUserThroughSudo)
+        }
+        _ => None,
+    }
 }
 
 /// Run one request; each line goes to `out`. The exit code: 0 done, 1
 /// rolled back (or an undo that could not restore everything), 2 refused.
 pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) -> i32 {
+    if env.through_sudo
+        && let Some(why) = refused_through_sudo(req)
+    {
+        out(serde_json::json!({ "error": why.to_string() }).to_string());
+        return 2;
+    }
     let run_commands = env.root.is_live();
     let mut e = Env::new(env.root.clone(), env.journal.clone(), run_commands);
     e.fail_at = env.fail_at;

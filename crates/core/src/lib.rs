@@ -23,6 +23,7 @@ pub mod parse;
 pub mod pinning;
 pub mod report;
 pub mod romread;
+pub mod syspath;
 pub mod sysroot;
 pub mod tuning;
 pub mod units;

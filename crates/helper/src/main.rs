@@ -2,7 +2,14 @@
 //! pkexec for the app's one-click tuning). One request on stdin, one JSON
 //! line per step on stdout, the exit code last: 0 done, 1 rolled back, 2
 //! refused with nothing changed. See docs/helper-protocol.md.
+//!
+//! It starts from a clean environment (STYLE rule 14, `clean_environment`):
+//! what it needs of its own is read once, then everything else it was given
+//! is cleared, so nothing of the caller's — a PATH with a `zstd` of theirs
+//! first, `GCONV_PATH`, `IFS`, `TMPDIR`, a locale — reaches the programs it
+//! runs, and those are found in `syspath::SYSTEM_PATH` only.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 use vfio_assistant_core::helper::{HelperEnv, read_request, serve};
 use vfio_assistant_core::sysroot::HostRoot;
@@ -22,6 +29,99 @@ fn refuse(why: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The variables the helper reads before it clears its environment; every
+/// other one is removed (and `PATH` set to `syspath::SYSTEM_PATH`):
+/// * `PKEXEC_UID` — set by pkexec: the user who asked, whom the Looking
+///   Glass change is for;
+/// * `SUDO_UID` — set by sudo: the same, through the sudoers line or
+///   `sudo`; a request through it may not use `undo --force` or make QEMU
+///   run as that user (`HelperEnv::through_sudo`).
+///
+/// Nothing else is kept: not `HOME`, `LANG` or `LC_*` (the programs it runs
+/// speak the C locale), `TMPDIR` (the helper makes no temporary files
+/// outside the folders it writes), `IFS`, `GCONV_PATH`, `LD_*`.
+const KEPT: [&str; 2] = ["PKEXEC_UID", "SUDO_UID"];
+
+/// Variables the dynamic loader acts on before the helper's first line
+/// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `LD_AUDIT`, every `LD_*`, glibc's
+/// tunables): pkexec removes them, and glibc drops them from the setuid
+/// sudo's own environment before sudo reads it, whatever its `env_keep`
+/// says. Should they arrive all the same when pkexec, sudo or a setuid bit
+/// started the helper for someone, that someone's environment reached root:
+/// the helper refuses to change anything. (Root's own, when root runs it,
+/// are root's: cleared like the rest.)
+fn loader_variable(name: &str) -> bool {
+    name.starts_with("LD_") || name == "GLIBC_TUNABLES"
+}
+
+/// What was kept of the environment, read before it was cleared.
+struct Asked {
+    pkexec_uid: Option<OsString>,
+    sudo_uid: Option<OsString>,
+}
+
+/// Read `KEPT`, refuse a loader variable, and clear the rest (`PATH` then
+/// `SYSTEM_PATH`). Called first thing in `main`.
+fn clean_environment() -> Result<Asked, String> {
+    let vars: Vec<OsString> = std::env::vars_os().map(|(k, _)| k).collect();
+    let lent = ["PKEXEC_UID", "SUDO_UID"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some())
+        || rustix::process::getuid() != rustix::process::geteuid();
+    if let Some(bad) = vars
+        .iter()
+        .find(|k| lent && loader_variable(&k.to_string_lossy()))
+    {
+        return Err(format!(
+            "{} is set although pkexec, sudo or a setuid bit started the helper: the dynamic loader acted on it before the helper's first line, so the caller's environment reached root. Nothing was changed; start the helper without it.",
+            bad.to_string_lossy()
+        ));
+    }
+    let asked = Asked {
+        pkexec_uid: std::env::var_os(KEPT[0]),
+        sudo_uid: std::env::var_os(KEPT[1]),
+    };
+    for k in vars {
+        if k.to_str() != Some("PATH") {
+            // SAFETY: first thing in main, before any other thread exists
+            // (nothing else reads or writes the environment meanwhile).
+            unsafe { std::env::remove_var(&k) };
+        }
+    }
+    // SAFETY: as above, still single-threaded.
+    unsafe { std::env::set_var("PATH", vfio_assistant_core::syspath::SYSTEM_PATH) };
+    Ok(asked)
+}
+
+impl Asked {
+    fn uid(v: &Option<OsString>) -> Option<u32> {
+        v.as_ref()
+            .and_then(|u| u.to_str())
+            .and_then(|u| u.trim().parse().ok())
+    }
+
+    /// The user who asked for root: pkexec's PKEXEC_UID, or sudo's SUDO_UID
+    /// (both set by the program that gave us root, not by the caller).
+    fn asking_uid(&self) -> Option<u32> {
+        Self::uid(&self.pkexec_uid).or_else(|| Self::uid(&self.sudo_uid))
+    }
+
+    /// Started through sudo by someone other than root (the sudoers line,
+    /// or sudo with a password): not pkexec, whose action asks an admin.
+    fn through_sudo(&self) -> bool {
+        self.pkexec_uid.is_none() && Self::uid(&self.sudo_uid).is_some_and(|u| u != 0)
+    }
+
+    /// Whether someone else's privilege runs us: pkexec, sudo, a setuid
+    /// bit. The test hooks are refused then even in a test build.
+    #[cfg(feature = "test-hooks")]
+    fn lent_privilege(&self) -> bool {
+        self.pkexec_uid.is_some()
+            || self.sudo_uid.is_some()
+            || rustix::process::getuid() != rustix::process::geteuid()
+    }
+}
+
 /// What the tests may tell the helper; nothing else can be told to it.
 #[derive(Default)]
 struct TestHooks {
@@ -31,22 +131,13 @@ struct TestHooks {
     pause_at: Option<usize>,
 }
 
-/// Whether someone else's privilege runs us: pkexec, sudo, a setuid bit.
-/// The test hooks are refused then even in a test build.
-#[cfg(feature = "test-hooks")]
-fn lent_privilege() -> bool {
-    std::env::var_os("PKEXEC_UID").is_some()
-        || std::env::var_os("SUDO_UID").is_some()
-        || rustix::process::getuid() != rustix::process::geteuid()
-}
-
 /// The arguments. A build for users (without the `test-hooks` feature)
 /// takes none at all: the request on stdin is everything the helper is
 /// told, so the sudoers line and the polkit action allow exactly that.
 /// (A compile-time switch, not a runtime check: a check can be forgotten
 /// or talked around, code that is not there cannot run.)
 #[cfg(not(feature = "test-hooks"))]
-fn test_hooks() -> Result<TestHooks, String> {
+fn test_hooks(_: &Asked) -> Result<TestHooks, String> {
     match std::env::args().nth(1) {
         None => Ok(TestHooks::default()),
         Some(a) => Err(format!(
@@ -56,7 +147,7 @@ fn test_hooks() -> Result<TestHooks, String> {
 }
 
 #[cfg(feature = "test-hooks")]
-fn test_hooks() -> Result<TestHooks, String> {
+fn test_hooks(asked: &Asked) -> Result<TestHooks, String> {
     let mut h = TestHooks::default();
     let mut args = std::env::args().skip(1);
     let number = |flag: &str, n: String| {
@@ -78,7 +169,7 @@ fn test_hooks() -> Result<TestHooks, String> {
     }
     let any =
         h.root.is_some() || h.journal.is_some() || h.fail_at.is_some() || h.pause_at.is_some();
-    if any && lent_privilege() {
+    if any && asked.lent_privilege() {
         return Err(vfio_assistant_core::helper::Refusal::RootUnderPkexec.to_string());
     }
     // A failure on purpose (to show the rollback) only ever on a test tree.
@@ -90,17 +181,12 @@ fn test_hooks() -> Result<TestHooks, String> {
     Ok(h)
 }
 
-/// The user who asked for root: pkexec's PKEXEC_UID, or sudo's SUDO_UID
-/// (both set by the program that gave us root, not by the caller).
-fn asking_uid() -> Option<u32> {
-    ["PKEXEC_UID", "SUDO_UID"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok())
-        .and_then(|u| u.trim().parse().ok())
-}
-
 fn main() -> ExitCode {
-    let hooks = match test_hooks() {
+    let asked = match clean_environment() {
+        Ok(a) => a,
+        Err(why) => return refuse(&why),
+    };
+    let hooks = match test_hooks(&asked) {
         Ok(h) => h,
         Err(why) => return refuse(&why),
     };
@@ -113,7 +199,8 @@ fn main() -> ExitCode {
         journal: hooks.journal,
         fail_at: hooks.fail_at,
         pause_at: hooks.pause_at,
-        asking_uid: asking_uid(),
+        asking_uid: asked.asking_uid(),
+        through_sudo: asked.through_sudo(),
     };
     vfio_assistant_core::tuning::apply::keep_on_hangup();
     let code = serve(&env, &req, &mut |line| say(&line));

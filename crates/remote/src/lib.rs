@@ -176,8 +176,9 @@ pub fn sudoers_line(user: &str) -> String {
 fn helper_line(user: &str, helper: bool) -> String {
     if helper {
         format!(
-            ", or let your user run the helper without a password there: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). It allows the helper and only the helper, with no arguments: the same closed request the app sends.",
-            sudoers_line(user)
+            ", or let your user run the helper without a password there: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). {}",
+            sudoers_line(user),
+            vfio_assistant_core::helper::SUDOERS_ALLOWS
         )
     } else {
         ", or log in as root.".to_string()

@@ -396,6 +396,76 @@ UNIT
     sleep 2
 }
 
+# Issue 41's holders and waits, for both GPU cases.
+# A holder that maps the card and closes its fd: a DRM dumb buffer of the
+# card's, mapped (perl-base is in every Debian: ioctl, and mmap as syscall
+# 9), its fd closed, then a long sleep — in a unit of its own, as a CUDA
+# job's would be. Its name is e2e-mapper (a copy of perl).
+MAPPER=/usr/local/lib/e2e-map-card.pl
+start_mapper() {
+    cp /usr/bin/perl /usr/local/bin/e2e-mapper
+    cat > "$MAPPER" <<'PERL'
+no warnings;
+open(my $fh, "+<", $ARGV[0]) or die "open $ARGV[0]: $!";
+# struct drm_mode_create_dumb: height, width, bpp, flags, handle, pitch, size.
+my $c = pack("L6Q", 64, 64, 32, 0, 0, 0, 0);
+ioctl($fh, 0xC02064B2, $c) or die "CREATE_DUMB: $!";
+my (undef, undef, undef, undef, $handle, undef, $size) = unpack("L6Q", $c);
+# struct drm_mode_map_dumb: handle, pad, offset.
+my $m = pack("LLQ", $handle, 0, 0);
+ioctl($fh, 0xC01064B3, $m) or die "MAP_DUMB: $!";
+my (undef, undef, $offset) = unpack("LLQ", $m);
+my $addr = syscall(9, 0, $size, 3, 1, fileno($fh), $offset);
+die "mmap: $!" if $addr == -1;
+close($fh);
+open(my $r, ">", $ARGV[1]) and close($r);
+sleep(600);
+PERL
+    rm -f /tmp/e2e-mapper-ready
+    systemd-run --unit=e2e-mapper --property=Type=exec /usr/local/bin/e2e-mapper "$MAPPER" "$CARD_NODE" /tmp/e2e-mapper-ready \
+        || fail "systemd-run the mapper"
+    i=0; while [ ! -e /tmp/e2e-mapper-ready ] && [ "$i" -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    [ -e /tmp/e2e-mapper-ready ] || { journalctl -u e2e-mapper --no-pager | tail -n 5; fail "the mapper did not map the card"; }
+    pid=$(systemctl show -p MainPID --value e2e-mapper.service)
+    echo "the mapper (pid $pid): $(grep -c "$(readlink -f "$CARD_NODE")" "/proc/$pid/maps") mapping(s) of the card, fds on it: $(ls -l "/proc/$pid/fd" | grep -c /dev/dri/)"
+}
+stop_mapper() { systemctl stop e2e-mapper.service 2>/dev/null; systemctl reset-failed e2e-mapper.service 2>/dev/null; }
+
+# A fake holder from a user namespace, as any user can make one: nobody,
+# `unshare -rm`, a tmpfs over /dev with a file named like the card open.
+start_fake_holder() {
+    name=$(basename "$(readlink -f "$CARD_NODE")")
+    rm -f /tmp/e2e-fake-ready
+    setpriv --reuid=65534 --regid=65534 --clear-groups unshare -rm sh -c \
+        "mount -t tmpfs none /dev && mkdir /dev/dri && : > /dev/dri/$name && exec 3<>/dev/dri/$name && : > /tmp/e2e-fake-ready && exec sleep 600" &
+    fake=$!
+    i=0; while [ ! -e /tmp/e2e-fake-ready ] && [ "$i" -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    [ -e /tmp/e2e-fake-ready ] || fail "no fake holder (user namespaces off?)"
+    echo "the fake holder (pid $fake) has: $(ls -l /proc/[0-9]*/fd 2>/dev/null | grep -c "/dev/dri/$name") fd(s) named /dev/dri/$name"
+}
+stop_fake_holder() { pkill -KILL -U 65534 -x sleep 2>/dev/null; wait "$fake" 2>/dev/null; }
+
+# A unit whose processes ignore TERM (a child that does), with systemd
+# waiting TIMEOUT s before it KILLs them: `systemctl stop` hangs that long.
+ignore_term() {
+    mkdir -p "/etc/systemd/system/$1.d"
+    printf '[Service]\nExecStart=\nExecStart=/bin/sh -c %s\nTimeoutStopSec=%s\n' "'$2'" "$3" > "/etc/systemd/system/$1.d/e2e-term.conf"
+    systemctl daemon-reload
+    systemctl restart "$1" || fail "restart $1 ignoring TERM"
+    sleep 2
+}
+heed_term() {
+    systemctl kill -s KILL "$1" 2>/dev/null
+    rm -rf "/etc/systemd/system/$1.d"
+    systemctl daemon-reload
+    systemctl reset-failed "$1" 2>/dev/null
+    systemctl restart "$1" || fail "restart $1"
+    sleep 2
+}
+# Seconds since boot, for the bounds.
+now() { cut -d' ' -f1 /proc/uptime; }
+took() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
+
 step_single_gpu_apply() {
     note "tune plan/apply $SG_ARGS"
     $VA tune plan $SG_ARGS > "$OUT/plan.txt" 2>&1; rc=$?
@@ -463,6 +533,56 @@ step_single_gpu_vm() {
     kill "$stray" 2>/dev/null
     wait "$stray" 2>/dev/null
 
+    # 5. A holder that mapped the card and closed its fd (issue 41): seen by
+    # the device in its mappings, the start refused before the display
+    # manager is stopped.
+    start_mapper
+    t=$(now)
+    since=$(date '+%F %T')
+    sleep 1
+    if sg_start mapped; then
+        echo "started" > "$OUT/mapped.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+    else
+        echo "refused in $(took "$t" "$(now)") s dm=$(systemctl is-active display-manager.service) stops=$(journalctl -u e2e-dm.service --since "$since" --no-pager | grep -c Stopping)" > "$OUT/mapped.txt"
+    fi
+    cat "$OUT/mapped.txt"
+    screen mapped
+    stop_mapper
+
+    # 6. A fake holder from a user namespace: nothing of the card's, the VM
+    # starts, and stops with the screen back.
+    start_fake_holder
+    if sg_start fake-holder; then
+        echo "started" > "$OUT/fake.txt"
+        sleep 3
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+        sleep 5
+    else
+        echo "refused" > "$OUT/fake.txt"
+    fi
+    cat "$OUT/fake.txt"
+    screen fake-holder
+    stop_fake_holder
+
+    # 7. The display manager's processes ignore TERM (systemd would wait
+    # 60 s): the hook's stop is killed at its bound, the start fails, and
+    # nothing waits past the bounds (the stop, then the give-back's start:
+    # 2 x (20 + 2) s).
+    ignore_term e2e-dm.service "trap \"\" TERM; i=0; while [ ! -e $CARD_NODE ] && [ \$i -lt 50 ]; do sleep 0.2; i=\$((i+1)); done; exec 3<>$CARD_NODE; exec sleep infinity" 60
+    t=$(now)
+    if sg_start term; then
+        echo "started" > "$OUT/term.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+    else
+        echo "refused in $(took "$t" "$(now)") s" > "$OUT/term.txt"
+    fi
+    cat "$OUT/term.txt"
+    heed_term e2e-dm.service
+    i=0; while [ "$(systemctl is-active display-manager.service)" != active ] && [ "$i" -lt 30 ]; do sleep 1; i=$((i + 1)); done
+    sleep 5
+    screen term
+
     cp "$SG_LOG" "$OUT/single-gpu.log"
     cat "$SG_LOG"
     virsh -c qemu:///system undefine e2e --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine e2e
@@ -482,6 +602,9 @@ SH_LOG=/var/log/vfio-assistant-shared-gpu.log
 SH_RULE=/etc/udev/rules.d/61-vfio-assistant-shared-gpu.rules
 
 step_shared_apply() {
+    # --shared-stop takes a unit the plan sees holding the card (issue 41):
+    # the holder runs while the plan is made.
+    step_shared_holder
     note "tune plan/apply $SH_ARGS"
     $VA tune plan $SH_ARGS > "$OUT/plan.txt" 2>&1; rc=$?
     cat "$OUT/plan.txt"
@@ -573,6 +696,48 @@ step_shared_vm() {
     cat "$OUT/stray.txt"
     kill "$stray" 2>/dev/null
     wait "$stray" 2>/dev/null
+
+    # A holder that mapped the card and closed its fd (issue 41): found by
+    # the device in its mappings; the start refused, the card stays.
+    start_mapper
+    if sg_start mapped; then
+        echo "started" > "$OUT/mapped.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+    else
+        echo "refused $(shared_state)" > "$OUT/mapped.txt"
+    fi
+    cat "$OUT/mapped.txt"
+    stop_mapper
+
+    # A fake holder from a user namespace: nothing of the card's; the card
+    # is lent, and comes back at the stop.
+    start_fake_holder
+    if sg_start fake-holder; then
+        echo "started $(shared_state)" > "$OUT/fake.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+        j=0; while [ "$(driver_of "$GPU")" != bochs-drm ] && [ "$j" -lt 30 ]; do sleep 1; j=$((j + 1)); done
+    else
+        echo "refused $(shared_state)" > "$OUT/fake.txt"
+    fi
+    echo "after $(shared_state)" >> "$OUT/fake.txt"
+    cat "$OUT/fake.txt"
+    stop_fake_holder
+
+    # The holder's unit ignores TERM (systemd would wait 60 s): the hook's
+    # stop is killed at its bound, the start fails, the card stays, and
+    # nothing waits past the bounds (the stop, then the give-back's start:
+    # 2 x (10 + 2) s).
+    ignore_term e2e-holder.service "trap \"\" TERM; i=0; while [ ! -e $CARD_NODE ] && [ \$i -lt 100 ]; do sleep 0.2; i=\$((i+1)); done; exec 3<>$CARD_NODE; exec sleep infinity" 60
+    t=$(now)
+    if sg_start term; then
+        echo "started" > "$OUT/term.txt"
+        $VA domain destroy e2e >/dev/null 2>&1 || virsh -c qemu:///system destroy e2e
+    else
+        echo "refused in $(took "$t" "$(now)") s $(shared_state)" > "$OUT/term.txt"
+    fi
+    cat "$OUT/term.txt"
+    heed_term e2e-holder.service
+
     $VA check --device "$GPU" > "$OUT/check-device.txt" 2>&1; echo "check --device exited $?"
     cat "$OUT/check-device.txt"
     cp "$SH_LOG" "$OUT/shared-gpu.log"

@@ -40,10 +40,10 @@ pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<Cha
         shared_stop_units: super::tuning_gpu_mode::stop_units(c),
         looking_glass_mib: (c.looking_glass_mib > 0).then_some(c.looking_glass_mib),
         kvmfr: c.kvmfr && c.looking_glass_mib > 0,
-        sound: c.sound,
+        qemu_as_user: c.qemu_as_me,
         // Planned for this app's user; under pkexec the helper takes the
         // user who asked, whatever this says.
-        desktop_user: (c.looking_glass_mib > 0 || c.sound)
+        desktop_user: (c.looking_glass_mib > 0 || c.qemu_as_me)
             .then(|| std::env::var("USER").ok())
             .flatten(),
         ..Request::default()
@@ -97,8 +97,8 @@ pub fn terminal_command(r: &Request) -> String {
             s.push_str(" --kvmfr");
         }
     }
-    if r.sound {
-        s.push_str(" --sound");
+    if r.qemu_as_user {
+        s.push_str(" --qemu-as-me");
     }
     if !r.only.is_empty() {
         s.push_str(&format!(
@@ -195,7 +195,10 @@ fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
             .labelled_by(l.id);
             ui.checkbox(&mut c.kvmfr, "through the kvmfr module");
         }
-        ui.checkbox(&mut c.sound, "Let the VM's QEMU reach your sound server");
+        ui.checkbox(
+            &mut c.qemu_as_me,
+            "QEMU runs as you (for your sound server; every system VM becomes yours)",
+        );
     });
     super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap);
     for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
@@ -567,6 +570,12 @@ pub fn tuning_ui(
                     ui.label("Applying…");
                 }
             });
+            // Its own choice, named again where it is applied.
+            if let Some(user) = request_of(&state.tuning, None, Vec::new()).desktop_user.filter(|_| state.tuning.qemu_as_me)
+                && chosen.iter().any(|id| id.kind == crate::tuning::model::Kind::QemuConf)
+            {
+                ui.colored_label(theme::WARN, format!("{}.", crate::tuning::play::qemu_as_user_words(&user)));
+            }
             ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(&state.tuning, board_cpus(state), chosen)))));
         }
         progress_ui(ui, rt, &p.boot.recovery);

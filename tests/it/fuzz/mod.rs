@@ -21,6 +21,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod masker;
 mod mutate;
 mod seeds;
 
@@ -421,10 +422,10 @@ fn fuzz_helper_request() {
         r#"{"kind":"undo","id":"001700000000-123-0","force":true}"#,
         r#"{"kind":"apply","request":{}}"#,
         r#"{"kind":"apply","request":{"gpus":["0000:0b:00.0"],"devices":["0c:00.3"],"vcpus":4,"memory_mib":8192,"hugepages_1g":true}}"#,
-        r#"{"kind":"apply","request":{"gpus":["0b:00.0"],"cpus":[2,3,4,5],"isolation_hook":true,"vm":"win11","looking_glass_mib":64,"kvmfr":true,"sound":true,"desktop_user":"alice"}}"#,
+        r#"{"kind":"apply","request":{"gpus":["0b:00.0"],"cpus":[2,3,4,5],"isolation_hook":true,"vm":"win11","looking_glass_mib":64,"kvmfr":true,"qemu_as_user":true,"desktop_user":"alice"}}"#,
         r#"{"kind":"apply","request":{"sriov":{"0000:03:00.0":4},"only":["sriov:0000:03:00.0","thp","ksm","hugepages","cmdline"]}}"#,
         r#"{"kind":"apply","request":{"gpus":["0b:00.0"],"single_gpu":true,"vm":"win11.test_vm+1","desktop_user":"bob_2"}}"#,
-        r#"{"request":{"only":["vfio-boot"],"memory_mib":1024,"vcpus":12,"gpus":[],"devices":[],"cpus":null,"hugepages_1g":false,"sriov":{},"isolation_hook":false,"vm":null,"looking_glass_mib":null,"kvmfr":false,"sound":false,"single_gpu":false,"desktop_user":null},"kind":"apply"}"#,
+        r#"{"request":{"only":["vfio-boot"],"memory_mib":1024,"vcpus":12,"gpus":[],"devices":[],"cpus":null,"hugepages_1g":false,"sriov":{},"isolation_hook":false,"vm":null,"looking_glass_mib":null,"kvmfr":false,"qemu_as_user":false,"single_gpu":false,"desktop_user":null},"kind":"apply"}"#,
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

@@ -94,7 +94,7 @@ pub(super) fn real_entries() -> Vec<Vec<u8>> {
             "--looking-glass-mib",
             "64",
             "--kvmfr",
-            "--sound",
+            "--qemu-as-me",
             "--user",
             "anna",
             "--yes",

@@ -1,6 +1,7 @@
 #![allow(dead_code)]
 pub mod boot_hosts;
 pub mod desktops;
+pub mod devnodes;
 pub mod gui;
 pub mod hosts;
 pub mod json;

@@ -9,6 +9,15 @@
 //! secret commented out is still one). A file holding a private key is never
 //! captured: it becomes an empty placeholder. What was masked is named
 //! (file and setting, never the value) in the archive's SNAPSHOT.txt.
+//!
+//! Credentials are masked wherever they stand, not only by a setting's name
+//! (issue 41): a name with `pass` in it (`cifspass=`; not `passthrough`,
+//! `bypass`, `passive`), a URL's or an iSCSI target's `user:password@`
+//! (`root=cifs://u:PW@srv/x`, `netroot=iscsi:u:PW@srv::3260::iqn…` — the
+//! part after the user's name, up to the `@`), and in a list of mount
+//! options (`username=u,password=PW,uid=1000`) a secret ends where the next
+//! `name=` begins. A value holding a blank or a quote cannot be told from
+//! what follows it unless it is quoted; one holding `,name=` is cut there.
 
 /// What a masked value becomes.
 pub const MASK: &str = "(masked)";
@@ -37,6 +46,10 @@ const SECRET_WORDS: &[&str] = &[
     "cookie",
 ];
 
+/// Words with `pass` in them that hold no secret: IOMMU passthrough, the
+/// speculative store bypass, a passive CPU frequency driver.
+const NOT_PASSWORDS: &[&str] = &["passthrough", "passthru", "bypass", "passive"];
+
 /// Ends of a word that make it secret too (`rootpassword`, `clientSecret`).
 const SECRET_ENDINGS: &[&str] = &[
     "password",
@@ -48,14 +61,119 @@ const SECRET_ENDINGS: &[&str] = &[
     "privkey",
 ];
 
+/// Names whose words say "key" and that hold none: a BLS entry's
+/// `sort-key` (the entry's name to sort by).
+const NOT_SECRET_NAMES: &[&str] = &["sort-key"];
+
 /// Does a setting named `key` hold a secret? By the words of its name.
 pub fn is_secret_key(key: &str) -> bool {
+    if NOT_SECRET_NAMES.iter().any(|n| key.eq_ignore_ascii_case(n)) {
+        return false;
+    }
     key.split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_ascii_lowercase)
         .any(|w| {
-            SECRET_WORDS.contains(&w.as_str()) || SECRET_ENDINGS.iter().any(|e| w.ends_with(e))
+            SECRET_WORDS.contains(&w.as_str())
+                || SECRET_ENDINGS.iter().any(|e| w.ends_with(e))
+                || (w.contains("pass") && !NOT_PASSWORDS.iter().any(|n| w.contains(n)))
         })
+}
+
+/// What SNAPSHOT.txt calls a masked `user:password@`.
+pub const USERINFO: &str = "user:password@ (a URL's or an iSCSI target's)";
+
+/// Where a `user:password@` may start: after one of these (a blank, a
+/// quote, `=`, `,`, `/` — so `scheme://` —, a bracket), or at the start.
+fn userinfo_boundary(c: u8) -> bool {
+    c.is_ascii_whitespace()
+        || matches!(
+            c,
+            b'"' | b'\''
+                | b'='
+                | b','
+                | b'/'
+                | b'('
+                | b')'
+                | b'<'
+                | b'>'
+                | b'['
+                | b']'
+                | b';'
+                | b'`'
+                | b'\\'
+        )
+}
+
+/// `user:password@host` anywhere in `line` with the password masked: the
+/// `@` is the last one of its word, the user a name (a letter or `_`
+/// first: `crashkernel=…,8G-:768M@16M` is no user), the password
+/// everything from the first `:` to that `@` — an iSCSI target's
+/// `iscsi:user:pass:ruser:rpass@` loses all of it after `iscsi:`.
+fn mask_userinfo(line: &str, keys: &mut Vec<String>) -> String {
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    for at in memchr::memchr_iter(b'@', b) {
+        if at < copied {
+            continue;
+        }
+        // Only the last `@` of a word ends a user:password.
+        let word_end = b[at + 1..]
+            .iter()
+            .position(|&c| userinfo_boundary(c))
+            .map_or(b.len(), |p| at + 1 + p);
+        if b[at + 1..word_end].contains(&b'@') {
+            continue;
+        }
+        let mut start = at;
+        while start > copied && !userinfo_boundary(b[start - 1]) {
+            start -= 1;
+        }
+        let Some(colon) = b[start..at].iter().position(|&c| c == b':') else {
+            continue;
+        };
+        let user = &b[start..start + colon];
+        let after_scheme = start >= 2 && &b[start - 2..start] == b"//";
+        let user_ok = match user.first() {
+            None => after_scheme,
+            Some(&first) => {
+                (first.is_ascii_alphabetic() || first == b'_')
+                    && user.iter().all(|&c| {
+                        c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'%' | b'+')
+                    })
+            }
+        };
+        let (from, to) = (start + colon + 1, at);
+        if !user_ok || from >= to || nothing_to_hide(&line[from..to]) {
+            continue;
+        }
+        out.push_str(&line[copied..from]);
+        out.push_str(MASK);
+        copied = to;
+        if !keys.iter().any(|k| k == USERINFO) {
+            keys.push(USERINFO.to_string());
+        }
+    }
+    out.push_str(&line[copied..]);
+    out
+}
+
+/// In a list of options (`password=PW,uid=1000`), whether `,` at `i` starts
+/// the next option (`,name=`): a secret value ends there.
+fn next_option_at(b: &[u8], i: usize) -> bool {
+    if b.get(i) != Some(&b',') {
+        return false;
+    }
+    let name_start = i + 1;
+    let mut j = name_start;
+    while j < b.len() && is_key_byte(b[j]) {
+        j += 1;
+    }
+    j > name_start
+        && b[name_start].is_ascii_alphabetic()
+        && b.get(j) == Some(&b'=')
+        && b.get(j + 1) != Some(&b'=')
 }
 
 /// Whether a file is a private key (never captured): PEM-armoured private
@@ -79,7 +197,8 @@ pub fn mask_secrets(text: &str, config: bool) -> (String, Vec<String>) {
     let mut keys: Vec<String> = Vec::new();
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
-        out.push_str(&mask_line(line, config, &mut keys));
+        let line = mask_userinfo(line, &mut keys);
+        out.push_str(&mask_line(&line, config, &mut keys));
     }
     (out, keys)
 }
@@ -249,16 +368,21 @@ fn mask_line(line: &str, config: bool, keys: &mut Vec<String>) -> String {
                 // A word ends at a blank, a quote or an escape; in JSON
                 // (a quoted name) also where the next member starts.
                 let json = quote.is_some();
-                let word_end = b[value_from..line_end]
-                    .iter()
-                    .position(|&c| {
+                let word_end = (value_from..line_end)
+                    .find(|&p| {
+                        let c = b[p];
                         c.is_ascii_whitespace()
                             || is_quote(c)
                             || c == b'\\'
                             || (json && matches!(c, b',' | b'}' | b']'))
+                            || next_option_at(&b[..line_end], p)
                     })
-                    .map_or(line_end, |p| value_from + p);
-                let rest = config && !json && (at_line_start || sep.is_none());
+                    .unwrap_or(line_end);
+                // …but a list of options goes on after its `,name=`.
+                let rest = config
+                    && !json
+                    && (at_line_start || sep.is_none())
+                    && !next_option_at(&b[..line_end], word_end);
                 (value_from, if rest { line_end } else { word_end })
             }
         };
@@ -346,6 +470,60 @@ mod tests {
         ] {
             assert_eq!(masked(empty), (empty.to_string(), vec![]), "{empty:?}");
         }
+    }
+
+    #[test]
+    fn credentials_are_masked_wherever_they_stand() {
+        let cmdline = "BOOT_IMAGE=/vmlinuz-6.1.0 root=UUID=1 ro netroot=iscsi:admin:S3cr3t@192.168.50.1::3260::iqn.2009-06.dracut:target0 cifsuser=bob cifspass=hunter2 root=cifs://bob:pw2@10.0.0.1/share rd.iscsi.password=p3 rd.iscsi.in.password=p4 rd.iscsi.username=admin iommu.passthrough=1 spec_store_bypass_disable=on amd_pstate=passive crashkernel=512M-2G:64M,2G-:128M@16M netconsole=4444@10.0.0.1/eth1,9353@10.0.0.2/12:34:56:78:9a:bc quiet\n";
+        let (t, k) = mask_secrets(cmdline, false);
+        for secret in ["S3cr3t", "hunter2", "pw2", "p3", "p4"] {
+            assert!(!t.contains(secret), "{secret}: {t}");
+        }
+        for kept in [
+            "netroot=iscsi:(masked)@192.168.50.1::3260::iqn.2009-06.dracut:target0",
+            "cifsuser=bob cifspass=(masked)",
+            "root=cifs://bob:(masked)@10.0.0.1/share",
+            "rd.iscsi.username=admin",
+            "iommu.passthrough=1",
+            "spec_store_bypass_disable=on",
+            "amd_pstate=passive",
+            "crashkernel=512M-2G:64M,2G-:128M@16M",
+            "netconsole=4444@10.0.0.1/eth1,9353@10.0.0.2/12:34:56:78:9a:bc quiet",
+        ] {
+            assert!(t.contains(kept), "{kept}: {t}");
+        }
+        assert_eq!(
+            k,
+            [
+                USERINFO,
+                "cifspass",
+                "rd.iscsi.password",
+                "rd.iscsi.in.password"
+            ]
+        );
+        // Mount options: the secret ends where the next option starts.
+        let (t, k) =
+            masked("//srv/share /mnt cifs username=bob,password=s3cret,uid=1000,vers=3.0 0 0\n");
+        assert_eq!(
+            t,
+            "//srv/share /mnt cifs username=bob,password=(masked),uid=1000,vers=3.0 0 0\n"
+        );
+        assert_eq!(k, ["password"]);
+        // A URL's password in GRUB's settings, and in a BLS entry.
+        let (t, _) =
+            masked("GRUB_CMDLINE_LINUX=\"root=live:https://u:tok@example.com/l.img quiet\"\n");
+        assert_eq!(
+            t,
+            "GRUB_CMDLINE_LINUX=\"root=live:https://u:(masked)@example.com/l.img quiet\"\n"
+        );
+        let (t, _) = masked("options root=UUID=1 ro nfsroot=10.0.0.1:/srv cifspass=x1\n");
+        assert_eq!(
+            t,
+            "options root=UUID=1 ro nfsroot=10.0.0.1:/srv cifspass=(masked)\n"
+        );
+        // Not credentials: a user alone, a systemd instance, an address.
+        let plain = "getty@tty1.service user@1000.service mail=a@b.c root=UUID=1 ip=10.0.0.2::10.0.0.1:255.255.255.0:h:eth0:none\n";
+        assert_eq!(mask_secrets(plain, false), (plain.to_string(), vec![]));
     }
 
     #[test]

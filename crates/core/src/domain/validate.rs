@@ -7,7 +7,6 @@ use super::caps::DomainCaps;
 use super::inspect::hyperv_on;
 use super::xml::Document;
 use std::io::Write;
-use std::process::Command;
 
 /// The schema check's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +31,7 @@ pub fn schema_check(xml: &str) -> SchemaResult {
     if let Err(e) = file.write_all(xml.as_bytes()) {
         return SchemaResult::Unavailable(format!("writing a temporary file: {e}"));
     }
-    let out = Command::new("virt-xml-validate")
+    let out = crate::syspath::command("virt-xml-validate")
         .arg(file.path())
         .arg("domain")
         .output();

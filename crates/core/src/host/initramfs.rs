@@ -20,7 +20,7 @@ use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -217,7 +217,10 @@ fn decompressed_entries(
     cap: u64,
 ) -> Result<Vec<CpioEntry>, String> {
     let (prog, args) = cmd.split_first().ok_or("no command")?;
-    let mut child = Command::new(prog)
+    // From the system's folders with a clean environment: the scan runs as
+    // whoever asked, and as root in the helper; a `zstd` first on their
+    // PATH is never the one run.
+    let mut child = crate::syspath::command(prog)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

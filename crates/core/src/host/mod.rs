@@ -9,6 +9,7 @@ pub mod firmware;
 pub mod freq;
 pub mod gpu_kind;
 pub mod hex;
+pub mod holders;
 pub mod hybrid;
 pub mod initramfs;
 pub mod input;

@@ -6,7 +6,6 @@
 
 use crate::hypervisor::Hypervisor;
 use std::path::Path;
-use std::process::Command;
 
 /// Where a new image would go and the free space there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +154,7 @@ pub fn create_qcow2(
                 message: e.message,
             });
     }
-    let out = Command::new("qemu-img")
+    let out = crate::syspath::command("qemu-img")
         .args([
             "create",
             "-q",
@@ -185,6 +184,7 @@ pub fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn a_qcow2_is_made_and_never_over_a_file() {

@@ -321,7 +321,8 @@ pub enum Cmd {
 }
 
 impl Cmd {
-    /// The program, as looked up in PATH.
+    /// The program, as looked up in `syspath::SYSTEM_PATH` (never the
+    /// caller's PATH).
     pub fn program(&self) -> &'static str {
         match self {
             Cmd::Systemctl { .. } => "systemctl",

@@ -178,6 +178,16 @@ pub struct TuneFacts {
     /// `.cmdline` and `.uname` sections, its signature), or why it could
     /// not be read.
     pub ukis: BTreeMap<String, Result<crate::host::uki::Uki, String>>,
+    /// Who holds each GPU, found by its device numbers (host/holders.rs):
+    /// the address of every PCI function with DRM nodes or on `nvidia` →
+    /// the processes that have one of them open or mapped. What the
+    /// shared-GPU planner lets `--shared-stop` name.
+    pub card_holders: BTreeMap<String, Vec<crate::host::holders::Holder>>,
+    /// Some processes' open files could not be read (another user's, when
+    /// this is not root): a unit not seen holding a card may still hold it.
+    /// The plan then says so and the helper decides: it is root, and sets
+    /// this false (what root did not see holding the card does not hold it).
+    pub holders_partial: bool,
 }
 
 impl TuneFacts {
@@ -328,6 +338,46 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
     }
 }
 
+/// Who holds each GPU (`TuneFacts::card_holders`). Read through a root
+/// that does not record: which files every process has open is no one's
+/// business in a snapshot.
+fn read_card_holders(root: &HostRoot, f: &mut TuneFacts) {
+    use crate::host::holders::{DevNum, card_devices, holders};
+    let quiet = HostRoot::at(root.base());
+    let mut by_gpu: BTreeMap<String, Vec<DevNum>> = BTreeMap::new();
+    for d in quiet
+        .list_dir(&HostPath::sys("bus/pci/devices"))
+        .unwrap_or_default()
+    {
+        let nvidia = quiet
+            .link_name(&HostPath::sys(&format!("bus/pci/devices/{d}/driver")))
+            .ok()
+            .flatten()
+            .is_some_and(|n| n == "nvidia");
+        let devs = card_devices(&quiet, &d, nvidia);
+        if !devs.is_empty() {
+            by_gpu.insert(d, devs);
+        }
+    }
+    if by_gpu.is_empty() {
+        return;
+    }
+    let mut all: Vec<DevNum> = by_gpu.values().flatten().copied().collect();
+    all.sort();
+    all.dedup();
+    let found = holders(&quiet, &all);
+    f.holders_partial = found.unreadable > 0;
+    for (gpu, devs) in by_gpu {
+        let theirs = found
+            .found
+            .iter()
+            .filter(|h| devs.contains(&h.dev))
+            .cloned()
+            .collect();
+        f.card_holders.insert(gpu, theirs);
+    }
+}
+
 /// Gather the facts under `root`.
 pub fn gather(root: &HostRoot) -> TuneFacts {
     let mut f = TuneFacts::default();
@@ -408,6 +458,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
     }
     f.grubenv_blocked = grubenv_blocked(root);
     read_values(root, &mut f);
+    read_card_holders(root, &mut f);
     let journal =
         super::journal::Journal::under(root.base(), super::txn::Env::default_journal(root));
     for e in journal

@@ -24,22 +24,95 @@ use super::model::{Change, CommandStep, Effect, FileChange, Verify};
 use crate::parse::cpulist::format_cpulist;
 
 /// The shell both GPU hooks (single and shared) run after their own
-/// variables (`VM`, `TAG`, `LOG`, `WAIT`): a log that prints data as data
-/// (`printf`, never `echo`: dash's `echo` reads backslashes, so a process
-/// named `a\cb` would end the line and hide the holders after it), steps and
-/// sysfs writes bounded by `$WAIT`, and a process's name and unit made safe
-/// to log (any local user names their own processes and scopes).
-pub(crate) const GPU_HOOK_PRELUDE: &str = r#"log() { printf '%s %s %s\n' "$(date '+%F %T' 2>/dev/null)" "$VM" "$*" >> "$LOG" 2>/dev/null; printf '%s: %s\n' "$TAG" "$*" >&2; }
+/// variables (`R`, `VM`, `TAG`, `LOG`, `WAIT`): a log that prints data as
+/// data (`printf`, never `echo`: dash's `echo` reads backslashes, so a
+/// process named `a\cb` would end the line and hide the holders after it);
+/// every wait hard-bounded (`bounded`: `timeout -k`, and a step the kernel
+/// holds left behind rather than waited on); holders found by the device,
+/// not the path (`look`); a process's name and unit made safe to log (any
+/// local user names their own processes and scopes).
+pub(crate) const GPU_HOOK_PRELUDE: &str = r#"# Only the system's programs and its word splitting: libvirt starts hooks
+# with a clean environment of its own; the tests (VFIO_ASSISTANT_ROOT) put
+# stand-ins first on PATH.
+[ -n "$R" ] || PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+unset IFS
+# After $WAIT seconds a step gets TERM, then $KILL seconds more, then KILL.
+KILL="${VFIO_ASSISTANT_KILL:-2}"
+log() { printf '%s %s %s\n' "$(date '+%F %T' 2>/dev/null)" "$VM" "$*" >> "$LOG" 2>/dev/null; printf '%s: %s\n' "$TAG" "$*" >&2; }
+# Each step's output and exit code, in a folder of root's own.
+T=$(mktemp -d "$R/run/$TAG.XXXXXX") || { log "cannot make a folder in $R/run"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+STUCK=
 step() { if "$@" 2>>"$LOG"; then log "ok: $*"; else log "FAILED: $*"; return 1; fi; }
-# A command that may not take longer than $WAIT.
-run() { timeout "$WAIT" "$@"; }
-# A sysfs write that may not take longer than $WAIT (a write the kernel
-# blocks cannot be cancelled: it is said, never retried).
-put() { timeout "$WAIT" sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }
+# bounded CMD…: CMD with its output in $OUT and its errors in the log, given
+# $WAIT s, then TERM, then $KILL s, then KILL — `timeout -k` signals CMD's
+# whole process group, so a child that ignores TERM is killed all the same.
+# What cannot be killed at all (a write the kernel holds: a driver that
+# never lets go) is not waited for: one second after its KILL it is left
+# behind (its output goes nowhere libvirt waits on), STUCK says so, and the
+# step fails with 125 — the VM's start is given up, not the host.
+bounded() {
+    # A name of its own (a step left behind may still write its files);
+    # underscored names, not to clobber the caller's variables.
+    _bf=$(mktemp "$T/step.XXXXXX") || return 1
+    OUT="$_bf.out"
+    # A program of its own, not a subshell: a subshell keeps the shell's
+    # saved copies of its output (a function's redirection), libvirt's
+    # pipe among them, and libvirt reads that pipe to its end.
+    sh -c 'out=$1 rc=$2 kill=$3 wait=$4 log=$5; shift 5
+        timeout -k "$kill" "$wait" "$@" > "$out" 2>> "$log" < /dev/null
+        echo $? > "$rc"' bounded "$OUT" "$_bf.rc" "$KILL" "$WAIT" "$LOG" "$@" > /dev/null 2>&1 < /dev/null &
+    _bpid=$!
+    _bgive_up=$(( $(date +%s) + WAIT + KILL + 1 ))
+    # Most steps end at once: a short first nap, then tenths.
+    _bnap=0.02
+    while [ ! -s "$_bf.rc" ]; do
+        if [ "$(date +%s)" -gt "$_bgive_up" ]; then
+            STUCK="$STUCK $1"
+            log "LEFT BEHIND: '$*' had not ended $((WAIT + KILL + 1))s after it started, not even killed (the kernel holds it): not waited for"
+            return 125
+        fi
+        sleep "$_bnap"
+        _bnap=0.1
+    done
+    wait "$_bpid" 2>/dev/null
+    return "$(cat "$_bf.rc")"
+}
+# A command that may not take longer than the bound.
+run() { bounded "$@"; }
+# A sysfs write that may not take longer than the bound.
+put() { bounded sh -c 'printf "%s\n" "$2" > "$1"' put "$1" "$2"; }
 # Text a process chose (its name, its scope) as one loggable word.
 word() { tr -d '\n' | tr -c '[:alnum:]._:@+-' '_'; }
 # /proc/PID → "PID:program".
 who() { printf '%s:%s' "${1##*/}" "$(head -c 64 "$1/comm" 2>/dev/null | word)"; }
+# /proc/PID → its cgroup (cgroup v2's line, or v1's systemd one).
+cgroup_of() { sed -n 's|^0::||p; s|^[0-9]*:name=systemd:||p' "$1/cgroup" 2>/dev/null | head -n 1; }
+# /proc/PID → "PID:program(unit)", the unit or scope it runs in.
+who_in() { _wu=$(cgroup_of "$1"); _wu=${_wu##*/}; printf '%s(%s)' "$(who "$1")" "$(printf '%s' "${_wu:-?}" | word)"; }
+# look DEVS: the processes holding one of DEVS — device numbers as stat
+# prints them (hex major:minor; "e2:*" is every minor of 226) — one
+# "/proc/PID" a line in $OUT. Found by the device, not the path: every
+# process's open files (fd) and mappings (map_files: mapped, its fd closed
+# since) are followed to the file itself and matched by its device number,
+# whatever its name, whatever mount namespace it was opened in; a node of
+# the same name that is not the device (a tmpfs /dev made up in a user
+# namespace) is not it. One find over every process, cut by the bound:
+# a look that did not finish fails (nobody can say who holds the card).
+# What it cannot see: a buffer shared as a dma-buf fd (no node), a GEM
+# object mapped through shmem, the kernel's own users (fbcon, another
+# driver importing the card's buffers), an fd in flight in a unix socket,
+# processes outside this PID namespace; and a process that opens the card
+# after the look.
+look() {
+    bounded sh -c 'find -L "$@" -mindepth 1 -maxdepth 1 -type c -exec stat -L -c "%t:%T %n" {} + 2>/dev/null; exit 0' \
+        look "$R"/proc/[0-9]*/fd "$R"/proc/[0-9]*/map_files || return 1
+    while read -r _ld _lp; do
+        case " $1 " in *" $_ld "*|*" ${_ld%%:*}:* "*) echo "${_lp%/*/*}" ;; esac
+    done < "$OUT" | sort -u > "$T/held"
+    OUT="$T/held"
+}
 "#;
 
 /// Our hook (host path).

@@ -40,8 +40,12 @@ pub struct Request {
     pub looking_glass_mib: Option<u64>,
     /// …through the kvmfr module instead of /dev/shm.
     pub kvmfr: bool,
-    /// Let a system QEMU reach the desktop user's sound server.
-    pub sound: bool,
+    /// QEMU runs as the desktop user (qemu.conf's `user`): every VM of the
+    /// system libvirt, and the disk images libvirt hands to QEMU, become
+    /// that user's — so that QEMU reaches the user's sound server. Its own
+    /// choice, never implied by another (`--qemu-as-me`), named in the plan
+    /// and the prompt, and refused through the sudoers line.
+    pub qemu_as_user: bool,
     /// Single-GPU passthrough: the hook that hands the desktop's only GPU
     /// to the VM `vm` and back.
     pub single_gpu: bool,

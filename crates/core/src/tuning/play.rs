@@ -19,10 +19,13 @@
 //!   where the module is installed (its DKMS package): else the manual
 //!   steps.
 //! * `qemu-conf`: libvirt's qemu.conf, `/dev/kvmfr0` added to
-//!   `cgroup_device_acl` for kvmfr, and `user = "USER"` so a system QEMU can
-//!   reach the desktop user's sound server (PulseAudio/PipeWire listen in
-//!   the user's runtime folder, which no other user may enter). Said
-//!   plainly: every VM of the system libvirt then runs as that user.
+//!   `cgroup_device_acl` for kvmfr, and — only when asked by name
+//!   (`Request::qemu_as_user`, `--qemu-as-me`) — `user = "USER"` so a
+//!   system QEMU can reach the desktop user's sound server (PulseAudio and
+//!   PipeWire listen in the user's runtime folder, which no other user may
+//!   enter). Said plainly in the change's title: every VM of the system
+//!   libvirt then runs as that user, its disks handed to that user. The
+//!   helper refuses it through the sudoers line (helper.rs).
 //!
 //! The desktop user comes from who asked (pkexec's PKEXEC_UID, sudo's
 //! SUDO_UID; `Request::desktop_user` with `--root`), checked against the
@@ -98,19 +101,19 @@ pub const KVMFR: Spec = Spec {
 pub const QEMU_CONF_SPEC: Spec = Spec {
     kind: Kind::QemuConf,
     name: "qemu-conf",
-    what: "qemu.conf: kvmfr's device for QEMU, the desktop's sound server",
+    what: "qemu.conf: kvmfr's device for QEMU; QEMU run as the desktop user when asked by name",
     files: &[QEMU_CONF],
     values: &[],
     runs: restarts_libvirt,
     fixes: &[],
     plan: Some(|cx, out| {
         let kvmfr_used = cx.req.kvmfr && looking_glass_mib(cx)?.is_some() && cx.facts.kvmfr_module;
-        if kvmfr_used || cx.req.sound {
+        if kvmfr_used || cx.req.qemu_as_user {
             out.changes.extend(qemu_conf(
                 cx.facts,
                 desktop_user(cx)?,
                 kvmfr_used,
-                cx.req.sound,
+                cx.req.qemu_as_user,
             ));
         }
         Ok(())
@@ -122,7 +125,7 @@ fn desktop_user<'a>(cx: &Ctx<'a>) -> Result<&'a str, PlanError> {
     let user = cx.req.desktop_user.as_deref().map(str::trim).unwrap_or("");
     if !valid_user(user) || !cx.facts.is_person(user) {
         return Err(PlanError::User(format!(
-            "{user:?} is not a user of this host (Looking Glass and sound are set up for the desktop's user: --user NAME)"
+            "{user:?} is not a user of this host (Looking Glass and QEMU's user are set up for the desktop's user: --user NAME)"
         )));
     }
     Ok(user)
@@ -390,11 +393,20 @@ pub fn kvmfr(f: &TuneFacts, user: &str, mib: u64) -> Result<Option<Change>, Manu
     }))
 }
 
+/// What making QEMU run as `user` does, in the words the plan's title, the
+/// CLI's prompt and the Tuning page say it.
+pub fn qemu_as_user_words(user: &str) -> String {
+    format!(
+        "QEMU runs as {user}: every VM of the system libvirt, and the disk images libvirt hands to QEMU, become {user}'s"
+    )
+}
+
 /// libvirt's qemu.conf, one change for everything asked of it: `/dev/kvmfr0`
 /// in `cgroup_device_acl` (libvirt's defaults kept) so QEMU may open it,
-/// and `user = "USER"` so a system QEMU reaches the desktop user's sound
-/// server. Every other line stays as it is.
-pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<Change> {
+/// and with `qemu_as_user` `user = "USER"` so a system QEMU reaches the
+/// desktop user's sound server (named first in the title: every system VM
+/// becomes that user's). Every other line stays as it is.
+pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, qemu_as_user: bool) -> Option<Change> {
     let mut conf = f.file(QEMU_CONF).unwrap_or("").to_string();
     let mut what = Vec::new();
     let mut notes = Vec::new();
@@ -414,7 +426,7 @@ pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<
             what.push("/dev/kvmfr0 for QEMU".to_string());
         }
     }
-    if sound {
+    if qemu_as_user {
         let want = format!("\"{user}\"");
         let current = conf
             .lines()
@@ -426,7 +438,7 @@ pub fn qemu_conf(f: &TuneFacts, user: &str, kvmfr: bool, sound: bool) -> Option<
             .map(|v| v.trim().to_string());
         if current.as_deref() != Some(want.as_str()) {
             conf = set_conf(&conf, "user", &want);
-            what.push(format!("QEMU runs as {user}"));
+            what.insert(0, qemu_as_user_words(user));
             notes.push(format!("Every VM of the system libvirt then runs as {user}: its disk images must be readable by {user} (libvirt's dynamic ownership hands them over at start), and a VM no longer runs as the unprivileged libvirt-qemu."));
         }
     }

@@ -108,9 +108,11 @@ pub fn preflight(env: &Env, facts: &TuneFacts, changes: &[&Change]) -> Result<()
         }
         if env.run_commands {
             for cmd in c.prepare.iter().chain(&c.commands).chain(&c.undo_commands) {
+                // Where it will be run from: the system's folders, only
+                // root's (syspath), never the caller's PATH.
                 let have = |tool: &str| match &env.tool_dir {
                     Some(d) => d.join(tool).exists(),
-                    None => facts.has_tool(tool),
+                    None => facts.has_tool(tool) && crate::syspath::find(tool).is_some(),
                 };
                 let tool = cmd.cmd.program();
                 if !have(tool) {

@@ -36,6 +36,26 @@ pub const LOG: &str = "/var/log/vfio-assistant-shared-gpu.log";
 /// NVIDIA card open and is made to be stopped and started.
 pub const ALWAYS_STOPPED: &[&str] = &["nvidia-persistenced.service"];
 
+/// Units `--shared-stop` may name even when the plan did not see them
+/// holding the card (they may not run, or not have it open, right now),
+/// each because holding a GPU is what it is for and stopping it for a while
+/// costs nothing but its own work:
+/// * `nvidia-persistenced` — keeps every NVIDIA card open by design;
+/// * `nvidia-powerd` — NVIDIA's Dynamic Boost daemon (laptops), which keeps
+///   `/dev/nvidia*` open;
+/// * `nvidia-dcgm` — NVIDIA's GPU monitoring daemon, open on every card;
+/// * `ollama` — the Ollama server, which keeps a model loaded on the GPU
+///   (CUDA or ROCm) between requests.
+///
+/// Any other unit must be one the plan saw holding the card
+/// (`TuneFacts::card_holders`, found by the card's device numbers).
+pub const KNOWN_HOLDERS: &[&str] = &[
+    "nvidia-persistenced.service",
+    "nvidia-powerd.service",
+    "nvidia-dcgm.service",
+    "ollama.service",
+];
+
 pub const SPEC: Spec = Spec {
     kind: Kind::SharedGpuHook,
     name: "shared-gpu-hook",
@@ -48,12 +68,16 @@ pub const SPEC: Spec = Spec {
 };
 
 /// A unit name the hook may be told to stop: systemd's characters only,
-/// a `.service` (a process holding the card runs in one), and none the host
-/// needs while the VM runs: libvirt's own daemons (a hook that stops them
-/// deadlocks the start), the display manager (that is single GPU), the
-/// system bus, logind, the journal, polkit, the network, SSH.
+/// starting with a letter or digit (never an option), a `.service` (a
+/// process holding the card runs in one), and none the host needs while the
+/// VM runs, even if it held the card: libvirt's own daemons (a hook that
+/// stops them deadlocks the start), the display managers (that is single
+/// GPU), the system bus, logind and the rest of systemd, polkit, the
+/// network and its firewall, the audit log and the MAC policy, SSH, the
+/// logins on consoles and serial lines, a user's own manager.
 pub fn valid_unit(name: &str) -> bool {
-    const NEVER: &[&str] = &[
+    /// Families, by how their names start.
+    const NEVER_PREFIX: &[&str] = &[
         "systemd-",
         "dbus",
         "libvirt",
@@ -66,17 +90,81 @@ pub fn valid_unit(name: &str) -> bool {
         "lightdm",
         "NetworkManager",
         "getty",
+        "serial-getty",
+        "console-getty",
+        "container-getty",
+        "autovt",
         "user@",
+        "user-runtime-dir@",
+    ];
+    /// Whole names (before any `@instance`).
+    const NEVER_NAME: &[&str] = &[
+        "lxdm",
+        "xdm",
+        "greetd",
+        "ly",
+        "networking",
+        "network",
+        "wpa_supplicant",
+        "iwd",
+        "firewalld",
+        "nftables",
+        "iptables",
+        "ip6tables",
+        "ufw",
+        "auditd",
+        "apparmor",
+        "selinux-autorelabel",
     ];
     let Some(stem) = name.strip_suffix(".service") else {
         return false;
     };
-    !stem.is_empty()
+    let base = stem.split('@').next().unwrap_or(stem);
+    stem.starts_with(|c: char| c.is_ascii_alphanumeric())
         && stem.len() <= 200
         && stem
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "@._:-".contains(c))
-        && !NEVER.iter().any(|n| stem.starts_with(n))
+        && !NEVER_PREFIX.iter().any(|n| stem.starts_with(n))
+        && !NEVER_NAME.contains(&base)
+}
+
+/// Whether the hook may stop `unit` for the card `gpu`: a name
+/// `valid_unit` allows, and one of `KNOWN_HOLDERS` or a system service the
+/// plan saw holding the card. `Ok(None)`: yes; `Ok(Some(note))`: yes for
+/// now — this is not root and could not see every process's open files —
+/// and the helper, root, decides; `Err(why)`: no.
+fn may_stop(cx: &Ctx, gpu: &str, unit: &str) -> Result<Option<String>, String> {
+    if !valid_unit(unit) {
+        return Err(format!(
+            "{unit:?} is not a unit it may stop (a name ending in .service, systemd's characters only, starting with a letter or digit, and not one the host needs while the VM runs: libvirt, a display manager, D-Bus, systemd's own, polkit, SSH, the network, its firewall, audit, AppArmor or SELinux, a getty, a user's manager)"
+        ));
+    }
+    let seen: Vec<&str> = cx
+        .facts
+        .card_holders
+        .get(gpu)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.system_unit())
+        .collect();
+    if KNOWN_HOLDERS.contains(&unit) || seen.contains(&unit) {
+        return Ok(None);
+    }
+    if cx.facts.holders_partial {
+        return Ok(Some(format!(
+            "{unit} was not seen holding {gpu}, but not every process's open files could be read here: the helper (root) looks again when you apply, and refuses it unless it holds the card then."
+        )));
+    }
+    let seen = if seen.is_empty() {
+        "none".to_string()
+    } else {
+        seen.join(", ")
+    };
+    Err(format!(
+        "{unit} does not hold {gpu} (found by the card's device numbers in every process's open files and mappings): the hook stops only units seen holding the card (now: {seen}) and {} — start the unit so that it holds the card, then plan again",
+        KNOWN_HOLDERS.join(", ")
+    ))
 }
 
 fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
@@ -90,10 +178,12 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     }
     let name = vm_name(cx.req)?;
     let funcs = functions(cx)?;
-    if let Some(bad) = cx.req.shared_stop_units.iter().find(|u| !valid_unit(u)) {
-        return Err(PlanError::Shared(format!(
-            "{bad:?} is not a unit it may stop (a name ending in .service, systemd's characters only, not one the host needs while the VM runs: libvirt, the display manager, D-Bus, systemd's own, SSH, the network)"
-        )));
+    let gpu = funcs.last().map(String::as_str).unwrap_or("");
+    let mut notes = Vec::new();
+    for u in &cx.req.shared_stop_units {
+        if let Some(note) = may_stop(cx, gpu, u).map_err(PlanError::Shared)? {
+            notes.push(note);
+        }
     }
     let mut units: Vec<String> = ALWAYS_STOPPED.iter().map(|s| s.to_string()).collect();
     for u in &cx.req.shared_stop_units {
@@ -101,8 +191,12 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
             units.push(u.clone());
         }
     }
-    out.changes
-        .extend(shared_gpu_hook(cx.facts, name, &funcs, &units));
+    out.changes.extend(
+        shared_gpu_hook(cx.facts, name, &funcs, &units).map(|mut c| {
+            c.notes.extend(notes);
+            c
+        }),
+    );
     Ok(())
 }
 
@@ -182,9 +276,12 @@ fn script(vm: &str, funcs: &[String], units: &[String]) -> String {
 # Written by vfio-assistant (tune, change shared-gpu-hook): the GPU {gpu}
 # is the desktop's while the VM '{vm}' is off and the VM's while it runs.
 # At its start: the allowed units stopped, nobody else may hold the card
-# (else the start fails, naming who does), each function moved to vfio-pci.
+# (found by its device numbers in every process's open files and mappings;
+# else the start fails, naming who does), each function moved to vfio-pci.
 # At its stop (or a failed start): each function back on its driver, the
-# units started again, the card's health logged. Every wait is bounded.
+# units started again, the card's health logged. Every wait is bounded
+# (timeout -k); a write the kernel holds is left behind, the start fails
+# and the card is left where it is. What it cannot see: see look() below.
 # libvirt runs it as: vfio-assistant-shared-gpu VM OPERATION SUB-OPERATION EXTRA.
 # Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file.
 [ "$1" = '{vm}' ] || exit 0
@@ -199,46 +296,43 @@ VM='{vm}'
 TAG=vfio-assistant-shared-gpu
 SYS="$R/sys/bus/pci"
 {prelude}driver_of() {{ d=$(readlink "$SYS/devices/$1/driver" 2>/dev/null) && echo "${{d##*/}}"; }}
-# The card's own nodes: its DRM card and render nodes, and NVIDIA's.
-nodes() {{
-    for n in "$SYS/devices/$GPU"/drm/card* "$SYS/devices/$GPU"/drm/renderD*; do
-        [ -e "$n" ] && echo "/dev/dri/${{n##*/}}"
-    done
+# A sysfs `dev` file ("226:1") as stat prints it ("e2:1").
+hexdev() {{ [ -r "$1" ] && IFS=: read -r ma mi < "$1" && printf '%x:%x ' "$ma" "$mi"; }}
+# The card's device numbers: its DRM card and render nodes (sysfs says
+# them), and NVIDIA's: its own /dev/nvidiaN (every one's when the driver
+# does not say its minor) and nvidiactl and nvidia-modeset, shared by every
+# NVIDIA card (major 195).
+card_devs() {{
+    for n in "$SYS/devices/$GPU"/drm/card* "$SYS/devices/$GPU"/drm/renderD*; do hexdev "$n/dev"; done
     if [ "$(driver_of "$GPU")" = nvidia ]; then
-        for n in "$R"/dev/nvidia[0-9]* "$R"/dev/nvidiactl "$R"/dev/nvidia-modeset; do
-            [ -e "$n" ] && echo "${{n#"$R"}}"
-        done
+        mi=$(sed -n 's/^Device Minor:[[:space:]]*//p' "$R/proc/driver/nvidia/gpus/$GPU/information" 2>/dev/null)
+        case "$mi" in ''|*[!0-9]*) printf 'c3:* ' ;; *) printf 'c3:%x ' "$mi" ;; esac
+        printf 'c3:fe c3:ff '
     fi
 }}
-# Who holds one of the card's nodes, as "pid:program(unit)"; a look cut
-# short by $WAIT answers "?" (then the start fails rather than guess).
+# The other functions' sound nodes (the card's HDMI audio).
+sound_devs() {{
+    for f in $FUNCS; do
+        [ "$f" = "$GPU" ] && continue
+        for n in "$SYS/devices/$f"/sound/card*/controlC* "$SYS/devices/$f"/sound/card*/pcmC*; do hexdev "$n/dev"; done
+    done
+}}
+DEVS=$(card_devs)
+# Who holds the card, as "pid:program(unit)" words; a look cut short by
+# the bound answers "?" (then the start fails rather than guess).
 holders() {{
-    want=$(nodes)
-    [ -n "$want" ] || return 0
-    args=""
-    for n in $want; do args="$args -o -lname $n"; done
-    found=$(timeout "$WAIT" find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( ${{args# -o }} \) 2>/dev/null)
-    if [ $? -ge 124 ]; then echo "? (a look at every process's open files took over ${{WAIT}}s)"; return 0; fi
-    [ -n "$found" ] || return 0
-    echo "$found" | while read -r fd; do
-        p=${{fd%/fd/*}}
-        u=$(sed -n 's|^0::.*/||p' "$p/cgroup" 2>/dev/null)
-        echo "$(who "$p")($(printf '%s' "${{u:-?}}" | word))"
-    done | sort -u | tr '\n' ' '
+    [ -n "$DEVS" ] || return 0
+    look "$DEVS" || {{ echo "? (a look at every process's open files took over ${{WAIT}}s)"; return 0; }}
+    while read -r p; do who_in "$p"; echo; done < "$OUT" | sort -u | tr '\n' ' '
 }}
 # Who has the other functions' sound nodes open (a sound server on the
 # card's HDMI audio): said, not refused — ALSA's removal waits until they
 # close, which a sound server does when the card goes (the unbind is
 # time-limited all the same).
 sound_holders() {{
-    for f in $FUNCS; do
-        [ "$f" = "$GPU" ] && continue
-        for c in "$SYS/devices/$f"/sound/card*; do
-            [ -e "$c" ] || continue
-            n=${{c##*card}}
-            find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname "/dev/snd/controlC$n" -o -lname "/dev/snd/pcmC${{n}}D*" \) 2>/dev/null
-        done
-    done | while read -r fd; do who "${{fd%/fd/*}}"; echo; done | sort -u | tr '\n' ' '
+    snd=$(sound_devs)
+    [ -n "$snd" ] && look "$snd" || return 0
+    while read -r p; do who "$p"; echo; done < "$OUT" | sort -u | tr '\n' ' '
 }}
 health() {{
     for f in $FUNCS; do
@@ -260,22 +354,28 @@ health() {{
         fi
     done
 }}
-# Give back what the state file records, newest first.
+# Give back what the state file records, newest first. After a write the
+# kernel holds (STUCK) the card is not touched again — each write would
+# hang the same way — and is left where it is until a reboot.
 give_back() {{
     [ -f "$STATE" ] || {{ log "nothing recorded to give back"; return 0; }}
     sed -n '1!G;h;$p' "$STATE" | while read -r kind a b; do
         case "$kind" in
         drv)
+            if [ -n "$STUCK" ]; then
+                log "$a is left as it is (on $(driver_of "$a" || echo no driver)): a write to it is stuck in the kernel; a reboot frees it"
+                continue
+            fi
             step put "$SYS/devices/$a/driver_override" "" || true
             if [ "$(driver_of "$a")" = vfio-pci ]; then step put "$SYS/drivers/vfio-pci/unbind" "$a" || true; fi
             if [ "$b" != none ] && [ "$(driver_of "$a")" != "$b" ]; then
                 step put "$SYS/drivers/$b/bind" "$a" || step put "$SYS/drivers_probe" "$a" || true
             fi
             ;;
-        unit) step run systemctl start "$a" || true ;;
+        unit) step run systemctl start -- "$a" || true ;;
         esac
     done
-    health
+    [ -n "$STUCK" ] || health
     rm -f "$STATE"
     log "the card is the desktop's again"
 }}
@@ -290,15 +390,15 @@ case "$2/$3" in
 prepare/begin)
     : > "$STATE" || {{ log "cannot write $STATE"; exit 1; }}
     for u in $UNITS; do
-        if systemctl is-active --quiet "$u" 2>/dev/null; then
+        if bounded systemctl is-active --quiet -- "$u"; then
             echo "unit $u" >> "$STATE"
-            step run systemctl stop "$u" || fail "could not stop $u"
+            step run systemctl stop -- "$u" || fail "could not stop $u within ${{WAIT}}s"
         fi
     done
     end=$(( $(date +%s) + WAIT ))
     while [ -n "$(holders)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 1; done
     left=$(holders)
-    [ -z "$left" ] || fail "still holding the GPU after ${{WAIT}}s (pid:program(unit)): $left— close it, or allow its unit to be stopped (tune --shared-stop UNIT)"
+    [ -z "$left" ] || fail "still holding the GPU after ${{WAIT}}s (pid:program(unit)): $left— close it, or allow its unit to be stopped (tune --shared-stop UNIT, a unit seen holding the card)"
     snd=$(sound_holders)
     [ -z "$snd" ] || log "the card's HDMI audio is open (pid:program): $snd— a sound server lets go when the card goes"
     [ -d "$SYS/drivers/vfio-pci" ] || step run modprobe vfio-pci || fail "vfio-pci could not be loaded"
@@ -348,6 +448,20 @@ mod tests {
             "x;reboot.service",
             "ollama",
             ".service",
+            // Issue 41: none of these may be stopped at a VM's start.
+            "firewalld.service",
+            "nftables.service",
+            "auditd.service",
+            "apparmor.service",
+            "networking.service",
+            "wpa_supplicant.service",
+            "wpa_supplicant@wlan0.service",
+            "greetd.service",
+            "user-runtime-dir@1000.service",
+            "serial-getty@ttyS0.service",
+            "-x.service",
+            "--no-block.service",
+            "@x.service",
         ] {
             assert!(!valid_unit(bad), "{bad}");
         }

@@ -92,10 +92,16 @@ fn script(vm: &str) -> String {
 # passthrough for the VM '{vm}'. At its start the host's desktop lets go of
 # the GPU (display manager and nvidia-persistenced stopped, consoles and
 # framebuffer unbound, NVIDIA's modules unloaded; libvirt then detaches the
-# card); when it stops all of it comes back. A step that fails, or a program
-# still holding the card, fails the start: everything done is given back at
-# once (and libvirt's release finds nothing left to do), so the screen comes
-# back instead of a start that hangs. Every wait is bounded.
+# card); when it stops all of it comes back. Before anything is stopped it
+# looks who holds the card (by its device numbers): a holder the display
+# manager's stop would not end (a system service, a session from a console
+# or SSH, a container) refuses the start at once, naming it, with the
+# desktop untouched. A step that fails, or a program still holding the card
+# after the display manager went, fails the start: everything done is given
+# back at once (and libvirt's release finds nothing left to do), so the
+# screen comes back instead of a start that hangs. Every wait is bounded
+# (timeout -k; what the kernel holds is left behind, not waited on).
+# What it cannot see: see look() below.
 # libvirt runs it as: vfio-assistant-single-gpu VM OPERATION SUB-OPERATION EXTRA.
 # Undo: `sudo vfio-assistant tune undo ID` (`tune list` names it), or delete this file.
 [ "$1" = '{vm}' ] || exit 0
@@ -106,20 +112,33 @@ STATE="$R/run/vfio-assistant-single-gpu.state"
 WAIT="${{VFIO_ASSISTANT_WAIT:-20}}"
 VM='{vm}'
 TAG=vfio-assistant-single-gpu
-{prelude}# Processes with one of the GPU's nodes open (/dev/dri, /dev/nvidia*): one
-# find over every process's fds (a desktop has thousands; a readlink each
-# took minutes), itself cut after $WAIT. A look that did not finish is not
-# "nobody": it answers "?", and the start fails rather than hang.
+{prelude}# The desktop's only GPU: every DRM and NVIDIA device, by the major numbers
+# the kernel lists for them (DRM's is 226).
+DEVS=$(awk '/^Block/ {{ exit }} $2 == "drm" || $2 ~ /^nvidia/ {{ printf "%x:* ", $1 }}' "$R/proc/devices" 2>/dev/null)
+DEVS="${{DEVS:-e2:*}}"
+# Who holds the GPU, as "pid:name " words; a look that did not finish in
+# time answers "?" (then the start fails rather than guess).
 holders() {{
-    found=$(timeout "$WAIT" find "$R"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \
-        \( -lname '/dev/dri/*' -o -lname '/dev/nvidia*' \) 2>/dev/null)
-    if [ $? -ge 124 ]; then
-        echo "? (a look at every process's open files took over ${{WAIT}}s) "
-        return 0
-    fi
-    [ -n "$found" ] || return 0
-    echo "$found" | while read -r fd; do who "${{fd%/fd/*}}"; echo; done |
-        sort -u | tr '\n' ' '
+    look "$DEVS" || {{ echo "? (a look at every process's open files took over ${{WAIT}}s) "; return 0; }}
+    while read -r p; do who "$p"; echo; done < "$OUT" | sort -u | tr '\n' ' '
+}}
+# Whether the holder /proc/PID ends when the display manager ($dm) stops:
+# its own unit, a session it started (logind's SERVICE is its PAM
+# service), the user's manager (the graphical session's services). A
+# session from a console or SSH, a system service, a container do not.
+with_desktop() {{
+    cg=$(cgroup_of "$1")
+    case "$cg" in
+    /system.slice/nvidia-persistenced.service|/system.slice/nvidia-persistenced.service/*) return 0 ;;
+    /system.slice/"$dm"|/system.slice/"$dm"/*) [ -n "$dm" ] ;;
+    /user.slice/*/user@*.service*) return 0 ;;
+    /user.slice/*/session-*.scope*)
+        s=${{cg##*/session-}}; s=${{s%%.scope*}}
+        svc=$(sed -n 's/^SERVICE=//p' "$R/run/systemd/sessions/$s" 2>/dev/null)
+        case "$svc" in ""|login|sshd|su|su-l|sudo|sudo-i|runuser|runuser-l|systemd-user|cron|crond) return 1 ;; esac
+        return 0 ;;
+    *) return 1 ;;
+    esac
 }}
 # Give back what the state file records, newest first.
 give_back() {{
@@ -129,7 +148,7 @@ give_back() {{
             fb) step put "$R/sys/bus/platform/drivers/$a/bind" "$b" ;;
             vtcon) step put "$R/sys/class/vtconsole/$a/bind" 1 ;;
             mod) step run modprobe "$a" ;;
-            unit|dm) step run systemctl start "$a" ;;
+            unit|dm) step run systemctl start -- "$a" ;;
         esac
     done
     rm -f "$STATE"
@@ -146,17 +165,34 @@ must() {{
 case "$2/$3" in
 prepare/begin)
     : > "$STATE"
-    dm=$(systemctl show -p Id --value display-manager.service 2>/dev/null)
-    if [ -n "$dm" ] && systemctl is-active --quiet display-manager.service; then
+    dm=
+    if bounded systemctl is-active --quiet -- display-manager.service; then
+        bounded systemctl show -p Id --value -- display-manager.service
+        dm=$(head -n 1 "$OUT")
+    fi
+    # Before anything that shows the desktop is stopped: a holder the
+    # display manager's stop would not end refuses the start now.
+    if ! look "$DEVS"; then
+        log "could not tell who holds the GPU within ${{WAIT}}s: the VM's start is refused, the desktop left as it is"
+        rm -f "$STATE"
+        exit 1
+    fi
+    stays=$(while read -r p; do with_desktop "$p" || {{ who_in "$p"; echo; }}; done < "$OUT" | sort -u | tr '\n' ' ')
+    if [ -n "$stays" ]; then
+        log "holding the GPU, and not ended by stopping the display manager (pid:name(unit)): $stays— a session started without a display manager (startx, a compositor from a TTY), a CUDA program or a container; stop it, then start the VM. The desktop was left as it is."
+        rm -f "$STATE"
+        exit 1
+    fi
+    if [ -n "$dm" ]; then
         echo "dm $dm" >> "$STATE"
-        must run systemctl stop display-manager.service
+        must run systemctl stop -- display-manager.service
     else
         log "no display manager running"
     fi
     for u in nvidia-persistenced.service; do
-        if systemctl is-active --quiet "$u" 2>/dev/null; then
+        if bounded systemctl is-active --quiet -- "$u"; then
             echo "unit $u" >> "$STATE"
-            must run systemctl stop "$u"
+            must run systemctl stop -- "$u"
         fi
     done
     # What the display manager started goes with it; wait for it, bounded

@@ -15,6 +15,9 @@ pub(crate) fn read_value(root: &HostRoot, path: &str) -> Option<String> {
 }
 
 /// Run `argv` (no shell), recording its output; an exit other than 0 fails.
+/// The program is found in the system's folders only (`syspath`), never on
+/// the PATH the helper was started with, and runs with a clean environment
+/// (PATH the system's, the command's own `envs`, nothing of the caller's).
 pub(crate) fn run_command(
     env: &Env,
     argv: &[String],
@@ -27,10 +30,10 @@ pub(crate) fn run_command(
     let mut cmd = match &env.tool_dir {
         Some(d) => {
             let mut c = std::process::Command::new(d.join(prog));
-            c.env("VFIO_ASSISTANT_ROOT", env.root.base());
+            crate::syspath::clean(&mut c).env("VFIO_ASSISTANT_ROOT", env.root.base());
             c
         }
-        None => std::process::Command::new(prog),
+        None => crate::syspath::command(prog),
     };
     let out = cmd
         .args(args)
@@ -116,4 +119,36 @@ pub(crate) fn unbind_applies(root: &HostRoot, path: &str, value: &str) -> bool {
         .ok()
         .flatten();
     link.as_deref() == Some(drv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a tuning runs as root gets the system's PATH, its own words,
+    /// and nothing of the environment the helper (or this test) was given.
+    #[test]
+    fn a_command_gets_nothing_of_the_callers_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::new(
+            HostRoot::at(dir.path()),
+            Some(dir.path().join("journal")),
+            true,
+        );
+        let mut records = Vec::new();
+        let argv: Vec<String> = ["sh", "-c", "env"].map(String::from).to_vec();
+        run_command(&env, &argv, &[("KERNEL_INSTALL_BYPASS", "1")], &mut records).unwrap();
+        let text = &records[0].output;
+        let mut names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .filter(|k| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, ["KERNEL_INSTALL_BYPASS", "PATH"], "{text}");
+        assert!(
+            text.contains(&format!("PATH={}", crate::syspath::SYSTEM_PATH)),
+            "{text}"
+        );
+    }
 }

@@ -69,6 +69,14 @@ pub fn mono(text: impl Into<String>) -> egui::RichText {
     egui::RichText::new(text).monospace().size(MONO_SIZE)
 }
 
+/// An empty field's example: "e.g. …", weak and in italics, so that it is
+/// never taken for a value the field holds.
+pub fn hint(example: impl AsRef<str>) -> egui::RichText {
+    egui::RichText::new(format!("e.g. {}", example.as_ref()))
+        .italics()
+        .weak()
+}
+
 /// Detail text at a readable size.
 pub fn detail(text: impl Into<String>) -> egui::RichText {
     egui::RichText::new(text).size(DETAIL_SIZE)

@@ -69,6 +69,9 @@ pub struct WizardState {
     pub name: String,
     pub windows11: bool,
     pub gpu: Option<String>,
+    /// The user said this VM has no GPU of its own (no passthrough): the
+    /// Review does not ask for one.
+    pub no_passthrough: bool,
     /// More devices to pass through (USB controllers, sound cards).
     pub devices: Vec<String>,
     pub vcpus: usize,
@@ -124,6 +127,7 @@ impl Default for WizardState {
             name: "win11".into(),
             windows11: true,
             gpu: None,
+            no_passthrough: false,
             devices: Vec::new(),
             vcpus: 4,
             pin: true,
@@ -215,6 +219,16 @@ impl WizardState {
     /// Whether the storage step is done: a disk named (to create or existing).
     pub fn has_disk(&self) -> bool {
         !self.disk.trim().is_empty()
+    }
+
+    /// What the VM lacks to install and pass through (the Review's
+    /// blockers besides the disk): `domain::install_needs`.
+    pub fn needs(&self) -> Vec<crate::domain::install_needs::Need> {
+        crate::domain::install_needs::missing(
+            &self.choices(None),
+            self.create_disk,
+            self.no_passthrough,
+        )
     }
 
     pub fn choices(&self, total_kib: Option<u64>) -> Choices {

@@ -50,6 +50,7 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
             uri: "test:///default".into(),
             save_path: save_path.display().to_string(),
             disk: "/var/lib/libvirt/images/win11.qcow2".into(),
+            install_iso: "/srv/Win11.iso".into(),
             ..WizardState::default()
         },
     );
@@ -143,7 +144,9 @@ fn wizard_says_why_it_cannot_build_and_recovers() {
             uri: "test:///default".into(),
             vcpus: 64,
             step: Step::Cpu,
+            gpu: Some("0000:0b:00.0".into()),
             disk: "/var/lib/libvirt/images/win11.qcow2".into(),
+            install_iso: "/srv/Win11.iso".into(),
             ..WizardState::default()
         },
     );
@@ -240,6 +243,9 @@ fn the_disk_bus_choice_reaches_the_xml() {
             uri: "test:///default".into(),
             step: Step::Storage,
             disk: "/dev/nvme1n1".into(),
+            gpu: Some("0000:0b:00.0".into()),
+            install_iso: "/srv/Win11.iso".into(),
+            virtio_iso: "/srv/virtio-win.iso".into(),
             ..WizardState::default()
         },
     );

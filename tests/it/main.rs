@@ -61,6 +61,7 @@ mod gui_tuning;
 mod gui_tuning_failure;
 mod gui_tuning_keep;
 mod gui_wizard;
+mod gui_wizard_faces;
 mod helper;
 mod helper_env;
 mod hook_bounds;

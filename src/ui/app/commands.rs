@@ -160,6 +160,9 @@ impl App {
                     // Nothing samples while nobody looks.
                     self.stop_monitor();
                 }
+                if p == Page::NewVm {
+                    self.wizard_takes_the_vm_card();
+                }
                 self.state.page = p;
                 None
             }
@@ -172,6 +175,7 @@ impl App {
                 let w = &mut self.state.wizard;
                 if gpu {
                     w.gpu = Some(a);
+                    w.no_passthrough = false;
                 } else if !w.devices.contains(&a) {
                     w.devices.push(a);
                 }

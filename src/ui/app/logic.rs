@@ -306,6 +306,24 @@ impl App {
     }
 
     /// A file dialog's answer goes into its wizard field.
+    /// The wizard opened from a next step or the top bar starts with the
+    /// VM's card (`report::vm_card`, the Overview's choice), unless it has
+    /// one already or the user said "no passthrough".
+    pub(super) fn wizard_takes_the_vm_card(&mut self) {
+        let w = &self.state.wizard;
+        if w.gpu.is_some() || w.no_passthrough {
+            return;
+        }
+        let Some(snap) = self.snapshot.as_ref() else {
+            return;
+        };
+        if let crate::report::vm_card::Pick::Card { card, .. } =
+            crate::report::vm_card::pick(snap, self.state.vm_gpu.as_deref())
+        {
+            self.state.wizard.gpu = Some(card.address().to_string());
+        }
+    }
+
     fn picked(&mut self, field: PickField, path: Option<String>) {
         let Some(path) = path else {
             self.wizard.pick_note = Some(

@@ -122,7 +122,7 @@ pub fn prepare(
         gpu_set = v.set.clone();
         gpu_node = entry.device.numa_node;
     } else {
-        notes.push("No GPU given (--gpu): the domain has no GPU passed through.".into());
+        notes.push("No GPU given: the domain has no GPU passed through.".into());
     }
     for extra in &c.devices {
         let addr = full_address(extra.trim());

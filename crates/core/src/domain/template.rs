@@ -227,7 +227,7 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
             DiskBus::Sata => edit(
                 "devices/disk",
                 format!("SATA disk for the install, cache=none, io={io}"),
-                "Windows can install onto SATA without extra drivers; with the virtio-win ISO attached, switch to virtio later (`domain tune`) for speed.",
+                "Windows can install onto SATA without extra drivers; with the virtio-win drivers installed in Windows, the disk can move to virtio later for speed.",
             ),
         });
     }

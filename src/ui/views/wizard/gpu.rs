@@ -102,6 +102,7 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
         let r = ui.add_enabled(ok, egui::RadioButton::new(selected, label));
         if r.clicked() {
             w.gpu = Some(addr.clone());
+            w.no_passthrough = false;
         }
         ui.indent(addr, |ui| {
             let text = RichText::new(&v.reason).weak();
@@ -159,12 +160,19 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     }
     if ui
         .radio(
-            w.gpu.is_none(),
-            "No GPU yet (set the VM up first, add the GPU later)",
+            w.gpu.is_none() && w.no_passthrough,
+            "No passthrough: this VM gets no GPU of its own (its screen is a SPICE window)",
         )
         .clicked()
     {
         w.gpu = None;
+        w.no_passthrough = true;
+    }
+    if w.gpu.is_none() && !w.no_passthrough {
+        ui.colored_label(
+            WARN,
+            "Choose the VM's GPU above, or \"No passthrough\" for a VM without one: the Review will not define a passthrough VM without its card.",
+        );
     }
 }
 

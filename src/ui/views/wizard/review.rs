@@ -1,6 +1,7 @@
 //! The review step: the one preflight, then define, start, stop.
 
 use super::StepSpec;
+use crate::domain::install_needs::NeedStep;
 use crate::domain::template::NewDomain;
 use crate::ui::app::{Command, VmPage};
 use crate::ui::pages::WizardRuntime;
@@ -14,17 +15,59 @@ pub const STEP: StepSpec = StepSpec {
     step: Step::Review,
     title: "Review",
     draw: |ui, cx| {
-        if !cx.w.has_disk() {
-            ui.heading("Review");
-            ui.colored_label(theme::BAD, "The VM has no disk: Windows has nothing to install to. Go back to Storage and name or create one.");
-            if ui.button("Go to Storage").clicked() {
-                cx.w.step = Step::Storage;
-            }
+        if blockers_ui(ui, cx.w) {
             return;
         }
         review_step(ui, cx.w, cx.rt, cx.built, cx.out)
     },
 };
+
+/// What stops the VM from installing or passing through, each with the
+/// step that gives it: nothing is validated or defined until none is left
+/// (libvirt would accept the domain; its first boot would not install).
+/// Returns whether anything blocks.
+fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState) -> bool {
+    let mut blockers: Vec<(String, String, Step)> = Vec::new();
+    if !w.has_disk() {
+        blockers.push((
+            "The VM has no disk.".into(),
+            "Windows has nothing to install to. Go back to Storage and name or create one.".into(),
+            Step::Storage,
+        ));
+    }
+    for n in w.needs() {
+        let step = match n.step {
+            NeedStep::Gpu => Step::Gpu,
+            NeedStep::Storage => Step::Storage,
+        };
+        blockers.push((n.what.into(), n.why.into(), step));
+    }
+    if blockers.is_empty() {
+        return false;
+    }
+    ui.heading("Review");
+    ui.colored_label(
+        theme::BAD,
+        "This VM cannot be defined yet: it would not install or would not get its GPU.",
+    );
+    for (i, (what, why, step)) in blockers.into_iter().enumerate() {
+        ui.add_space(4.0);
+        ui.colored_label(theme::BAD, RichText::new(what).strong());
+        ui.label(theme::detail(why));
+        let title = crate::ui::views::wizard::STEPS
+            .iter()
+            .find(|s| s.step == step)
+            .map_or("", |s| s.title);
+        if ui
+            .push_id(i, |ui| ui.button(format!("Go to {title}")))
+            .inner
+            .clicked()
+        {
+            w.step = step;
+        }
+    }
+    true
+}
 
 fn review_step(
     ui: &mut egui::Ui,
@@ -133,7 +176,7 @@ fn review_step(
         let l = ui.label("File");
         ui.add(
             egui::TextEdit::singleline(&mut w.save_path)
-                .hint_text("win11.xml")
+                .hint_text(theme::hint("win11.xml"))
                 .desired_width(220.0),
         )
         .labelled_by(l.id);

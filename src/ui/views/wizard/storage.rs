@@ -1,6 +1,7 @@
 //! The storage step: the disk (named or created), the installer and driver ISOs.
 
 use super::StepSpec;
+use crate::domain::install_needs::NeedStep;
 use crate::domain::template::DiskBus;
 use crate::ui::app::Command;
 use crate::ui::jobs::PickField;
@@ -26,7 +27,7 @@ fn path_row(
         let l = ui.label(label);
         ui.add(
             egui::TextEdit::singleline(value)
-                .hint_text(hint)
+                .hint_text(theme::hint(hint))
                 .desired_width(420.0),
         )
         .labelled_by(l.id);
@@ -76,7 +77,7 @@ fn storage_step(
             let l = ui.label("New image");
             ui.add(
                 egui::TextEdit::singleline(&mut w.disk)
-                    .hint_text("/var/lib/libvirt/images/win11.qcow2")
+                    .hint_text(theme::hint("/var/lib/libvirt/images/win11.qcow2"))
                     .desired_width(380.0),
             )
             .labelled_by(l.id);
@@ -155,7 +156,7 @@ fn storage_step(
         ui,
         "Windows installer ISO",
         &mut w.install_iso,
-        "/home/me/Downloads/Win11_English_x64.iso",
+        "~/Downloads/Win11_English_x64.iso",
         PickField::InstallIso,
         out,
     );
@@ -163,10 +164,13 @@ fn storage_step(
         ui,
         "virtio-win driver ISO",
         &mut w.virtio_iso,
-        "/home/me/Downloads/virtio-win.iso",
+        "~/Downloads/virtio-win.iso",
         PickField::VirtioIso,
         out,
     );
+    for n in w.needs().iter().filter(|n| n.step == NeedStep::Storage) {
+        ui.colored_label(WARN, n.what);
+    }
     if let Some(n) = &rt.pick_note {
         ui.colored_label(WARN, n);
     }

@@ -128,7 +128,7 @@ class Host:
 
 # The cases of a host without a kernel update in its image (the
 # kernel-update and two-kernels cases need KERNEL_UPDATE's packages).
-BASE_CASES = ("journey", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu")
+BASE_CASES = ("journey", "tried-then-undone", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu")
 # GRUB's try-once cases: the tried boot dies (the old setup next); two
 # identical cards (the twin machine, bound by address).
 GRUB_CASES = ("tried-once-fails", "twins")
@@ -239,7 +239,7 @@ find /boot/efi -type f | sort
 cat /boot/efi/EFI/BOOT/grub.cfg 2>/dev/null || true
 """,
     apply_with="pkexec",
-    cases=("journey", "cut-bootcfg", "kernel-update", "two-kernels", "tried-once-fails"),
+    cases=("journey", "tried-then-undone", "cut-bootcfg", "kernel-update", "two-kernels", "tried-once-fails"),
     boot_once=True,
 )
 
@@ -260,7 +260,7 @@ update-grub
 find /boot/efi -type f | sort
 """,
     apply_with="cli",
-    cases=("journey", "cut-bootcfg"),
+    cases=("journey", "tried-then-undone", "cut-bootcfg"),
     boot_once=True,
 )
 
@@ -301,7 +301,7 @@ ls -l /boot/efi/EFI/Linux
 bootctl list --no-pager || true
 """,
     apply_with="cli",
-    cases=("journey", "cut-bootcfg"),
+    cases=("journey", "tried-then-undone", "cut-bootcfg"),
     boot_once=True,
 )
 

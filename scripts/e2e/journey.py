@@ -284,7 +284,11 @@ def check_restored(share):
            f"every file under /etc and /boot as before (changed {changed}, gone {gone}, new {new})")
 
 
-def journey(guest, apply_with):
+def journey(guest, apply_with, keep=True):
+    """The user's journey. On a host whose boot loader tries the new setup
+    once, `keep` keeps it from the tried boot (and a boot from the default
+    entry proves it); without it, the user undoes from the tried boot, as one
+    who did not like what they tried does."""
     share = guest.share
     boot(guest, "install, check, apply", f"""
 step_install
@@ -300,7 +304,7 @@ step_apply {apply_with}
     expect(nxt["action"].get("device") in (gpu, None) and "Virtio" not in nxt["sentence"],
            "the next step names the VM's GPU, not the host's display")
     check_secure_boot(share, guest.host.secure_boot)
-    once = guest.host.boot_once
+    once = guest.host.boot_once and keep
     boot(guest, f"tuned: verify, the input picker, the VM, {'keep' if once else 'undo'}", f"""
 step_tuned
 step_input

@@ -77,6 +77,20 @@ pub fn hint(example: impl AsRef<str>) -> egui::RichText {
         .weak()
 }
 
+/// `text` cut to `max_chars` characters with "…" in the middle (a long
+/// host path keeps its start and its end); the whole goes in a tooltip.
+pub fn shortened(text: &str, max_chars: usize) -> String {
+    let n = text.chars().count();
+    if n <= max_chars || max_chars < 5 {
+        return text.to_string();
+    }
+    let head = (max_chars - 1) / 2;
+    let tail = max_chars - 1 - head;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
 /// Detail text at a readable size.
 pub fn detail(text: impl Into<String>) -> egui::RichText {
     egui::RichText::new(text).size(DETAIL_SIZE)

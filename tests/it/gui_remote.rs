@@ -89,3 +89,96 @@ fn another_machine_is_read_shown_and_tuned_from_the_app() {
         .max_failed_pixels(400);
     h.snapshot_options("remote-overview-host-picker", &options);
 }
+
+/// The host picker by keyboard, as a user types: a click into its SSH
+/// field keeps the menu open, the typed address goes into the field, Tab
+/// walks to its Connect, Enter connects (to a test sshd); then a snapshot's
+/// path typed into its own field and Enter opens it.
+#[test]
+fn the_host_picker_is_typed_into_and_connects_and_opens() {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::NodeT;
+    let s = sshd();
+    let host = runtime_host();
+    let app = App::with_source(vfio_assistant::ui::Source::Demo, State::default(), || {});
+    let mut h = crate::support::gui::harness(app, [1280.0, 800.0]);
+    h.state_mut().picker.via = Via {
+        ssh: Some(s.ssh("client", &s.known_hosts())),
+        program: Some(env!("CARGO_BIN_EXE_vfio-assistant").into()),
+        helper: Some(crate::support::helper_bin().into()),
+    };
+    wait_for(&mut h, 60, |a| a.snapshot.is_some() && !a.is_scanning());
+    let field = |h: &egui_kittest::Harness<'static, App>, label: &str| {
+        h.get_all_by_role(Role::TextInput)
+            .find(|n| n.accesskit_node().label().as_deref() == Some(label))
+            .map(|n| n.rect().center())
+            .unwrap()
+    };
+    h.get_by_label_contains("Host: ").click();
+    h.run();
+    let at = field(&h, "Another machine over SSH");
+    h.get_all_by_role(Role::TextInput)
+        .find(|n| n.rect().center() == at)
+        .unwrap()
+        .click();
+    h.run();
+    // Still open after the click into the field, and the field has the focus.
+    h.get_by_label("Connect");
+    let address = s.target(Some(host.path()));
+    h.get_all_by_role(Role::TextInput)
+        .find(|n| n.rect().center() == at)
+        .unwrap()
+        .type_text(&address);
+    h.run();
+    assert_eq!(h.state().picker.ssh, address, "typed into the field");
+    h.key_press(egui::Key::Tab);
+    h.run();
+    let focused = h
+        .get_all_by_role(Role::Button)
+        .find(|n| n.is_focused())
+        .and_then(|n| n.accesskit_node().label());
+    assert_eq!(focused.as_deref(), Some("Connect"), "Tab walks the menu");
+    // Back into the field; Enter there connects.
+    h.get_all_by_role(Role::TextInput)
+        .find(|n| n.rect().center() == at)
+        .unwrap()
+        .click();
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.step();
+    wait_for(&mut h, 90, |a| {
+        (a.snapshot.is_some() || a.error.is_some()) && !a.is_scanning() && !a.is_fetching()
+    });
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    assert!(
+        h.state().state_key().contains("ssh:"),
+        "connected over SSH: {}",
+        h.state().state_key()
+    );
+    h.get_by_label_contains("(over SSH)");
+    // A snapshot (a captured root), by its field and Enter.
+    h.get_by_label_contains("Host: ").click();
+    h.run();
+    let at = field(&h, "A snapshot (file or folder)");
+    let node = h
+        .get_all_by_role(Role::TextInput)
+        .find(|n| n.rect().center() == at)
+        .unwrap();
+    node.click();
+    h.run();
+    let path = host.path().display().to_string();
+    h.get_all_by_role(Role::TextInput)
+        .find(|n| n.rect().center() == at)
+        .unwrap()
+        .type_text(&path);
+    h.run();
+    assert_eq!(h.state().picker.snapshot, path);
+    h.key_press(egui::Key::Enter);
+    h.step();
+    wait_for(&mut h, 60, |a| a.snapshot.is_some() && !a.is_scanning());
+    assert!(h.state().error.is_none(), "{:?}", h.state().error);
+    assert_eq!(
+        h.state().state_key(),
+        vfio_assistant::ui::state::state_key(&format!("root:{path}"))
+    );
+}

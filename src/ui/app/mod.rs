@@ -80,6 +80,11 @@ pub struct App {
 pub struct HostPicker {
     pub ssh: String,
     pub snapshot: String,
+    /// How a machine typed here is reached (the ssh command, our program
+    /// there): empty in the window (ssh from PATH, or the environment's,
+    /// see `remote::SshTarget`); tests and embedders set it. Kept across
+    /// host switches.
+    pub via: crate::remote::Via,
 }
 
 /// What names the host whose choices are saved: the demo, a captured root
@@ -393,6 +398,7 @@ impl App {
         });
         next.state_key = key;
         next.waker = waker;
+        next.picker.via = std::mem::take(&mut self.picker.via);
         self.stop_monitor();
         *self = next;
     }

@@ -56,56 +56,73 @@ impl App {
     /// saved choices.
     fn host_picker_ui(&mut self, ui: &mut egui::Ui) {
         let label = format!("Host: {} (change)", self.source_label);
-        ui.menu_button(label, |ui| {
-            ui.set_min_width(340.0);
-            if ui.button("This machine").clicked() {
-                self.commands.push(Command::SwitchHost(Source::Live));
-                ui.close();
-            }
-            if ui.button("Demo host (sample data)").clicked() {
-                self.commands.push(Command::SwitchHost(Source::Demo));
-                ui.close();
-            }
-            ui.separator();
-            ui.label("Another machine over SSH");
-            let typed = ui.add(
+        // A click inside (into a field) keeps the menu open; one outside,
+        // Escape, or a choice closes it. Tab walks its own controls (they
+        // are drawn in the top bar's turn, before the page's).
+        let config = egui::containers::menu::MenuConfig::new()
+            .close_behavior(egui::PopupCloseBehavior::CloseOnClickOutside);
+        let button = egui::Button::new(super::super::theme::shortened(&label, 60));
+        let r = egui::containers::menu::MenuButton::from_button(button)
+            .config(config)
+            .ui(ui, |ui| self.host_menu_ui(ui));
+        r.0.on_hover_text(label);
+    }
+
+    fn host_menu_ui(&mut self, ui: &mut egui::Ui) {
+        ui.set_min_width(340.0);
+        if ui.button("This machine").clicked() {
+            self.commands.push(Command::SwitchHost(Source::Live));
+            ui.close();
+        }
+        if ui.button("Demo host (sample data)").clicked() {
+            self.commands.push(Command::SwitchHost(Source::Demo));
+            ui.close();
+        }
+        ui.separator();
+        let l = ui.label("Another machine over SSH");
+        let typed = ui
+            .add(
                 egui::TextEdit::singleline(&mut self.picker.ssh)
-                    .hint_text("ssh://user@server[:port]")
+                    .hint_text(super::super::theme::hint("ssh://anna@server"))
                     .desired_width(300.0),
-            );
-            let parsed = crate::remote::SshTarget::parse(self.picker.ssh.trim());
-            let enter = typed.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-            let connect = ui.add_enabled(parsed.is_ok(), egui::Button::new("Connect"));
-            if let Ok(t) = &parsed
-                && (connect.clicked() || enter)
-            {
-                self.commands
-                    .push(Command::SwitchHost(Source::Remote(t.clone())));
-                ui.close();
-            }
-            if let (Err(e), false) = (&parsed, self.picker.ssh.trim().is_empty()) {
-                ui.colored_label(crate::ui::theme::WARN, e.to_string());
-            }
-            ui.weak(crate::ui::theme::detail(
-                "Your SSH keys and ~/.ssh/config are used (no password is asked here). That machine needs the same vfio-assistant installed; its VMs are reached over qemu+ssh, its tuning runs there through sudo.",
-            ));
-            ui.separator();
-            ui.label("A snapshot (file or folder)");
-            ui.add(
+            )
+            .labelled_by(l.id);
+        let mut parsed = crate::remote::SshTarget::parse(self.picker.ssh.trim());
+        if let Ok(t) = &mut parsed {
+            t.via = self.picker.via.clone();
+        }
+        let enter = typed.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        let connect = ui.add_enabled(parsed.is_ok(), egui::Button::new("Connect"));
+        if let Ok(t) = &parsed
+            && (connect.clicked() || enter)
+        {
+            self.commands
+                .push(Command::SwitchHost(Source::Remote(t.clone())));
+            ui.close();
+        }
+        if let (Err(e), false) = (&parsed, self.picker.ssh.trim().is_empty()) {
+            ui.colored_label(crate::ui::theme::WARN, e.to_string());
+        }
+        ui.weak(crate::ui::theme::detail(
+            "Your SSH keys and ~/.ssh/config are used (no password is asked here). That machine needs the same vfio-assistant installed; its VMs are reached over qemu+ssh, its tuning runs there through sudo.",
+        ));
+        ui.separator();
+        let l = ui.label("A snapshot (file or folder)");
+        let typed = ui
+            .add(
                 egui::TextEdit::singleline(&mut self.picker.snapshot)
-                    .hint_text("/path/to/host.tar.gz")
+                    .hint_text(super::super::theme::hint("~/host.tar.gz"))
                     .desired_width(300.0),
-            );
-            let path = self.picker.snapshot.trim();
-            if ui
-                .add_enabled(!path.is_empty(), egui::Button::new("Open"))
-                .clicked()
-            {
-                self.commands
-                    .push(Command::SwitchHost(Source::Root(path.into())));
-                ui.close();
-            }
-        });
+            )
+            .labelled_by(l.id);
+        let enter = typed.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        let path = self.picker.snapshot.trim();
+        let open = ui.add_enabled(!path.is_empty(), egui::Button::new("Open"));
+        if !path.is_empty() && (open.clicked() || enter) {
+            self.commands
+                .push(Command::SwitchHost(Source::Root(path.into())));
+            ui.close();
+        }
     }
 
     fn page_ui(&mut self, ui: &mut egui::Ui) {

@@ -8,7 +8,8 @@ use vfio_assistant::ui::app::App;
 fn build(builder: HarnessBuilder<App>, app: App) -> Harness<'static, App> {
     builder.build_ui_state(
         |ui, app: &mut App| {
-            app.poll();
+            // As the window: a host switch asked for, then the jobs.
+            app.logic_with(None);
             app.ui_content(ui);
         },
         app,

@@ -87,6 +87,11 @@ pub struct RequestArgs {
     /// VM's CPUs only while the VM NAME runs (instead of isolcpus at boot).
     #[arg(long, value_name = "NAME")]
     pub isolate_vm: Option<String>,
+    /// No boot-time isolation of the VM's CPUs (isolcpus, nohz_full,
+    /// rcu_nocbs, irqaffinity): the host keeps them while the VM is off
+    /// (with --isolate-vm they are taken only while it runs).
+    #[arg(long)]
+    pub no_isolcpus: bool,
     /// Looking Glass's shared memory for this resolution (WIDTHxHEIGHT):
     /// /dev/shm/looking-glass for you and QEMU, or with --kvmfr the kvmfr
     /// module set up.
@@ -224,6 +229,7 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
         sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
         isolation_hook: a.isolate_vm.is_some(),
+        host_keeps_vm_cpus: a.no_isolcpus,
         vm: a
             .isolate_vm
             .clone()

@@ -84,9 +84,12 @@ pub struct TuningChoices {
     pub sriov: std::collections::BTreeMap<String, u32>,
     /// Changes switched off on the page.
     pub off: Vec<String>,
-    /// Dynamic isolation: the libvirt hook for this VM (empty: isolcpus at
-    /// boot, as before).
+    /// Dynamic isolation: the libvirt hook for this VM (empty: none).
     pub isolate_vm: String,
+    /// Isolate the VM's CPUs at boot too (isolcpus, nohz_full): the host
+    /// never uses them again, the VM off or on. Its own choice; off, the
+    /// host keeps them at boot (`tune --no-isolcpus`).
+    pub boot_isolation: bool,
     /// Looking Glass's shared memory for the New VM's resolution (MiB, 0:
     /// none), through kvmfr or /dev/shm.
     pub looking_glass_mib: u64,

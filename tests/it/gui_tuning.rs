@@ -8,6 +8,7 @@
 
 use crate::support::gui::wait_for;
 use crate::support::tuning::{differ, runtime_host, tree, tuning_app};
+use egui::accesskit::Role;
 use egui_kittest::kittest::Queryable;
 
 #[test]
@@ -97,10 +98,11 @@ fn the_isolation_hook_from_the_page() {
     h.get_by_label_contains("no pins there yet");
     h.state_mut().state.tuning.use_board = false;
     h.run();
-    h.get_by_label("Isolate the VM's CPUs only while this VM runs")
-        .click();
+    // Isolation while the VM runs is the default: its name typed in.
+    assert!(!h.state().state.tuning.boot_isolation);
+    h.get_by_role_and_label(Role::TextInput, "VM name").click();
     h.run();
-    h.get_by_label("Isolate the VM's CPUs only while this VM runs")
+    h.get_by_role_and_label(Role::TextInput, "VM name")
         .type_text("win11");
     h.run();
     assert_eq!(h.state().state.tuning.isolate_vm, "win11");

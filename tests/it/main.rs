@@ -58,6 +58,7 @@ mod gui_remote;
 mod gui_shared_gpu;
 mod gui_snapshots;
 mod gui_tuning;
+mod gui_tuning_defaults;
 mod gui_tuning_failure;
 mod gui_tuning_keep;
 mod gui_wizard;

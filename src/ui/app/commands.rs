@@ -398,6 +398,12 @@ impl App {
                     t.memory_gib = m;
                 }
                 t.off.retain(|id| !focus.contains(id));
+                // Each change gets its first tick again: only the named ones on.
+                ctx.data_mut(|d| {
+                    d.remove::<std::collections::BTreeSet<String>>(
+                        crate::ui::views::tuning::presented_id(),
+                    )
+                });
                 self.tuning.focus = focus;
                 self.stop_monitor();
                 self.state.page = Page::Tuning;

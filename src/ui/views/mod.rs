@@ -11,4 +11,5 @@ pub mod pin_board;
 pub mod troubleshoot;
 pub mod tuning;
 pub mod tuning_gpu_mode;
+pub mod tuning_inputs;
 pub mod wizard;

@@ -31,6 +31,7 @@ pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<Cha
         sriov: c.sriov.clone(),
         only,
         isolation_hook: !c.isolate_vm.trim().is_empty(),
+        host_keeps_vm_cpus: !c.boot_isolation,
         vm: [&c.isolate_vm, &c.single_gpu_vm, &c.shared_gpu_vm]
             .iter()
             .map(|v| v.trim().to_string())
@@ -79,6 +80,9 @@ pub fn terminal_command(r: &Request) -> String {
     for (pf, n) in &r.sriov {
         s.push_str(&format!(" --sriov {pf}={n}"));
     }
+    if r.host_keeps_vm_cpus && (r.vcpus.is_some() || r.cpus.is_some()) {
+        s.push_str(" --no-isolcpus");
+    }
     if let Some(vm) = r.vm.as_ref().filter(|_| r.isolation_hook) {
         s.push_str(&format!(" --isolate-vm {vm}"));
     }
@@ -109,7 +113,7 @@ pub fn terminal_command(r: &Request) -> String {
     s
 }
 
-fn board_cpus(state: &State) -> Option<Vec<u32>> {
+pub(super) fn board_cpus(state: &State) -> Option<Vec<u32>> {
     if !state.tuning.use_board {
         return None;
     }
@@ -119,108 +123,55 @@ fn board_cpus(state: &State) -> Option<Vec<u32>> {
     (!cpus.is_empty()).then_some(cpus)
 }
 
-fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
-    let board_empty = state.board.pins.is_empty();
-    let c = &mut state.tuning;
-    ui.label(RichText::new("For the VM").strong());
-    ui.horizontal_wrapped(|ui| {
-        for g in snap
-            .gpus()
-            .filter(|g| g.passthrough.verdict != VerdictKind::NotViable)
-        {
-            let a = &g.device.address;
-            let mut on = c.gpus.contains(a);
-            if ui
-                .checkbox(&mut on, format!("{a}  {}", g.device.display_name()))
-                .changed()
-            {
-                if on {
-                    c.gpus.push(a.clone());
-                } else {
-                    c.gpus.retain(|x| x != a);
-                }
+/// The id under which the page remembers which changes it has given their
+/// first tick (egui's memory for this run; `Command::OpenTuning` clears it).
+pub fn presented_id() -> egui::Id {
+    egui::Id::new("tuning-presented")
+}
+
+/// A change's first tick when it first shows: on, except a binding now of
+/// a card the host's screen is on (never pre-ticked: the screen goes), and,
+/// when a next step opened the page for named changes, every other one.
+/// The user's ticks after that are theirs.
+fn first_ticks(
+    ui: &egui::Ui,
+    snap: &HostSnapshot,
+    p: &Plan,
+    req: &Request,
+    focus: &[String],
+    off: &mut Vec<String>,
+) {
+    let takes_screen = screen_taken(snap, req).is_some();
+    ui.data_mut(|d| {
+        let seen = d.get_temp_mut_or_default::<std::collections::BTreeSet<String>>(presented_id());
+        for c in &p.changes {
+            let id = c.id.to_string();
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let not_asked = !focus.is_empty() && !focus.contains(&id);
+            let screen = c.id.kind == crate::tuning::model::Kind::VfioBind && takes_screen;
+            if (not_asked || screen) && !off.contains(&id) {
+                off.push(id);
             }
         }
-        if snap.gpus().next().is_none() {
-            ui.weak("No GPU on this host.");
-        }
     });
-    ui.horizontal(|ui| {
-        let l = ui.label("vCPUs");
-        ui.add_enabled(
-            !c.use_board,
-            egui::DragValue::new(&mut c.vcpus).range(0..=snap.topology.summary.cpus_online.max(1)),
-        )
-        .labelled_by(l.id)
-        .on_hover_text("0: no CPU isolation or governor limited to the VM's CPUs.");
-        ui.checkbox(&mut c.use_board, "the CPUs of the CPU page's board");
-        if c.use_board && board_empty {
-            ui.colored_label(
-                theme::WARN,
-                "(no pins there yet: pin the vCPUs on the CPU page)",
-            );
-        }
-        let l = ui.label("Memory");
-        ui.add(
-            egui::DragValue::new(&mut c.memory_gib)
-                .range(0..=4096)
-                .suffix(" GiB"),
-        )
-        .labelled_by(l.id)
-        .on_hover_text("For hugepages; 0: none reserved.");
-        ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
-    });
-    ui.horizontal(|ui| {
-        let l = ui.label("Isolate the VM's CPUs only while this VM runs");
-        ui.add(egui::TextEdit::singleline(&mut c.isolate_vm).desired_width(140.0).hint_text("VM name"))
-            .labelled_by(l.id)
-            .on_hover_text("A libvirt hook keeps the host's own tasks off the VM's CPUs while that VM runs and gives them back when it stops, instead of isolcpus at boot. Empty: isolcpus at boot.");
-    });
-    ui.horizontal_wrapped(|ui| {
-        let mut lg = c.looking_glass_mib > 0;
-        if ui
-            .checkbox(&mut lg, "Looking Glass's shared memory for you and QEMU")
-            .on_hover_text("The New VM's \"Use it\" step sizes it from the resolution.")
-            .changed()
-        {
-            c.looking_glass_mib = if lg { 32 } else { 0 };
-        }
-        if lg {
-            let l = ui.label("size");
-            ui.add(
-                egui::DragValue::new(&mut c.looking_glass_mib)
-                    .range(16..=1024)
-                    .suffix(" MiB"),
-            )
-            .labelled_by(l.id);
-            ui.checkbox(&mut c.kvmfr, "through the kvmfr module");
-        }
-        ui.checkbox(
-            &mut c.qemu_as_me,
-            "QEMU runs as you (for your sound server; every system VM becomes yours)",
-        );
-    });
-    super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap);
-    for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
-        let a = pf.device.address.clone();
-        let total = pf.device.sriov.as_ref().map_or(0, |s| s.total_vfs);
-        ui.horizontal(|ui| {
-            let mut n = c.sriov.get(&a).copied().unwrap_or(0);
-            let l = ui.label(format!("SR-IOV VFs on {a} {}", pf.device.display_name()));
-            if ui
-                .add(egui::DragValue::new(&mut n).range(0..=total))
-                .labelled_by(l.id)
-                .changed()
-            {
-                if n == 0 {
-                    c.sriov.remove(&a);
-                } else {
-                    c.sriov.insert(a.clone(), n);
-                }
-            }
-            ui.weak(format!("of {total}"));
-        });
-    }
+}
+
+/// What binding a card now does to the host's screen, when the host shows
+/// its screen on one of the VM's cards.
+fn screen_taken(snap: &HostSnapshot, req: &Request) -> Option<String> {
+    req.gpus.iter().find_map(|g| {
+        let shown = snap.device(g).map(|e| e.device.host_usage.connected_displays()).unwrap_or_default();
+        let why = match crate::report::vm_card::host_screen(snap, g) {
+            Some(w) => w.to_string(),
+            None if !shown.is_empty() => format!("a display is connected to it: {}", shown.join(", ")),
+            None => return None,
+        };
+        Some(format!(
+            "The host's screen is on {g} now ({why}): binding it to vfio-pci now (not ticked) turns that screen off until it is undone or the host reboots. Move the screen to another GPU first, or bind it at boot."
+        ))
+    })
 }
 
 fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) {
@@ -487,7 +438,7 @@ pub fn tuning_ui(
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
         ui.heading("Host tuning");
         ui.label("What this host needs for a passthrough VM, applied as one transaction you can undo: files are written atomically and kept in a journal, a failure puts everything back, and boot changes are checked before you reboot.");
-        inputs_ui(ui, snap, state);
+        super::tuning_inputs::inputs_ui(ui, snap, state);
         if let Some(checks) = &rt.single_gpu {
             ui.label(RichText::new("Before single-GPU passthrough").strong());
             super::findings::finding_list_ui(ui, checks);
@@ -530,6 +481,11 @@ pub fn tuning_ui(
             ui.weak(theme::detail(n));
         }
         let focus = rt.focus.clone();
+        first_ticks(ui, snap, &p, &req, &focus, &mut state.tuning.off);
+        let screen = screen_taken(snap, &req);
+        if let Some(w) = &screen {
+            ui.colored_label(theme::WARN, w);
+        }
         group_ui(ui, &p, Effect::Now, "Now", &mut state.tuning.off, &focus);
         group_ui(ui, &p, Effect::AfterReboot, "After a reboot", &mut state.tuning.off, &focus);
         group_ui(ui, &p, Effect::AtVmStart, "When the VM starts", &mut state.tuning.off, &focus);

@@ -266,7 +266,7 @@ pub(crate) fn tokens(
         }
         t.push("iommu=pt".to_string());
     }
-    if !vm.is_empty() && !hk.is_empty() {
+    if !vm.is_empty() && !hk.is_empty() && !req.host_keeps_vm_cpus {
         let v = format_cpulist(vm);
         // The hook keeps host tasks off them while the VM runs instead.
         if !req.isolation_hook {

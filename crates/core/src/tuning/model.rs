@@ -34,6 +34,12 @@ pub struct Request {
     /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs)
     /// instead of `isolcpus` at boot; needs `vm` and the VM's CPUs.
     pub isolation_hook: bool,
+    /// The host keeps the VM's CPUs at boot: no isolcpus, nohz_full,
+    /// rcu_nocbs or irqaffinity on the kernel's command line (boot-time
+    /// isolation takes those threads from the host for good, the VM off or
+    /// on). The isolation hook, when asked, still takes them while the VM
+    /// runs. `tune --no-isolcpus`; the app's default.
+    pub host_keeps_vm_cpus: bool,
     /// The libvirt domain the isolation hook is for.
     pub vm: Option<String>,
     /// Looking Glass's shared memory (MiB, `playable::looking_glass_mib`).

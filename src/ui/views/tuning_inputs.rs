@@ -1,0 +1,153 @@
+//! The Tuning page's inputs: the VM's GPUs, CPUs and memory, how its CPUs
+//! are isolated (while it runs, the default; at boot for good, its own
+//! choice with its cost said), Looking Glass, QEMU as the user, the GPU
+//! mode and SR-IOV.
+
+use crate::host::HostSnapshot;
+use crate::host::iommu::VerdictKind;
+use crate::parse::cpulist::format_cpulist;
+use crate::ui::state::{State, TuningChoices};
+use crate::ui::theme;
+use egui::RichText;
+
+pub(super) fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
+    let board_empty = state.board.pins.is_empty();
+    let vm_cpus = super::tuning::board_cpus(state);
+    let c = &mut state.tuning;
+    ui.label(RichText::new("For the VM").strong());
+    ui.horizontal_wrapped(|ui| {
+        for g in snap
+            .gpus()
+            .filter(|g| g.passthrough.verdict != VerdictKind::NotViable)
+        {
+            let a = &g.device.address;
+            let mut on = c.gpus.contains(a);
+            if ui
+                .checkbox(&mut on, format!("{a}  {}", g.device.display_name()))
+                .changed()
+            {
+                if on {
+                    c.gpus.push(a.clone());
+                } else {
+                    c.gpus.retain(|x| x != a);
+                }
+            }
+        }
+        if snap.gpus().next().is_none() {
+            ui.weak("No GPU on this host.");
+        }
+    });
+    ui.horizontal(|ui| {
+        let l = ui.label("vCPUs");
+        ui.add_enabled(
+            !c.use_board,
+            egui::DragValue::new(&mut c.vcpus).range(0..=snap.topology.summary.cpus_online.max(1)),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("0: no CPU isolation or governor limited to the VM's CPUs.");
+        ui.checkbox(&mut c.use_board, "the CPUs of the CPU page's board");
+        if c.use_board && board_empty {
+            ui.colored_label(
+                theme::WARN,
+                "(no pins there yet: pin the vCPUs on the CPU page)",
+            );
+        }
+        let l = ui.label("Memory");
+        ui.add(
+            egui::DragValue::new(&mut c.memory_gib)
+                .range(0..=4096)
+                .suffix(" GiB"),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("For hugepages; 0: none reserved.");
+        ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
+    });
+    isolation_ui(ui, snap, c, vm_cpus);
+    ui.horizontal_wrapped(|ui| {
+        let mut lg = c.looking_glass_mib > 0;
+        if ui
+            .checkbox(&mut lg, "Looking Glass's shared memory for you and QEMU")
+            .on_hover_text("The New VM's \"Use it\" step sizes it from the resolution.")
+            .changed()
+        {
+            c.looking_glass_mib = if lg { 32 } else { 0 };
+        }
+        if lg {
+            let l = ui.label("size");
+            ui.add(
+                egui::DragValue::new(&mut c.looking_glass_mib)
+                    .range(16..=1024)
+                    .suffix(" MiB"),
+            )
+            .labelled_by(l.id);
+            ui.checkbox(&mut c.kvmfr, "through the kvmfr module");
+        }
+        ui.checkbox(
+            &mut c.qemu_as_me,
+            "QEMU runs as you (for your sound server; every system VM becomes yours)",
+        );
+    });
+    super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap);
+    for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
+        let a = pf.device.address.clone();
+        let total = pf.device.sriov.as_ref().map_or(0, |s| s.total_vfs);
+        ui.horizontal(|ui| {
+            let mut n = c.sriov.get(&a).copied().unwrap_or(0);
+            let l = ui.label(format!("SR-IOV VFs on {a} {}", pf.device.display_name()));
+            if ui
+                .add(egui::DragValue::new(&mut n).range(0..=total))
+                .labelled_by(l.id)
+                .changed()
+            {
+                if n == 0 {
+                    c.sriov.remove(&a);
+                } else {
+                    c.sriov.insert(a.clone(), n);
+                }
+            }
+            ui.weak(format!("of {total}"));
+        });
+    }
+}
+
+/// Isolation while the VM runs (a libvirt hook, nothing at boot) is the
+/// default; at boot (isolcpus, nohz_full) is chosen here, with its cost.
+fn isolation_ui(
+    ui: &mut egui::Ui,
+    snap: &HostSnapshot,
+    c: &mut TuningChoices,
+    board: Option<Vec<u32>>,
+) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label("Keep the host off the VM's CPUs");
+        ui.radio_value(&mut c.boot_isolation, false, "only while the VM runs");
+        let l = ui.label("VM name");
+        ui.add(
+            egui::TextEdit::singleline(&mut c.isolate_vm)
+                .desired_width(140.0)
+                .hint_text(theme::hint("win11")),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("A libvirt hook keeps the host's own tasks off the VM's CPUs while that VM runs and gives them back when it stops. Nothing changes at boot.");
+        ui.radio_value(&mut c.boot_isolation, true, "at boot, for good");
+    });
+    let total = snap.topology.summary.cpus_online;
+    if c.boot_isolation {
+        let which = match &board {
+            Some(cpus) if c.use_board => format!(
+                "CPUs {} ({} of {total} threads)",
+                format_cpulist(cpus),
+                cpus.len()
+            ),
+            _ => format!("the VM's {} CPUs (of {total} threads)", c.vcpus),
+        };
+        ui.colored_label(
+            theme::WARN,
+            format!("Costs: the host never runs its own work on {which} again, even while the VM is off (isolcpus, nohz_full on the kernel's command line), until this is undone; it takes a reboot."),
+        );
+    } else if c.isolate_vm.trim().is_empty() && (c.vcpus > 0 || c.use_board) {
+        ui.weak(theme::detail(
+            "Name the VM to keep the host off its CPUs while it runs; unnamed, the host shares them with the VM.",
+        ));
+    }
+}

@@ -50,6 +50,7 @@ mod faces_agree;
 mod forged_journal;
 mod fuzz;
 mod gui;
+mod gui_demo_apply;
 mod gui_keyboard;
 mod gui_layout;
 mod gui_monitor;

@@ -174,7 +174,14 @@ fn screen_taken(snap: &HostSnapshot, req: &Request) -> Option<String> {
     })
 }
 
-fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) {
+/// `missing`: what a captured tree lacks for it (then it cannot be ticked).
+fn change_ui(
+    ui: &mut egui::Ui,
+    c: &Change,
+    off: &mut Vec<String>,
+    focus: bool,
+    missing: &[String],
+) {
     let id = c.id.to_string();
     let mut on = !off.contains(&id);
     egui::Frame::group(ui.style()).show(ui, |ui| {
@@ -183,7 +190,7 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
         // an unwrapped one would widen the group past the window.
         ui.horizontal_wrapped(|ui| {
             if ui
-                .checkbox(&mut on, RichText::new(&c.title).strong())
+                .add_enabled(missing.is_empty(), egui::Checkbox::new(&mut on, RichText::new(&c.title).strong()))
                 .changed()
             {
                 if on {
@@ -197,6 +204,9 @@ fn change_ui(ui: &mut egui::Ui, c: &Change, off: &mut Vec<String>, focus: bool) 
                 crate::ui::widgets::badges::badge_ui(ui, "asked for", theme::INFO);
             }
         });
+        if !missing.is_empty() {
+            ui.colored_label(theme::WARN, theme::detail(format!("Not in this capture: {} (a snapshot keeps only what a scan read); on the machine itself it applies.", missing.join(", "))));
+        }
         ui.label(theme::detail(&c.why));
         egui::CollapsingHeader::new("What changes exactly")
             .id_salt(("tuning-detail", &c.id))
@@ -240,7 +250,7 @@ fn group_ui(
     effect: Effect,
     heading: &str,
     off: &mut Vec<String>,
-    focus: &[String],
+    (focus, lacking): (&[String], &std::collections::BTreeMap<String, Vec<String>>),
 ) {
     let list: Vec<&Change> = p.changes.iter().filter(|c| c.effect == effect).collect();
     if list.is_empty() {
@@ -248,7 +258,9 @@ fn group_ui(
     }
     ui.label(RichText::new(heading).heading());
     for c in list {
-        change_ui(ui, c, off, focus.contains(&c.id.to_string()));
+        let id = c.id.to_string();
+        let missing = lacking.get(&id).map_or(&[][..], Vec::as_slice);
+        change_ui(ui, c, off, focus.contains(&id), missing);
     }
     ui.add_space(6.0);
 }
@@ -482,13 +494,29 @@ pub fn tuning_ui(
         }
         let focus = rt.focus.clone();
         first_ticks(ui, snap, &p, &req, &focus, &mut state.tuning.off);
+        // A captured tree takes only what it holds: the rest unticked, said.
+        let lacking: std::collections::BTreeMap<String, Vec<String>> = if live {
+            Default::default()
+        } else {
+            p.changes
+                .iter()
+                .map(|c| (c.id.to_string(), crate::tuning::capture_fit::not_in_capture(facts, c)))
+                .filter(|(_, m)| !m.is_empty())
+                .collect()
+        };
+        for id in lacking.keys() {
+            if !state.tuning.off.contains(id) {
+                state.tuning.off.push(id.clone());
+            }
+        }
         let screen = screen_taken(snap, &req);
         if let Some(w) = &screen {
             ui.colored_label(theme::WARN, w);
         }
-        group_ui(ui, &p, Effect::Now, "Now", &mut state.tuning.off, &focus);
-        group_ui(ui, &p, Effect::AfterReboot, "After a reboot", &mut state.tuning.off, &focus);
-        group_ui(ui, &p, Effect::AtVmStart, "When the VM starts", &mut state.tuning.off, &focus);
+        let (off, marks) = (&mut state.tuning.off, (focus.as_slice(), &lacking));
+        group_ui(ui, &p, Effect::Now, "Now", off, marks);
+        group_ui(ui, &p, Effect::AfterReboot, "After a reboot", off, marks);
+        group_ui(ui, &p, Effect::AtVmStart, "When the VM starts", off, marks);
         for m in &p.manual {
             egui::Frame::group(ui.style()).show(ui, |ui| {
                 ui.set_width(ui.available_width());

@@ -190,6 +190,22 @@ pub fn next_step_with(snap: &HostSnapshot, findings: &[Finding], chosen: Option<
         .as_deref()
         .and_then(|p| snap.device(p))
         .map(|e| e.device.display_name());
+    // Checks that could not look are not a clear way: say how many.
+    let unknown = findings
+        .iter()
+        .filter(|f| f.status == Status::Unknown)
+        .count();
+    let clear = match unknown {
+        0 => "nothing on the host stands in the way".to_string(),
+        1 => "nothing found on the host stands in the way, but 1 check could not look (it shows as unknown)".to_string(),
+        n => format!("nothing found on the host stands in the way, but {n} checks could not look (they show as unknown)"),
+    };
+    let clear_cap = {
+        let mut c = clear.chars();
+        c.next()
+            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+            .unwrap_or_default()
+    };
     NextStep {
         sentence: if let (true, Some(name)) = (vm_cards.is_empty(), &picked_name) {
             format!("Create the VM with the {name}")
@@ -200,12 +216,16 @@ pub fn next_step_with(snap: &HostSnapshot, findings: &[Finding], chosen: Option<
         },
         why: if let Some(ready) = on_vfio {
             format!(
-                "{ready}, and nothing on the host stands in the way: the New VM page writes a tuned domain with it and checks that it starts."
+                "{ready}, and {clear}: the New VM page writes a tuned domain with it and checks that it starts."
             )
         } else if gpus == 0 {
-            "Nothing on the host stands in the way. There is no GPU to pass through yet: the VM can be made now and the card added later.".into()
+            format!(
+                "{clear_cap}. There is no GPU to pass through yet: the VM can be made now and the card added later."
+            )
         } else {
-            "Nothing on the host stands in the way: the New VM page writes a tuned domain for it and checks that it starts.".into()
+            format!(
+                "{clear_cap}: the New VM page writes a tuned domain for it and checks that it starts."
+            )
         },
         action: NextAction::NewVm,
         finding: None,

@@ -18,6 +18,7 @@ pub mod apply;
 pub mod artifacts;
 pub mod boot;
 pub mod boot_plan;
+pub mod capture_fit;
 pub mod command;
 pub mod facts;
 pub mod fsops;

@@ -307,3 +307,25 @@ fn the_page_says_clock_and_governor_per_cpu() {
             .is_disabled()
     );
 }
+
+/// The page holds still while samples come in: the probe's controls and
+/// the plot stay where they are across 10 frames a second apart (the list
+/// of busiest sources is padded to its rows), and the heat legend says
+/// what red means.
+#[test]
+fn the_controls_do_not_move_across_frames() {
+    let mut h = live_monitor("");
+    wait_for(&mut h, 20, |a| a.monitor.irq_total.len() >= 2);
+    h.get_by_label_contains("red: 10 000/s or more");
+    let place = |h: &Harness<'static, App>| {
+        let probe = h.get_by_label_contains("Run the probe").rect();
+        let idle = h.get_by_label("and with shallow idle states only").rect();
+        (probe, idle)
+    };
+    let first = place(&h);
+    for i in 0..10 {
+        let seen = h.state().monitor.irq_total.len();
+        wait_for(&mut h, 5, |a| a.monitor.irq_total.len() > seen);
+        assert_eq!(place(&h), first, "frame {i}: the controls moved");
+    }
+}

@@ -114,6 +114,11 @@ fn plot(ui: &mut egui::Ui, v: &MonitorView) {
         .allow_scroll(false)
         .x_axis_label("seconds")
         .y_axis_label("per second")
+        // A range always, so the y numbers never vanish (all zeros, a
+        // flat line) and the axis keeps its width.
+        .include_y(0.0)
+        .include_y(10.0)
+        .y_axis_min_width(48.0)
         .show(ui, |p| {
             p.line(line(&v.irq_total, "interrupts/s (all CPUs)"));
             if !v.exits.is_empty() {
@@ -350,8 +355,11 @@ pub fn monitor_ui(
         .show(ui, |ui| page(ui, snap, v, state, mode, out));
 }
 
+/// The rows of "Busiest interrupt sources" and of the KVM exits, always.
+const SOURCE_ROWS: usize = 8;
+
 /// Said at the top of the page on a captured host.
-pub const CAPTURED_HOST: &str = "A captured host (a snapshot or the demo): its counters were written once and never move, so rates here stay at zero. The monitor and the latency probe are for the live machine: run the app without --root or --demo there.";
+pub const CAPTURED_HOST: &str = "A captured host (a snapshot or the demo): its counters were written once and never move, so rates here stay at zero. The monitor and the latency probe are for the live machine: choose This machine in the Host menu, or run the app there.";
 
 fn page(
     ui: &mut egui::Ui,
@@ -437,10 +445,15 @@ fn page(
     ui.columns(2, |cols| {
         let ui = &mut cols[0];
         ui.label(RichText::new("Busiest interrupt sources").strong());
+        // Always SOURCE_ROWS rows (padded): the controls below stay put
+        // as the list grows and shrinks from one second to the next.
+        let mut rows = 0;
         if r.sources.is_empty() && !r.irq_per_cpu.is_empty() {
             ui.weak("none fired during the last interval");
+            rows += 1;
         }
-        for s in r.sources.iter().take(8) {
+        for s in r.sources.iter().take(SOURCE_ROWS - rows) {
+            rows += 1;
             let mut line = format!("{:>7.0}/s  {}  {}", s.per_s, s.label, s.description);
             if let Some(m) = s.vfio {
                 line.push_str(&format!("  [passed-through, {m:?}]"));
@@ -457,6 +470,9 @@ fn page(
                         .on_hover_text(format!("{line}\n\nAn interrupt handled on a CPU set aside for the guest (a vCPU's host CPU, or one isolated with isolcpus/nohz_full) interrupts the guest: steer it away with irqaffinity= on the kernel command line or /proc/irq/N/smp_affinity_list."));
                 }
             }
+        }
+        for _ in rows..SOURCE_ROWS {
+            ui.label(RichText::new(" ").monospace());
         }
         let ui = &mut cols[1];
         if !r.vcpus.is_empty() {
@@ -478,11 +494,14 @@ fn page(
             if let Some(src) = r.kvm_source {
                 heading.on_hover_text(format!("from {}", src.label()));
             }
-            for k in r.kvm.iter().take(8) {
-                ui.label(format!("{:>8.0}/s  {}", k.per_s, k.name)).on_hover_text(k.meaning);
-                if !k.meaning.is_empty() {
-                    ui.weak(k.meaning);
-                }
+            // One line each, padded to SOURCE_ROWS (the meaning on hover).
+            let kinds: Vec<_> = r.kvm.iter().take(SOURCE_ROWS).collect();
+            for k in &kinds {
+                ui.add(egui::Label::new(format!("{:>8.0}/s  {}", k.per_s, k.name)).truncate())
+                    .on_hover_text(k.meaning);
+            }
+            for _ in kinds.len()..SOURCE_ROWS {
+                ui.label(" ");
             }
         }
     });

@@ -16,16 +16,22 @@ use std::collections::{BTreeMap, BTreeSet};
 /// thousand (mostly the timer), a gaming VM's GPU and audio thousands.
 pub const HEAT_FULL: f64 = 10_000.0;
 
-/// The colour of `v` interrupts/s: log scale from dark (none) to bright
-/// orange (`HEAT_FULL` or more).
+/// The colour of `v` interrupts/s: log scale in three stretches — dark
+/// slate (none) to a calm blue at 100/s (an idle core: the timer), to amber
+/// at 1 000/s, to red at `HEAT_FULL` or more (a CPU busy with a device's
+/// interrupts). Red means busy, never an idle core's ticks.
 pub fn heat(v: f64) -> Color32 {
     let x = ((v.max(0.0) + 1.0).ln() / (HEAT_FULL + 1.0).ln()).clamp(0.0, 1.0);
-    // Two stretches, dark slate to a muted red to a bright orange, so that
-    // neighbouring decades differ at a glance.
+    const DARK: (u8, u8, u8) = (40, 50, 70);
+    const CALM: (u8, u8, u8) = (50, 100, 150);
+    const AMBER: (u8, u8, u8) = (200, 170, 60);
+    const RED: (u8, u8, u8) = (230, 50, 40);
     let (from, to, y) = if x < 0.5 {
-        ((40, 50, 70), (165, 60, 60), x * 2.0)
+        (DARK, CALM, x * 2.0)
+    } else if x < 0.75 {
+        (CALM, AMBER, (x - 0.5) * 4.0)
     } else {
-        ((165, 60, 60), (250, 165, 40), x * 2.0 - 1.0)
+        (AMBER, RED, (x - 0.75) * 4.0)
     };
     let lerp = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * y).round() as u8;
     Color32::from_rgb(lerp(from.0, to.0), lerp(from.1, to.1), lerp(from.2, to.2))
@@ -81,10 +87,9 @@ fn cpu_text(r: &Rates, cpu: u32, v: f64, vm_cpu: bool) -> String {
     )
 }
 
-/// The scale under the drawing: what each shade means, with the hover
-/// pointing at the numbers.
+/// The scale under the drawing: what each shade means, and what red says.
 pub fn heat_legend(ui: &mut egui::Ui) {
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         ui.spacing_mut().item_spacing.x = 4.0;
         ui.weak("interrupts/s:");
         for (v, label) in [
@@ -98,7 +103,7 @@ pub fn heat_legend(ui: &mut egui::Ui) {
             ui.painter().rect_filled(rect, 2.0, heat(v));
             ui.weak(label);
         }
-        ui.weak("(log scale; point at a CPU for its numbers)");
+        ui.weak("(log scale) · blue: idle (an idle core takes tens to hundreds, its timer) · red: 10 000/s or more, a CPU busy with a device's interrupts · point at a CPU for its numbers");
     });
 }
 
@@ -144,7 +149,7 @@ mod tests {
     fn the_heat_scale_is_fixed_and_grows_with_the_rate() {
         // None is dark, 10 000/s and more is full, and the order holds between.
         assert_eq!(heat(0.0), Color32::from_rgb(40, 50, 70));
-        assert_eq!(heat(HEAT_FULL), Color32::from_rgb(250, 165, 40));
+        assert_eq!(heat(HEAT_FULL), Color32::from_rgb(230, 50, 40));
         assert_eq!(heat(1e6), heat(HEAT_FULL));
         let rates = [0.0, 5.0, 20.0, 300.0, 2000.0, 9000.0];
         for w in rates.windows(2) {
@@ -153,6 +158,14 @@ mod tests {
         // An idle CPU's timer ticks stay well short of full heat, whatever
         // the other CPUs do (the scale does not follow the busiest one).
         assert!(redness(heat(20.0)) < 130, "{:?}", heat(20.0));
+        // An idle core at ~75/s (its timer and a few devices) is blue, not red.
+        for idle in [20.0, 75.0, 150.0] {
+            let c = heat(idle);
+            assert!(c.r() < c.b(), "{idle}/s: {c:?}");
+        }
+        // Red is busy: more red than green and blue by far.
+        let c = heat(HEAT_FULL);
+        assert!(c.r() > 3 * c.g() && c.r() > 3 * c.b(), "{c:?}");
         // Neighbouring decades differ at a glance.
         for w in [0.0, 10.0, 100.0, 1000.0, 10_000.0].windows(2) {
             let (a, b) = (heat(w[0]), heat(w[1]));

@@ -8,7 +8,6 @@
 //! host's facts (read once off the UI thread) and the choices at the top.
 
 use crate::host::HostSnapshot;
-use crate::host::iommu::VerdictKind;
 use crate::parse::cpulist::format_cpulist;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
@@ -126,7 +125,7 @@ pub(super) fn board_cpus(state: &State) -> Option<Vec<u32>> {
 /// The id under which the page remembers which changes it has given their
 /// first tick (egui's memory for this run; `Command::OpenTuning` clears it).
 pub fn presented_id() -> egui::Id {
-    egui::Id::new("tuning-presented")
+    egui::Id::unique("tuning-presented")
 }
 
 /// A change's first tick when it first shows: on, except a binding now of

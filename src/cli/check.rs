@@ -158,8 +158,12 @@ pub fn render(root: &str, findings: &[Finding], c: &Counts, verbose: bool) -> St
     let host = if root == "/" { "this machine" } else { root };
     let _ = writeln!(
         o,
-        "VFIO Assistant checks ({host}): {} failed, {} warnings, {} unknown, {} info, {} passed\n",
-        c.fail, c.warn, c.unknown, c.info, c.pass
+        "VFIO Assistant checks ({host}): {} failed, {}, {} unknown, {} info, {} passed\n",
+        c.fail,
+        crate::units::count(c.warn, "warning"),
+        c.unknown,
+        c.info,
+        c.pass
     );
     for f in findings {
         let _ = writeln!(

@@ -92,8 +92,8 @@ pub fn run(root: &HostRoot, args: &PinArgs) -> anyhow::Result<i32> {
             .and_then(|k| snap.topology.cores.get(k));
         let _ = writeln!(
             o,
-            "  {v:>4} -> {c:<4} (core {}, L3 #{}, node {})",
-            core.map(|k| format_cpulist(&k.cpus)).unwrap_or_default(),
+            "  {v:>4} -> {c:<4} ({}, L3 #{}, node {})",
+            core.map(|k| k.name()).unwrap_or_else(|| "core ?".into()),
             cpu.and_then(|x| x.l3_group)
                 .map(|l| l.to_string())
                 .unwrap_or_else(|| "-".into()),

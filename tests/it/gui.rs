@@ -119,7 +119,7 @@ fn cpu_page_draws_hybrid_cores() {
     h.get_by_label_contains("Hybrid CPU: 6 P-cores");
     h.get_by_label_contains("8 E-cores");
     h.get_by_label("CPU 19");
-    h.get_by_label("Core 0 (P-core)");
+    h.get_by_label("Core 0-1 (P-core)");
     h.get_by_label_contains("L3 group #0 (24 MiB)");
 }
 

@@ -103,7 +103,7 @@ fn selectors_pin_and_the_validator_warns_next_to_the_vcpu() {
     // The accessible way: the selector of vCPU 1.
     h.get_all_by_label("vCPU 1").last().unwrap().click();
     h.run();
-    h.get_by_label("CPU 0, core 0, L3 #0").click();
+    h.get_by_label("CPU 0, core 0,6, L3 #0").click();
     h.run();
     assert_eq!(h.state().state.board.pins.get(&1), Some(&0));
     h.get_by_label("CPU 0 v1");
@@ -194,4 +194,45 @@ fn hover_names_the_irqs_and_the_board_saves_its_xml() {
         xml.contains("threads='2'"),
         "CPUs 3 and 9 are one core's threads: {xml}"
     );
+}
+
+/// One numbering of cores for both faces: a core is named by its threads,
+/// so the page's selector and `pin`'s table name the same core alike.
+#[test]
+fn the_page_and_pin_name_a_core_alike() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vfio-assistant"))
+        .args(["--root", ryzen().to_str().unwrap(), "pin", "--vcpus", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "     0 -> 1    (core 1,7, L3 #0, node 0)"
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 ->"))
+        .unwrap();
+    let cpu: u32 = line
+        .split("->")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let core = line
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .take_while(|p| !p.contains("L3"))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(core.starts_with("core "), "{line}");
+    let mut h = board_harness(Board {
+        vcpus: 2,
+        ..Board::default()
+    });
+    h.get_all_by_label("vCPU 0").last().unwrap().click();
+    h.run();
+    h.get_by_label_contains(&format!("CPU {cpu}, {core}, L3"));
 }

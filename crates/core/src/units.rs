@@ -32,3 +32,13 @@ mod tests {
         assert_eq!(human_kib(4), "4 KiB");
     }
 }
+
+/// `n` and the word, plural when `n` is not 1: "1 warning", "2 warnings"
+/// (`word` takes an s; say the irregular ones yourself).
+pub fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}

@@ -153,8 +153,12 @@ fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
 pub fn findings_ui(ui: &mut egui::Ui, findings: &[Finding], out: Option<&mut Vec<Command>>) {
     let c = counts(findings);
     ui.label(format!(
-        "{} failed · {} warnings · {} unknown · {} info · {} passed",
-        c.fail, c.warn, c.unknown, c.info, c.pass
+        "{} failed · {} · {} unknown · {} info · {} passed",
+        c.fail,
+        crate::units::count(c.warn, "warning"),
+        c.unknown,
+        c.info,
+        c.pass
     ));
     ui.add_space(4.0);
     // What could not look (a capture without the file, not root) is said

@@ -94,8 +94,7 @@ fn cpu_choice(s: &HostSnapshot, c: u32) -> String {
         .cores
         .iter()
         .find(|k| k.cpus.contains(&c))
-        .and_then(|k| k.core_id)
-        .map(|id| format!(", core {id}"))
+        .map(|k| format!(", {}", k.name()))
         .unwrap_or_default();
     let l3 = cpu
         .and_then(|x| x.l3_group)
@@ -341,7 +340,7 @@ pub fn board_ui(
                 &mut state.pin_tune_rest,
                 "Also turn on the Hyper-V enlightenments this host's KVM offers, and the guest timers",
             )
-            .on_hover_text("What `domain tune` does besides pinning: Windows then spends fewer VM exits on its clock, spinlocks and interrupts. Takes effect at the VM's next start.");
+            .on_hover_text("Besides pinning, the Hyper-V enlightenments and timers: Windows then spends fewer VM exits on its clock, spinlocks and interrupts. Takes effect at the VM's next start.");
             match &rt.applied {
                 Some(Ok(m)) => {
                     ui.label(m);

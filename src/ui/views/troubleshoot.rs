@@ -43,7 +43,10 @@ pub fn troubleshoot_ui(
                 ui.weak("reading…");
             }
             Some(Ok(f)) => {
-                ui.weak(format!("{} findings about the VM included", f.len()));
+                ui.weak(format!(
+                    "{} about the VM included",
+                    crate::units::count(f.len(), "finding")
+                ));
             }
             Some(Err(e)) => {
                 ui.colored_label(ui.visuals().error_fg_color, e);
@@ -69,8 +72,9 @@ pub fn troubleshoot_ui(
     ui.horizontal_wrapped(|ui| {
         for s in SYMPTOMS {
             let selected = state.symptom.as_deref() == Some(s.id);
+            // Framed buttons (a selectable label looks like plain text).
             if ui
-                .selectable_label(selected, s.title)
+                .add(egui::Button::new(s.title).selected(selected).frame(true))
                 .on_hover_text(format!("\"{}\"", s.says))
                 .clicked()
             {

@@ -89,11 +89,12 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
     };
     boxed(ui, color.linear_multiply(0.25), |ui| {
         ui.vertical(|ui| {
-            let label = match (kind, core.core_id) {
-                (Some(k), Some(id)) => format!("Core {} ({})", id, k.name),
-                (None, Some(id)) => format!("Core {id}"),
-                (Some(k), None) => format!("Core #{} ({})", core.index, k.name),
-                (None, None) => format!("Core #{}", core.index),
+            // Named by its threads, as the CLI names it (`Core::name`).
+            let name = core.name();
+            let name = format!("C{}", &name[1..]);
+            let label = match kind {
+                Some(k) => format!("{name} ({})", k.name),
+                None => name,
             };
             ui.label(RichText::new(label).small());
             ui.horizontal(|ui| {
@@ -157,8 +158,8 @@ fn core_ui(ui: &mut egui::Ui, t: &Topology, core: &Core, d: &mut Draw<'_, '_>) {
                     let notes = d.notes;
                     resp.on_hover_ui(|ui| {
                         ui.label(format!(
-                            "CPU {cpu_id}, core {} of package {}",
-                            core.core_id.map(|c| c.to_string()).unwrap_or("?".into()),
+                            "CPU {cpu_id}, {} of package {}",
+                            core.name(),
                             core.package_id.unwrap_or(0)
                         ));
                         ui.label(format!("SMT siblings: {}", format_cpulist(&core.cpus)));

@@ -65,7 +65,7 @@ pub const SYMPTOMS: &[Symptom] = &[
             "mem.hugepages",
         ],
         device_scoped: false,
-        cannot_see: "Much of it lives in the guest and in the VM's pinning: with the VM named (doctor --domain NAME, or the VM field in the app) its pinning and the interrupts on its CPUs are read too.",
+        cannot_see: "Much of it lives in the guest and in the VM's pinning: with the VM named (the VM field on the Troubleshoot page; or in a terminal: doctor --domain NAME) its pinning and the interrupts on its CPUs are read too.",
         cannot_see_named: Some(
             "Much of it lives in the guest: its drivers, its power plan and its DPC latency (LatencyMon in the guest names the driver that holds the CPU).",
         ),

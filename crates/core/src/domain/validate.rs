@@ -69,7 +69,7 @@ pub fn caps_problems(doc: &Document, caps: &DomainCaps) -> Vec<String> {
         .collect();
     if !missing.is_empty() {
         out.push(format!(
-            "Hyper-V enlightenments this host's KVM does not offer: {} — QEMU will refuse to start the guest; drop them (`domain tune` does, from the capabilities).",
+            "Hyper-V enlightenments this host's KVM does not offer: {} — QEMU will refuse to start the guest; drop them (the CPU page's Apply does, from the capabilities; or in a terminal: domain tune).",
             missing.join(", ")
         ));
     }

@@ -98,6 +98,19 @@ pub struct Core {
     pub kind: Option<usize>,
 }
 
+impl Core {
+    /// How both faces name a core: by its threads ("core 3,9"), the numbers
+    /// the user pins and reads everywhere else. The kernel's `core_id`
+    /// skips numbers and repeats per package, so it names no core alone.
+    pub fn name(&self) -> String {
+        if self.cpus.is_empty() {
+            format!("core #{}", self.index)
+        } else {
+            format!("core {}", crate::parse::cpulist::format_cpulist(&self.cpus))
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Package {
     /// The firmware's `physical_package_id` (can be any number).

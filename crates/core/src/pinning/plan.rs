@@ -16,7 +16,8 @@ use std::collections::BTreeSet;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error(
-        "asked for {asked} vCPUs, but only {available} host threads are free for a VM (after the housekeeping CPUs {reserved})"
+        "asked for {asked} vCPUs, but only {} free for a VM (after the housekeeping CPUs {reserved})",
+        crate::units::count(*.available, "host thread")
     )]
     TooMany {
         asked: usize,

@@ -197,7 +197,7 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     }
     if full_set.is_empty() {
         out.notes.push(
-            "No GPU or device was given: nothing is bound to vfio-pci (--gpu ADDRESS).".into(),
+            "No GPU or device was given: nothing is bound to vfio-pci (choose the VM's GPU; or in a terminal: --gpu ADDRESS).".into(),
         );
     }
     if vm.is_empty() {

@@ -229,7 +229,7 @@ fn functions(cx: &Ctx) -> Result<Vec<String>, PlanError> {
     let card = super::plan::card_functions(cx.snap, cx.req)?;
     let Some(gpu) = card.first() else {
         return Err(PlanError::Shared(
-            "shared mode needs the VM's GPU (--gpu)".into(),
+            "shared mode needs the VM's GPU (choose it; or in a terminal: --gpu ADDRESS)".into(),
         ));
     };
     if let Some(why) = misfit(cx.snap, gpu) {

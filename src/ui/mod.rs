@@ -11,6 +11,7 @@ pub mod runtime;
 pub mod state;
 pub mod theme;
 pub mod views;
+pub mod vm_model;
 pub mod widgets;
 pub mod wizard_state;
 pub mod worker;

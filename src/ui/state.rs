@@ -58,7 +58,9 @@ pub struct State {
     pub pin_tune_rest: bool,
     /// Where "Save board XML" writes the fragment.
     pub pin_save_path: String,
-    /// The New VM wizard's choices.
+    /// The VM every page speaks of (its vCPUs and their CPUs: `board`).
+    pub vm: crate::ui::vm_model::VmModel,
+    /// The New VM wizard's own choices.
     pub wizard: WizardState,
     /// The Tuning page's choices.
     pub tuning: TuningChoices,
@@ -71,14 +73,10 @@ pub struct State {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TuningChoices {
-    /// GPUs (and other devices) going to the VM.
+    /// More cards bound for the VM besides its GPU (`State::vm.gpu`).
     pub gpus: Vec<String>,
-    /// vCPUs for the planner; 0: none given.
-    pub vcpus: usize,
-    /// The host CPUs from the CPU page's board instead of the planner.
-    pub use_board: bool,
-    /// The VM's memory for hugepages; 0: none.
-    pub memory_gib: u64,
+    /// Hugepages for the VM's memory (`State::vm`): reserve them.
+    pub reserve_hugepages: bool,
     pub hugepages_1g: bool,
     /// SR-IOV VF counts per physical function.
     pub sriov: std::collections::BTreeMap<String, u32>,
@@ -145,15 +143,15 @@ impl State {
             ));
         }
         let here = |a: &String| snap.device(a).is_some();
-        let w = &mut self.wizard;
+        let w = &mut self.vm;
         if let Some(g) = w.gpu.take_if(|g| !here(g)) {
-            dropped.push(format!("the New VM page's GPU {g} (not on this host)"));
+            dropped.push(format!("the VM's GPU {g} (not on this host)"));
         }
         let before = w.devices.len();
         w.devices.retain(here);
         if w.devices.len() < before {
             dropped.push(format!(
-                "{} of the New VM page's devices (not on this host)",
+                "{} of the VM's devices (not on this host)",
                 before - w.devices.len()
             ));
         }
@@ -200,13 +198,13 @@ mod tests {
         s.board.pins.insert(1, 99);
         s.board.emulator.insert(200);
         // Not on this host (its cards are elsewhere).
-        s.wizard.gpu = Some("0000:99:00.0".into());
+        s.vm.gpu = Some("0000:99:00.0".into());
         s.tuning.gpus = vec!["0000:99:00.0".into()];
         let dropped = s.fit_to_host(&snap);
         assert_eq!(s.board.pins.get(&0), Some(&3), "CPU 3 is online here");
         assert!(!s.board.pins.contains_key(&1));
         assert!(s.board.emulator.is_empty());
-        assert_eq!(s.wizard.gpu, None);
+        assert_eq!(s.vm.gpu, None);
         assert!(s.tuning.gpus.is_empty());
         assert_eq!(dropped.len(), 3, "{dropped:?}");
         assert!(dropped[0].contains("CPU 99, 200"), "{dropped:?}");

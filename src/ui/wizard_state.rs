@@ -3,6 +3,7 @@
 
 use crate::domain::from_host::Choices;
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows};
+use crate::ui::vm_model::VmModel;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -66,19 +67,13 @@ pub enum NetChoice {
 #[serde(default)]
 pub struct WizardState {
     pub step: Step,
-    pub name: String,
+    // The VM itself (name, GPU, devices, memory, hugepages, media) is
+    // `State::vm`, its vCPUs the board's: held once for every page.
     pub windows11: bool,
-    pub gpu: Option<String>,
     /// The user said this VM has no GPU of its own (no passthrough): the
     /// Review does not ask for one.
     pub no_passthrough: bool,
-    /// More devices to pass through (USB controllers, sound cards).
-    pub devices: Vec<String>,
-    pub vcpus: usize,
     pub pin: bool,
-    /// Guest memory; 0: a default from the host's memory (`memory_for`).
-    pub memory_gib: u64,
-    pub hugepages: HugeChoice,
     pub disk: String,
     /// Make a new qcow2 image at `disk` (of `disk_size_gib`) instead of
     /// naming an existing one.
@@ -86,8 +81,6 @@ pub struct WizardState {
     pub disk_size_gib: u64,
     /// `None`: virtio with the virtio-win ISO, SATA without.
     pub disk_bus: Option<DiskBus>,
-    pub install_iso: String,
-    pub virtio_iso: String,
     pub network: NetChoice,
     /// The bridge or host interface for Bridge / Macvtap.
     pub net_device: String,
@@ -124,21 +117,13 @@ impl Default for WizardState {
     fn default() -> Self {
         WizardState {
             step: Step::Gpu,
-            name: "win11".into(),
             windows11: true,
-            gpu: None,
             no_passthrough: false,
-            devices: Vec::new(),
-            vcpus: 4,
             pin: true,
-            memory_gib: 0,
-            hugepages: HugeChoice::Auto,
             disk: String::new(),
             create_disk: true,
             disk_size_gib: 128,
             disk_bus: None,
-            install_iso: String::new(),
-            virtio_iso: String::new(),
             network: NetChoice::Nat,
             net_device: String::new(),
             spice: true,
@@ -207,15 +192,6 @@ impl WizardState {
         }
     }
 
-    /// The guest memory in GiB: the user's, or the host's default.
-    pub fn memory_for(&self, total_kib: Option<u64>) -> u64 {
-        if self.memory_gib == 0 {
-            default_memory_gib(total_kib)
-        } else {
-            self.memory_gib
-        }
-    }
-
     /// Whether the storage step is done: a disk named (to create or existing).
     pub fn has_disk(&self) -> bool {
         !self.disk.trim().is_empty()
@@ -223,29 +199,31 @@ impl WizardState {
 
     /// What the VM lacks to install and pass through (the Review's
     /// blockers besides the disk): `domain::install_needs`.
-    pub fn needs(&self) -> Vec<crate::domain::install_needs::Need> {
+    pub fn needs(&self, vm: &VmModel, vcpus: u32) -> Vec<crate::domain::install_needs::Need> {
         crate::domain::install_needs::missing(
-            &self.choices(None),
+            &self.choices(vm, vcpus, None),
             self.create_disk,
             self.no_passthrough,
         )
     }
 
-    pub fn choices(&self, total_kib: Option<u64>) -> Choices {
+    /// The choices for the domain: the shared VM's with `vcpus` (the
+    /// board's, or the suggestion while it has none) and the wizard's own.
+    pub fn choices(&self, vm: &VmModel, vcpus: u32, total_kib: Option<u64>) -> Choices {
         Choices {
             playable: self.playable(),
-            name: self.name.clone(),
+            name: vm.name.clone(),
             windows: if self.windows11 {
                 Windows::Eleven
             } else {
                 Windows::Ten
             },
-            gpu: self.gpu.clone(),
-            devices: self.devices.clone(),
+            gpu: vm.gpu.clone(),
+            devices: vm.devices.clone(),
             gpu_rom: None,
-            vcpus: self.vcpus.max(1),
-            memory_mib: self.memory_for(total_kib).max(1).saturating_mul(1024),
-            hugepages: match self.hugepages {
+            vcpus: (vcpus as usize).max(1),
+            memory_mib: vm.memory_for(total_kib).max(1).saturating_mul(1024),
+            hugepages: match vm.hugepages {
                 HugeChoice::Auto => None,
                 HugeChoice::TwoMiB => Some(Hugepages::TwoMiB),
                 HugeChoice::OneGiB => Some(Hugepages::OneGiB),
@@ -253,8 +231,8 @@ impl WizardState {
             },
             disk: non_empty(&self.disk),
             disk_bus: self.disk_bus,
-            install_iso: non_empty(&self.install_iso),
-            virtio_iso: non_empty(&self.virtio_iso),
+            install_iso: non_empty(&vm.install_iso),
+            virtio_iso: non_empty(&vm.virtio_iso),
             network: match self.network {
                 NetChoice::Nat => Network::Nat,
                 NetChoice::Bridge => Network::Bridge(self.net_device.trim().to_string()),

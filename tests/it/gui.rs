@@ -83,7 +83,7 @@ fn overview_explains_the_demo_host_and_links_to_its_gpu() {
     h.get_by_label("Pass through in a new VM").click();
     h.run();
     assert_eq!(h.state().state.page, Page::NewVm);
-    assert_eq!(h.state().state.wizard.gpu.as_deref(), Some("0000:0b:00.0"));
+    assert_eq!(h.state().state.vm.gpu.as_deref(), Some("0000:0b:00.0"));
 }
 
 #[test]

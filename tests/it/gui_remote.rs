@@ -25,16 +25,17 @@ fn another_machine_is_read_shown_and_tuned_from_the_app() {
         program: Some(env!("CARGO_BIN_EXE_vfio-assistant").into()),
         helper: Some(crate::support::helper_bin().into()),
     };
-    let state = State {
+    let mut state = State {
         page: Page::Overview,
         tuning: TuningChoices {
             gpus: vec!["0000:0b:00.0".into()],
-            vcpus: 4,
-            memory_gib: 1,
+            reserve_hugepages: true,
             ..TuningChoices::default()
         },
         ..State::default()
     };
+    state.board.set_vcpus(4);
+    state.vm.memory_gib = 1;
     let app = App::with_remote(target, state, || {});
     let mut h = wgpu_harness(app, [1280.0, 2400.0]);
     wait_for(&mut h, 90, |a| {

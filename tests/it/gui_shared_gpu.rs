@@ -39,11 +39,8 @@ fn the_next_step_offers_to_share_the_second_card_and_the_tuning_page_plans_it() 
     {
         let s = &h.state().state;
         assert_eq!(s.page, Page::Tuning);
-        assert_eq!(
-            s.tuning.gpus.first().map(String::as_str),
-            Some("0000:01:00.0")
-        );
-        assert_eq!(s.tuning.shared_gpu_vm, s.wizard.name);
+        assert_eq!(s.vm.gpu.as_deref(), Some("0000:01:00.0"));
+        assert_eq!(s.tuning.shared_gpu_vm, s.vm.name);
         assert!(s.tuning.single_gpu_vm.is_empty());
     }
     wait_for(&mut h, 60, |a| a.tuning.facts.is_some());
@@ -52,7 +49,7 @@ fn the_next_step_offers_to_share_the_second_card_and_the_tuning_page_plans_it() 
     // The New VM page's GPU step says how the card is handed over.
     h.state_mut().state.page = Page::NewVm;
     h.state_mut().state.wizard.step = vfio_assistant::ui::wizard_state::Step::Gpu;
-    h.state_mut().state.wizard.gpu = Some("0000:01:00.0".into());
+    h.state_mut().state.vm.gpu = Some("0000:01:00.0".into());
     h.run_steps(3);
     h.get_by_label_contains("How the host hands it over: shared");
 }

@@ -93,8 +93,9 @@ fn every_page_of_the_demo_looks_as_kept() {
 
     let mut tuning = on(Page::Tuning);
     tuning.tuning.gpus = vec!["0000:0b:00.0".into()];
-    tuning.tuning.vcpus = 6;
-    tuning.tuning.memory_gib = 8;
+    tuning.board.set_vcpus(6);
+    tuning.vm.memory_gib = 8;
+    tuning.tuning.reserve_hugepages = true;
     let mut h = demo(tuning);
     h.snapshot_options("tuning-plan", &o);
     results.extend_harness(&mut h);

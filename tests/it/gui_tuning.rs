@@ -92,12 +92,8 @@ fn the_isolation_hook_from_the_page() {
     wait_for(&mut h, 30, |a| {
         a.snapshot.is_some() && a.tuning.facts.is_some()
     });
-    // The board's CPUs asked for while the board is empty: said.
-    h.state_mut().state.tuning.use_board = true;
-    h.run();
-    h.get_by_label_contains("no pins there yet");
-    h.state_mut().state.tuning.use_board = false;
-    h.run();
+    // The VM's vCPUs without pins on the board: the planner's, said.
+    h.get_by_label_contains("no pins on the CPU page's board yet");
     // Isolation while the VM runs is the default: its name typed in.
     assert!(!h.state().state.tuning.boot_isolation);
     h.get_by_role_and_label(Role::TextInput, "VM name").click();

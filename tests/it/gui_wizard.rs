@@ -11,13 +11,19 @@ use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 use vfio_assistant::ui::app::App;
 use vfio_assistant::ui::state::{Page, State};
+use vfio_assistant::ui::vm_model::VmModel;
 use vfio_assistant::ui::wizard_state::{Step, WizardState};
 
-fn wizard_harness(dir: &std::path::Path, wizard: WizardState) -> Harness<'static, App> {
+fn wizard_harness(
+    dir: &std::path::Path,
+    wizard: WizardState,
+    vm: VmModel,
+) -> Harness<'static, App> {
     let snap = scan(&HostRoot::at(dir)).unwrap();
     let state = State {
         page: Page::NewVm,
         wizard,
+        vm,
         ..State::default()
     };
     let app = App::with_snapshot(snap, state);
@@ -50,8 +56,11 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
             uri: "test:///default".into(),
             save_path: save_path.display().to_string(),
             disk: "/var/lib/libvirt/images/win11.qcow2".into(),
-            install_iso: "/srv/Win11.iso".into(),
             ..WizardState::default()
+        },
+        VmModel {
+            install_iso: "/srv/Win11.iso".into(),
+            ..VmModel::default()
         },
     );
     settle(&mut h); // the capabilities request
@@ -60,7 +69,7 @@ fn wizard_walks_from_gpu_to_a_defined_domain() {
     h.get_by_label_contains("0000:0b:00.0  NVIDIA GP102")
         .click();
     h.run();
-    assert_eq!(h.state().state.wizard.gpu.as_deref(), Some("0000:0b:00.0"));
+    assert_eq!(h.state().state.vm.gpu.as_deref(), Some("0000:0b:00.0"));
     h.get_by_label_contains("Goes with: 0000:0b:00.1");
     // Step 2: the pinning plan, explained.
     h.get_by_label("Next").click();
@@ -142,17 +151,20 @@ fn wizard_says_why_it_cannot_build_and_recovers() {
         host.path(),
         WizardState {
             uri: "test:///default".into(),
-            vcpus: 64,
             step: Step::Cpu,
-            gpu: Some("0000:0b:00.0".into()),
             disk: "/var/lib/libvirt/images/win11.qcow2".into(),
-            install_iso: "/srv/Win11.iso".into(),
             ..WizardState::default()
         },
+        VmModel {
+            gpu: Some("0000:0b:00.0".into()),
+            install_iso: "/srv/Win11.iso".into(),
+            ..VmModel::default()
+        },
     );
+    h.state_mut().state.board.set_vcpus(64);
     settle(&mut h);
     h.get_by_label_contains("Cannot build the VM yet");
-    h.state_mut().state.wizard.vcpus = 4;
+    h.state_mut().state.board.set_vcpus(4);
     h.run();
     assert!(
         h.query_by_label_contains("Cannot build the VM yet")
@@ -181,6 +193,7 @@ fn no_disk_no_review_and_memory_fits_the_host() {
             create_disk: false,
             ..WizardState::default()
         },
+        VmModel::default(),
     );
     settle(&mut h);
     h.get_by_label_contains("The VM needs a disk");
@@ -197,7 +210,7 @@ fn no_disk_no_review_and_memory_fits_the_host() {
     assert!(h.query_by_label("Define in libvirt").is_none());
     let snap = scan(&HostRoot::at(host.path())).unwrap();
     let total = snap.kernel.mem_total_kib;
-    let gib = h.state().state.wizard.memory_for(total);
+    let gib = h.state().state.vm.memory_for(total);
     match total {
         Some(t) => assert!(
             gib * 1024 * 1024 <= t / 2 + 1024 * 1024,
@@ -222,6 +235,7 @@ fn browse_opens_a_file_dialog_or_says_why_not() {
             create_disk: false,
             ..WizardState::default()
         },
+        VmModel::default(),
     );
     settle(&mut h);
     h.get_all_by_label("Browse…").next().unwrap().click();
@@ -243,10 +257,13 @@ fn the_disk_bus_choice_reaches_the_xml() {
             uri: "test:///default".into(),
             step: Step::Storage,
             disk: "/dev/nvme1n1".into(),
+            ..WizardState::default()
+        },
+        VmModel {
             gpu: Some("0000:0b:00.0".into()),
             install_iso: "/srv/Win11.iso".into(),
             virtio_iso: "/srv/virtio-win.iso".into(),
-            ..WizardState::default()
+            ..VmModel::default()
         },
     );
     settle(&mut h);

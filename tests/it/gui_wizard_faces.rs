@@ -14,6 +14,7 @@ use vfio_assistant::host::scan;
 use vfio_assistant::sysroot::HostRoot;
 use vfio_assistant::ui::app::App;
 use vfio_assistant::ui::state::{Page, State};
+use vfio_assistant::ui::vm_model::VmModel;
 use vfio_assistant::ui::wizard_state::{Step, WizardState};
 
 const DISK: &str = "/var/lib/libvirt/images/win11.qcow2";
@@ -28,13 +29,14 @@ fn harness(dir: &std::path::Path, state: State) -> Harness<'static, App> {
     h
 }
 
-fn wizard(w: WizardState) -> State {
+fn wizard(w: WizardState, vm: VmModel) -> State {
     State {
         page: Page::NewVm,
         wizard: WizardState {
             uri: "test:///default".into(),
             ..w
         },
+        vm,
         ..State::default()
     }
 }
@@ -51,16 +53,20 @@ fn the_page_and_domain_new_write_the_same_domain() {
     let host = crate::support::hosts::good_host();
     let mut h = harness(
         host.path(),
-        wizard(WizardState {
-            step: Step::Review,
-            gpu: Some(GPU.into()),
-            vcpus: 4,
-            memory_gib: 8,
-            disk: DISK.into(),
-            install_iso: ISO.into(),
-            virtio_iso: VIRTIO.into(),
-            ..WizardState::default()
-        }),
+        wizard(
+            WizardState {
+                step: Step::Review,
+                disk: DISK.into(),
+                ..WizardState::default()
+            },
+            VmModel {
+                gpu: Some(GPU.into()),
+                memory_gib: 8,
+                install_iso: ISO.into(),
+                virtio_iso: VIRTIO.into(),
+                ..VmModel::default()
+            },
+        ),
     );
     h.run();
     let page = shown_xml(&h);
@@ -114,11 +120,14 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     let host = crate::support::hosts::good_host();
     let mut h = harness(
         host.path(),
-        wizard(WizardState {
-            step: Step::Review,
-            disk: DISK.into(),
-            ..WizardState::default()
-        }),
+        wizard(
+            WizardState {
+                step: Step::Review,
+                disk: DISK.into(),
+                ..WizardState::default()
+            },
+            VmModel::default(),
+        ),
     );
     // Opened as the Overview's "Create the VM" opens it: with the VM's card.
     h.state_mut().state.page = Page::Overview;
@@ -126,7 +135,7 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     h.get_by_label("Create the VM").click();
     h.run();
     assert_eq!(h.state().state.page, Page::NewVm);
-    assert_eq!(h.state().state.wizard.gpu.as_deref(), Some(GPU));
+    assert_eq!(h.state().state.vm.gpu.as_deref(), Some(GPU));
     // No installer for the new disk: no Define, a way to Storage.
     h.get_by_label("No Windows installer ISO.");
     assert!(h.query_by_label("Define in libvirt").is_none());
@@ -135,7 +144,8 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     h.run();
     assert_eq!(h.state().state.wizard.step, Step::Storage);
     // A virtio disk asked for, without its drivers: still blocked.
-    h.state_mut().state.wizard.install_iso = ISO.into();
+    h.state_mut().state.vm.install_iso = ISO.into();
+    h.run();
     h.get_by_label("virtio").click();
     h.run();
     assert_eq!(
@@ -146,9 +156,9 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     h.run();
     h.get_by_label("A virtio disk without the virtio-win driver ISO.");
     assert!(h.query_by_label("Define in libvirt").is_none());
-    h.state_mut().state.wizard.virtio_iso = VIRTIO.into();
+    h.state_mut().state.vm.virtio_iso = VIRTIO.into();
     // No GPU: blocked again, until "No passthrough" is said.
-    h.state_mut().state.wizard.gpu = None;
+    h.state_mut().state.vm.gpu = None;
     h.run();
     h.get_by_label("No GPU is chosen for the VM.");
     assert!(h.query_by_label("Define in libvirt").is_none());
@@ -160,4 +170,45 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     h.run();
     h.get_by_label("Define in libvirt");
     h.get_by_label("Validate");
+}
+
+/// One VM across the pages: the vCPUs changed on the CPU page's board show
+/// on the Tuning page and in the wizard (its CPU step and its XML), and the
+/// GPU ticked on the Tuning page is the wizard's.
+#[test]
+fn the_pages_share_the_vm() {
+    let host = crate::support::hosts::good_host();
+    let mut h = harness(
+        host.path(),
+        State {
+            page: Page::Cpu,
+            ..State::default()
+        },
+    );
+    // The board on the CPU page: 6 vCPUs, as a user sets them there.
+    h.get_by_role_and_label(egui::accesskit::Role::SpinButton, "vCPUs for the VM")
+        .set_value_accesskit(6.0);
+    h.run();
+    assert_eq!(h.state().state.board.vcpus, 6, "the board's count");
+    // The Tuning page shows the board's vCPUs.
+    h.get_by_label("Tuning").click();
+    crate::support::gui::wait_for(&mut h, 30, |a| a.tuning.facts.is_some());
+    let shown = h.get_by_role_and_label(egui::accesskit::Role::SpinButton, "vCPUs");
+    assert_eq!(
+        shown.value().as_deref(),
+        Some("6"),
+        "the Tuning page's vCPUs"
+    );
+    // A GPU ticked there is the VM's.
+    h.get_by_label_contains("0000:0b:00.0  NVIDIA").click();
+    h.run();
+    assert_eq!(h.state().state.vm.gpu.as_deref(), Some(GPU));
+    // The wizard: 6 vCPUs on its CPU step and in its XML, with that GPU.
+    h.state_mut().state.wizard.step = Step::Cpu;
+    h.get_by_label("New VM").click();
+    h.run();
+    let shown = h.get_by_role_and_label(egui::accesskit::Role::SpinButton, "vCPUs");
+    assert_eq!(shown.value().as_deref(), Some("6"), "the wizard's vCPUs");
+    h.get_by_label_contains("6 vCPUs pinned to CPUs");
+    assert_eq!(h.state().state.vm.gpu.as_deref(), Some(GPU));
 }

@@ -110,11 +110,11 @@ pub enum Command {
         id: String,
     },
     /// Open the Tuning page with these changes asked for (a Fix button),
-    /// these devices for the VM, and (when given) the CPU page's board.
+    /// these devices for the VM, and (when given) hugepages reserved for
+    /// its memory (this many GiB when it has none chosen yet).
     OpenTuning {
         focus: Vec<String>,
         gpus: Vec<String>,
-        use_board: bool,
         memory_gib: Option<u64>,
     },
     /// The Tuning page with this GPU shared: the desktop's while the VM
@@ -172,10 +172,10 @@ impl App {
                     .as_ref()
                     .and_then(|s| s.device(&a))
                     .is_some_and(|e| e.device.is_gpu());
-                let w = &mut self.state.wizard;
+                let w = &mut self.state.vm;
                 if gpu {
                     w.gpu = Some(a);
-                    w.no_passthrough = false;
+                    self.state.wizard.no_passthrough = false;
                 } else if !w.devices.contains(&a) {
                     w.devices.push(a);
                 }
@@ -384,19 +384,18 @@ impl App {
             Command::OpenTuning {
                 focus,
                 gpus,
-                use_board,
                 memory_gib,
             } => {
-                let t = &mut self.state.tuning;
                 for g in gpus {
-                    if !t.gpus.contains(&g) {
-                        t.gpus.push(g);
-                    }
+                    self.vm_takes_card(g);
                 }
-                t.use_board |= use_board;
                 if let Some(m) = memory_gib {
-                    t.memory_gib = m;
+                    if self.state.vm.memory_gib == 0 {
+                        self.state.vm.memory_gib = m;
+                    }
+                    self.state.tuning.reserve_hugepages = true;
                 }
+                let t = &mut self.state.tuning;
                 t.off.retain(|id| !focus.contains(id));
                 // Each change gets its first tick again: only the named ones on.
                 ctx.data_mut(|d| {
@@ -418,8 +417,8 @@ impl App {
                 None
             }
             Command::ChooseVmGpu(gpu) => {
-                // The wizard's GPU step starts with the same card.
-                self.state.wizard.gpu = Some(gpu.clone());
+                // The VM's card on every page.
+                self.state.vm.gpu = Some(gpu.clone());
                 self.state.vm_gpu = Some(gpu);
                 None
             }
@@ -428,14 +427,22 @@ impl App {
         self.note = refused;
     }
 
+    /// A card for the VM: its GPU when it has none, else one more bound.
+    fn vm_takes_card(&mut self, g: String) {
+        if self.state.vm.gpu.is_none() {
+            self.state.vm.gpu = Some(g);
+        } else if self.state.vm.gpu.as_ref() != Some(&g) && !self.state.tuning.gpus.contains(&g) {
+            self.state.tuning.gpus.push(g);
+        }
+    }
+
     /// The Tuning page with `gpu` in shared mode (`shared`) or single-GPU
     /// mode, for the New VM page's VM, that mode's changes asked for.
     fn open_gpu_mode(&mut self, gpu: String, shared: bool) {
-        let vm = self.state.wizard.name.clone();
+        let vm = self.state.vm.name.clone();
+        self.state.vm.gpu = Some(gpu.clone());
         let t = &mut self.state.tuning;
-        if !t.gpus.contains(&gpu) {
-            t.gpus.insert(0, gpu);
-        }
+        t.gpus.retain(|g| *g != gpu);
         let (on, off, focus) = if shared {
             (
                 &mut t.shared_gpu_vm,

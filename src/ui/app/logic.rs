@@ -75,11 +75,7 @@ impl App {
                     jobs::HelperMsg::Line(v) => t.lines.push(v),
                     jobs::HelperMsg::Exit(code, err) => {
                         let terminal = crate::ui::views::tuning::terminal_command(
-                            &crate::ui::views::tuning::request_of(
-                                &self.state.tuning,
-                                None,
-                                Vec::new(),
-                            ),
+                            &crate::ui::views::tuning::request_of(&self.state, Vec::new()),
                         );
                         t.ended = Some((code, jobs::helper_exit_words(code, &err, &terminal)));
                         finished = true;
@@ -127,7 +123,9 @@ impl App {
             && let Some(snap) = self.snapshot.clone()
         {
             let r = root.clone();
-            let gpu = self.state.tuning.gpus.first().cloned();
+            let gpu = crate::ui::views::tuning::vm_cards(&self.state)
+                .first()
+                .cloned();
             let _ = self.tuning.single_gpu_job.start(
                 move || crate::report::single_gpu::for_gpus(&r, &snap, gpu.as_deref()),
                 self.wake(),
@@ -310,8 +308,7 @@ impl App {
     /// VM's card (`report::vm_card`, the Overview's choice), unless it has
     /// one already or the user said "no passthrough".
     pub(super) fn wizard_takes_the_vm_card(&mut self) {
-        let w = &self.state.wizard;
-        if w.gpu.is_some() || w.no_passthrough {
+        if self.state.vm.gpu.is_some() || self.state.wizard.no_passthrough {
             return;
         }
         let Some(snap) = self.snapshot.as_ref() else {
@@ -320,7 +317,7 @@ impl App {
         if let crate::report::vm_card::Pick::Card { card, .. } =
             crate::report::vm_card::pick(snap, self.state.vm_gpu.as_deref())
         {
-            self.state.wizard.gpu = Some(card.address().to_string());
+            self.state.vm.gpu = Some(card.address().to_string());
         }
     }
 
@@ -332,11 +329,10 @@ impl App {
             return;
         };
         self.wizard.pick_note = None;
-        let w = &mut self.state.wizard;
         match field {
-            PickField::Disk => w.disk = path,
-            PickField::InstallIso => w.install_iso = path,
-            PickField::VirtioIso => w.virtio_iso = path,
+            PickField::Disk => self.state.wizard.disk = path,
+            PickField::InstallIso => self.state.vm.install_iso = path,
+            PickField::VirtioIso => self.state.vm.virtio_iso = path,
         }
     }
 }

@@ -71,14 +71,7 @@ pub const PAGES: &[PageSpec] = &[
                     .start(move || crate::ui::jobs::caps(&uri), wake);
             }
             let live = app.shows_a_live_machine();
-            views::wizard::wizard_ui(
-                ui,
-                snap,
-                (&mut app.state.wizard, &app.state.tuning),
-                &app.wizard,
-                live,
-                out,
-            )
+            views::wizard::wizard_ui(ui, snap, &mut app.state, &app.wizard, live, out)
         },
     },
     PageSpec {

@@ -97,7 +97,6 @@ fn cpu_page_ui(
         out.push(Command::OpenTuning {
             focus: vec!["cmdline".into(), "irq-affinity".into(), "irqbalance".into(), "governor".into()],
             gpus: Vec::new(),
-            use_board: true,
             memory_gib: None,
         });
     }

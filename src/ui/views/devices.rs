@@ -176,7 +176,6 @@ fn details_ui(
                 out.push(Command::OpenTuning {
                     focus: vec!["vfio-boot".into()],
                     gpus: vec![d.address.clone()],
-                    use_board: false,
                     memory_gib: None,
                 });
             }

@@ -100,7 +100,6 @@ fn action_of(f: &Finding) -> Option<(&'static str, &'static str, Command)> {
             .cloned()
             .collect(),
         // The VM's CPUs come from the CPU page's board.
-        use_board: change == "irq-affinity",
         memory_gib: None,
     };
     Some(match &f.action {
@@ -222,10 +221,7 @@ mod tests {
             f(Some(Action::Tune {
                 change: "irq-affinity".into()
             })),
-            Some(Command::OpenTuning {
-                use_board: true,
-                ..
-            })
+            Some(Command::OpenTuning { .. })
         ));
         assert!(matches!(
             f(Some(Action::PinDomain)),

@@ -102,7 +102,6 @@ fn action_ui(ui: &mut egui::Ui, s: &HostSnapshot, action: &NextAction, out: &mut
                 out.push(Command::OpenTuning {
                     focus: vec![(*change).to_string()],
                     gpus: device.iter().filter(|_| *change == Kind::VfioBoot).cloned().collect(),
-                    use_board: false,
                     memory_gib: None,
                 });
             }

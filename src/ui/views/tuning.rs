@@ -19,13 +19,34 @@ use crate::ui::state::{State, TuningChoices};
 use crate::ui::theme;
 use egui::RichText;
 
-/// The request the page's choices make (the board's CPUs when asked).
-pub fn request_of(c: &TuningChoices, board_cpus: Option<Vec<u32>>, only: Vec<ChangeId>) -> Request {
+/// The cards the page binds for the VM: its GPU (`State::vm`), then the
+/// Tuning page's other ones.
+pub fn vm_cards(state: &State) -> Vec<String> {
+    let mut out: Vec<String> = state.vm.gpu.iter().cloned().collect();
+    for g in &state.tuning.gpus {
+        if !out.contains(g) {
+            out.push(g.clone());
+        }
+    }
+    out
+}
+
+/// The request the page's choices make, for the one VM: its cards, its
+/// CPUs (the board's pins, else its vCPU count for the planner), its memory
+/// when hugepages are to be reserved.
+pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
+    let c = &state.tuning;
+    let board_cpus = board_cpus(state);
+    let vcpus = state.board.vcpus as usize;
+    let total = None;
     Request {
-        gpus: c.gpus.clone(),
-        vcpus: (c.vcpus > 0 && board_cpus.is_none()).then_some(c.vcpus),
+        gpus: vm_cards(state),
+        devices: state.vm.devices.clone(),
+        vcpus: (vcpus > 0 && board_cpus.is_none()).then_some(vcpus),
         cpus: board_cpus,
-        memory_mib: (c.memory_gib > 0).then(|| c.memory_gib.saturating_mul(1024)),
+        memory_mib: c
+            .reserve_hugepages
+            .then(|| state.vm.memory_for(total).saturating_mul(1024)),
         hugepages_1g: c.hugepages_1g,
         sriov: c.sriov.clone(),
         only,
@@ -112,10 +133,8 @@ pub fn terminal_command(r: &Request) -> String {
     s
 }
 
+/// The host CPUs the board pins the VM's vCPUs to (None: no pins yet).
 pub(super) fn board_cpus(state: &State) -> Option<Vec<u32>> {
-    if !state.tuning.use_board {
-        return None;
-    }
     let mut cpus: Vec<u32> = state.board.pins.values().copied().collect();
     cpus.sort_unstable();
     cpus.dedup();
@@ -467,7 +486,7 @@ pub fn tuning_ui(
             });
             return;
         };
-        let req = request_of(&state.tuning, board_cpus(state), Vec::new());
+        let req = request_of(state, Vec::new());
         let mut p = match plan(snap, facts, &req) {
             Ok(p) => p,
             Err(e) => {
@@ -529,8 +548,8 @@ pub fn tuning_ui(
         let chosen: Vec<ChangeId> = p.changes.iter().map(|c| c.id.clone()).filter(|id| !state.tuning.off.contains(&id.to_string())).collect();
         if p.changes.is_empty() {
             let t = &state.tuning;
-            let no_cpus = if t.use_board { board_cpus(state).is_none() } else { t.vcpus == 0 };
-            if t.gpus.is_empty() && no_cpus && t.memory_gib == 0 && t.sriov.is_empty() {
+            let no_cpus = state.board.vcpus == 0;
+            if vm_cards(state).is_empty() && no_cpus && !t.reserve_hugepages && t.sriov.is_empty() {
                 ui.label("Nothing to change for the host as a whole. Choose the VM's GPU, vCPUs and memory above to see what this host needs for it.");
             } else {
                 ui.colored_label(theme::GOOD, "Nothing to change: this host already has everything asked for.");
@@ -546,7 +565,7 @@ pub fn tuning_ui(
                         .filter(|c| chosen.contains(&c.id))
                         .map(|c| c.files.len() + c.values.len() + c.commands.len())
                         .sum();
-                    out.push(Command::TuningApply { request: request_of(&state.tuning, board_cpus(state), chosen.clone()), steps });
+                    out.push(Command::TuningApply { request: request_of(state, chosen.clone()), steps });
                 }
                 if rt.is_running() {
                     ui.spinner();
@@ -554,12 +573,12 @@ pub fn tuning_ui(
                 }
             });
             // Its own choice, named again where it is applied.
-            if let Some(user) = request_of(&state.tuning, None, Vec::new()).desktop_user.filter(|_| state.tuning.qemu_as_me)
+            if let Some(user) = request_of(state, Vec::new()).desktop_user.filter(|_| state.tuning.qemu_as_me)
                 && chosen.iter().any(|id| id.kind == crate::tuning::model::Kind::QemuConf)
             {
                 ui.colored_label(theme::WARN, format!("{}.", crate::tuning::play::qemu_as_user_words(&user)));
             }
-            ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(&state.tuning, board_cpus(state), chosen)))));
+            ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(state, chosen)))));
         }
         progress_ui(ui, rt, &p.boot.recovery);
         let automated = !matches!(p.boot.loader.as_str(), "unknown" | "bootc" | "uki");

@@ -33,20 +33,25 @@ pub fn stop_units(c: &TuningChoices) -> Vec<String> {
 }
 
 /// Why the chosen card does not fit shared mode (`None`: it fits).
-fn shared_misfit(c: &TuningChoices, snap: &HostSnapshot) -> Option<String> {
-    let gpu = c.gpus.first()?;
-    crate::tuning::shared_gpu::misfit(snap, gpu)
+fn shared_misfit(card: Option<&str>, snap: &HostSnapshot) -> Option<String> {
+    crate::tuning::shared_gpu::misfit(snap, card?)
 }
 
-pub fn gpu_mode_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot) {
+/// `card`: the VM's first card (`tuning::vm_cards`).
+pub fn gpu_mode_ui(
+    ui: &mut egui::Ui,
+    c: &mut TuningChoices,
+    snap: &HostSnapshot,
+    card: Option<&str>,
+) {
     // Offered where it fits: a second GPU for the desktop.
     if snap.gpus().count() >= 2 || !c.shared_gpu_vm.trim().is_empty() {
-        shared_ui(ui, c, snap);
+        shared_ui(ui, c, snap, card);
     }
     single_ui(ui, c);
 }
 
-fn shared_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot) {
+fn shared_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot, card: Option<&str>) {
     ui.horizontal(|ui| {
         let l = ui.label("Shared: the desktop uses the GPU while this VM is off");
         ui.add(
@@ -68,7 +73,7 @@ fn shared_ui(ui: &mut egui::Ui, c: &mut TuningChoices, snap: &HostSnapshot) {
         }
     });
     if !c.shared_gpu_vm.trim().is_empty()
-        && let Some(why) = shared_misfit(c, snap)
+        && let Some(why) = shared_misfit(card, snap)
     {
         ui.colored_label(theme::WARN, format!("Shared: {why}."));
     }

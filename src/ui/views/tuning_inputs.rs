@@ -11,23 +11,29 @@ use crate::ui::theme;
 use egui::RichText;
 
 pub(super) fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut State) {
-    let board_empty = state.board.pins.is_empty();
     let vm_cpus = super::tuning::board_cpus(state);
-    let c = &mut state.tuning;
-    ui.label(RichText::new("For the VM").strong());
+    let card = super::tuning::vm_cards(state).first().cloned();
+    let total = snap.kernel.mem_total_kib;
+    ui.label(RichText::new(format!("For the VM '{}'", state.vm.name.trim())).strong())
+        .on_hover_text("The same VM as on the New VM and CPU pages: its GPU, vCPUs and memory changed here change there.");
     ui.horizontal_wrapped(|ui| {
         for g in snap
             .gpus()
             .filter(|g| g.passthrough.verdict != VerdictKind::NotViable)
         {
             let a = &g.device.address;
-            let mut on = c.gpus.contains(a);
+            let (vm, c) = (&mut state.vm, &mut state.tuning);
+            let mut on = vm.gpu.as_ref() == Some(a) || c.gpus.contains(a);
             if ui
                 .checkbox(&mut on, format!("{a}  {}", g.device.display_name()))
                 .changed()
             {
-                if on {
+                if on && vm.gpu.is_none() {
+                    vm.gpu = Some(a.clone());
+                } else if on {
                     c.gpus.push(a.clone());
+                } else if vm.gpu.as_ref() == Some(a) {
+                    vm.gpu = (!c.gpus.is_empty()).then(|| c.gpus.remove(0));
                 } else {
                     c.gpus.retain(|x| x != a);
                 }
@@ -37,31 +43,36 @@ pub(super) fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut Stat
             ui.weak("No GPU on this host.");
         }
     });
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         let l = ui.label("vCPUs");
-        ui.add_enabled(
-            !c.use_board,
-            egui::DragValue::new(&mut c.vcpus).range(0..=snap.topology.summary.cpus_online.max(1)),
-        )
-        .labelled_by(l.id)
-        .on_hover_text("0: no CPU isolation or governor limited to the VM's CPUs.");
-        ui.checkbox(&mut c.use_board, "the CPUs of the CPU page's board");
-        if c.use_board && board_empty {
-            ui.colored_label(
-                theme::WARN,
-                "(no pins there yet: pin the vCPUs on the CPU page)",
-            );
+        let b = &mut state.board;
+        let mut n = b.vcpus;
+        let online = u32::try_from(snap.topology.summary.cpus_online.max(1)).unwrap_or(u32::MAX);
+        if ui
+            .add(egui::DragValue::new(&mut n).range(0..=online))
+            .labelled_by(l.id)
+            .on_hover_text("The CPU page's board's vCPUs: the same count there and on the New VM page. 0: no CPU isolation or governor limited to the VM's CPUs.")
+            .changed()
+        {
+            b.set_vcpus(n);
         }
-        let l = ui.label("Memory");
-        ui.add(
-            egui::DragValue::new(&mut c.memory_gib)
-                .range(0..=4096)
-                .suffix(" GiB"),
+        match &vm_cpus {
+            Some(cpus) => ui.weak(format!("on CPUs {} (the CPU page's board)", format_cpulist(cpus))),
+            None if b.vcpus > 0 => ui.weak("placed by the planner (no pins on the CPU page's board yet)"),
+            None => ui.weak("none yet"),
+        };
+    });
+    ui.horizontal_wrapped(|ui| {
+        let gib = state.vm.memory_for(total);
+        let c = &mut state.tuning;
+        ui.checkbox(
+            &mut c.reserve_hugepages,
+            format!("Reserve hugepages for the VM's {gib} GiB"),
         )
-        .labelled_by(l.id)
-        .on_hover_text("For hugepages; 0: none reserved.");
+        .on_hover_text("The VM's memory is set on the New VM page's Memory step.");
         ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
     });
+    let c = &mut state.tuning;
     isolation_ui(ui, snap, c, vm_cpus);
     ui.horizontal_wrapped(|ui| {
         let mut lg = c.looking_glass_mib > 0;
@@ -87,7 +98,7 @@ pub(super) fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut Stat
             "QEMU runs as you (for your sound server; every system VM becomes yours)",
         );
     });
-    super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap);
+    super::tuning_gpu_mode::gpu_mode_ui(ui, c, snap, card.as_deref());
     for pf in snap.pci_devices.iter().filter(|e| e.device.sriov.is_some()) {
         let a = pf.device.address.clone();
         let total = pf.device.sriov.as_ref().map_or(0, |s| s.total_vfs);
@@ -134,18 +145,18 @@ fn isolation_ui(
     let total = snap.topology.summary.cpus_online;
     if c.boot_isolation {
         let which = match &board {
-            Some(cpus) if c.use_board => format!(
+            Some(cpus) => format!(
                 "CPUs {} ({} of {total} threads)",
                 format_cpulist(cpus),
                 cpus.len()
             ),
-            _ => format!("the VM's {} CPUs (of {total} threads)", c.vcpus),
+            None => format!("the VM's CPUs (of {total} threads)"),
         };
         ui.colored_label(
             theme::WARN,
             format!("Costs: the host never runs its own work on {which} again, even while the VM is off (isolcpus, nohz_full on the kernel's command line), until this is undone; it takes a reboot."),
         );
-    } else if c.isolate_vm.trim().is_empty() && (c.vcpus > 0 || c.use_board) {
+    } else if c.isolate_vm.trim().is_empty() && board.is_some() {
         ui.weak(theme::detail(
             "Name the VM to keep the host off its CPUs while it runs; unnamed, the host shares them with the VM.",
         ));

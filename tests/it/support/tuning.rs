@@ -158,16 +158,18 @@ pub fn kernel_gives_hugepages(root: &Path) {
 /// build made, run with `helper_args` (e.g. `--fail-at 1`).
 pub fn tuning_app(root: &Path, helper_args: &[&str]) -> vfio_assistant::ui::app::App {
     use vfio_assistant::ui::state::{Page, State, TuningChoices};
-    let state = State {
+    let mut state = State {
         page: Page::Tuning,
         tuning: TuningChoices {
             gpus: vec!["0000:0b:00.0".into()],
-            vcpus: 4,
-            memory_gib: 1,
+            reserve_hugepages: true,
             ..TuningChoices::default()
         },
         ..State::default()
     };
+    // The VM's 4 vCPUs (placed by the planner) and 1 GiB.
+    state.board.set_vcpus(4);
+    state.vm.memory_gib = 1;
     let mut app = vfio_assistant::ui::app::App::with_source(
         vfio_assistant::ui::Source::Root(root.into()),
         state,

@@ -9,14 +9,18 @@ use egui::RichText;
 pub const STEP: StepSpec = StepSpec {
     step: Step::Features,
     title: "Features",
-    draw: |ui, cx| features_step(ui, cx.w, cx.built),
+    draw: |ui, cx| features_step(ui, (cx.w, &mut cx.vm.name), cx.built),
 };
 
-fn features_step(ui: &mut egui::Ui, w: &mut WizardState, built: Option<&(NewDomain, Vec<String>)>) {
+fn features_step(
+    ui: &mut egui::Ui,
+    (w, name): (&mut WizardState, &mut String),
+    built: Option<&(NewDomain, Vec<String>)>,
+) {
     ui.heading("Name, Windows and features");
     ui.horizontal(|ui| {
         let l = ui.label("Name");
-        ui.text_edit_singleline(&mut w.name).labelled_by(l.id);
+        ui.text_edit_singleline(name).labelled_by(l.id);
     });
     ui.horizontal(|ui| {
         ui.radio_value(&mut w.windows11, true, "Windows 11 (Secure Boot, TPM 2.0)");

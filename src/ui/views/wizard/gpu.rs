@@ -4,6 +4,7 @@ use super::StepSpec;
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
 use crate::ui::theme::WARN;
+use crate::ui::vm_model::VmModel;
 use crate::ui::wizard_state::{Step, WizardState};
 use egui::RichText;
 
@@ -11,8 +12,8 @@ pub const STEP: StepSpec = StepSpec {
     step: Step::Gpu,
     title: "GPU",
     draw: |ui, cx| {
-        gpu_step(ui, cx.snap, cx.w);
-        mode_line(ui, cx.snap, cx.w, cx.tuning);
+        gpu_step(ui, cx.snap, (cx.vm, cx.w));
+        mode_line(ui, cx.snap, cx.vm, cx.tuning);
     },
 };
 
@@ -21,7 +22,7 @@ pub const STEP: StepSpec = StepSpec {
 fn mode_line(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
-    w: &WizardState,
+    w: &VmModel,
     t: &crate::ui::state::TuningChoices,
 ) {
     let Some(gpu) = w.gpu.as_deref() else {
@@ -31,12 +32,9 @@ fn mode_line(
         return;
     };
     let full = &e.device.address;
-    let named = |v: &str| {
-        v.trim() == w.name.trim()
-            && t.gpus
-                .iter()
-                .any(|g| crate::host::pci::full_address(g) == *full)
-    };
+    // The Tuning page's mode is for this VM (by name); its card is the
+    // VM's own (`State::vm`), the one shown here.
+    let named = |v: &str| v.trim() == w.name.trim();
     let text = if named(&t.single_gpu_vm) {
         "How the host hands it over: single GPU (the Tuning page) — the desktop stops while this VM runs and comes back after.".to_string()
     } else if named(&t.shared_gpu_vm) {
@@ -54,7 +52,7 @@ fn mode_line(
     ui.label(RichText::new(text).strong());
 }
 
-fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
+fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, (w, ws): (&mut VmModel, &mut WizardState)) {
     ui.heading("Which GPU goes to the VM?");
     ui.label("Its whole passthrough set goes with it: the other functions of the card (HDMI audio, USB-C) and anything sharing its IOMMU group.");
     if snap.gpus().next().is_some() && !snap.iommu.active {
@@ -102,7 +100,7 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
         let r = ui.add_enabled(ok, egui::RadioButton::new(selected, label));
         if r.clicked() {
             w.gpu = Some(addr.clone());
-            w.no_passthrough = false;
+            ws.no_passthrough = false;
         }
         ui.indent(addr, |ui| {
             let text = RichText::new(&v.reason).weak();
@@ -160,15 +158,15 @@ fn gpu_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     }
     if ui
         .radio(
-            w.gpu.is_none() && w.no_passthrough,
+            w.gpu.is_none() && ws.no_passthrough,
             "No passthrough: this VM gets no GPU of its own (its screen is a SPICE window)",
         )
         .clicked()
     {
         w.gpu = None;
-        w.no_passthrough = true;
+        ws.no_passthrough = true;
     }
-    if w.gpu.is_none() && !w.no_passthrough {
+    if w.gpu.is_none() && !ws.no_passthrough {
         ui.colored_label(
             WARN,
             "Choose the VM's GPU above, or \"No passthrough\" for a VM without one: the Review will not define a passthrough VM without its card.",

@@ -3,15 +3,16 @@
 use super::StepSpec;
 use crate::host::HostSnapshot;
 use crate::ui::theme::WARN;
-use crate::ui::wizard_state::{HugeChoice, Step, WizardState};
+use crate::ui::vm_model::VmModel;
+use crate::ui::wizard_state::{HugeChoice, Step};
 
 pub const STEP: StepSpec = StepSpec {
     step: Step::Memory,
     title: "Memory",
-    draw: |ui, cx| memory_step(ui, cx.snap, cx.w),
+    draw: |ui, cx| memory_step(ui, cx.snap, cx.vm),
 };
 
-fn memory_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
+fn memory_step(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut VmModel) {
     ui.heading("Memory");
     let total = snap.kernel.mem_total_kib;
     let mut gib = w.memory_for(total);

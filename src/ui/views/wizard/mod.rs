@@ -21,7 +21,18 @@ use crate::domain::template::{NewDomain, new_windows};
 use crate::host::HostSnapshot;
 use crate::ui::app::Command;
 use crate::ui::pages::WizardRuntime;
+use crate::ui::vm_model::{SUGGESTED_VCPUS, VmModel};
 use crate::ui::wizard_state::{Step, WizardState};
+
+/// The VM's vCPUs as the wizard builds it: the board's, or the suggestion
+/// while the board has none (said on the CPU step).
+pub fn vcpus_of(board: &crate::pinning::board::Board) -> u32 {
+    if board.vcpus == 0 {
+        SUGGESTED_VCPUS
+    } else {
+        board.vcpus
+    }
+}
 use egui::RichText;
 
 /// What a step draws from: the host, the choices, the wizard's libvirt
@@ -30,6 +41,10 @@ use egui::RichText;
 pub struct StepCx<'a> {
     pub snap: &'a HostSnapshot,
     pub w: &'a mut WizardState,
+    /// The VM every page shares (name, GPU, memory, media).
+    pub vm: &'a mut VmModel,
+    /// Its vCPUs and their CPUs: the CPU page's board.
+    pub board: &'a mut crate::pinning::board::Board,
     pub rt: &'a WizardRuntime,
     pub live: bool,
     pub out: &'a mut Vec<Command>,
@@ -64,15 +79,22 @@ pub const STEPS: &[StepSpec] = &[
 pub fn wizard_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
-    (w, tuning): (&mut WizardState, &crate::ui::state::TuningChoices),
+    state: &mut crate::ui::state::State,
     rt: &WizardRuntime,
     live: bool,
     out: &mut Vec<Command>,
 ) {
+    let crate::ui::state::State {
+        wizard: w,
+        tuning,
+        vm,
+        board,
+        ..
+    } = state;
     // The VM's name on every step, editable where it is shown.
     ui.horizontal(|ui| {
         let l = ui.label(RichText::new("New VM:").strong());
-        ui.add(egui::TextEdit::singleline(&mut w.name).desired_width(200.0))
+        ui.add(egui::TextEdit::singleline(&mut vm.name).desired_width(200.0))
             .labelled_by(l.id);
         ui.weak(if w.windows11 {
             "Windows 11"
@@ -108,7 +130,11 @@ pub fn wizard_ui(
     });
     ui.separator();
     let total_kib = snap.kernel.mem_total_kib;
-    let prepared = prepare(snap, &w.choices(total_kib), rt.caps.clone());
+    let prepared = prepare(
+        snap,
+        &w.choices(vm, vcpus_of(board), total_kib),
+        rt.caps.clone(),
+    );
     let built: Result<(NewDomain, Vec<String>), String> = prepared.and_then(|p| {
         new_windows(&p.spec)
             .map(|d| (d, p.notes))
@@ -123,6 +149,8 @@ pub fn wizard_ui(
     let mut cx = StepCx {
         snap,
         w,
+        vm,
+        board,
         rt,
         live,
         out,

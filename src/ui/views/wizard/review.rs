@@ -7,6 +7,7 @@ use crate::ui::app::{Command, VmPage};
 use crate::ui::pages::WizardRuntime;
 use crate::ui::theme::{self};
 use crate::ui::views::findings::finding_list_with;
+use crate::ui::vm_model::VmModel;
 use crate::ui::widgets::vm_control::vm_control_ui;
 use crate::ui::wizard_state::{Step, WizardState};
 use egui::RichText;
@@ -15,10 +16,10 @@ pub const STEP: StepSpec = StepSpec {
     step: Step::Review,
     title: "Review",
     draw: |ui, cx| {
-        if blockers_ui(ui, cx.w) {
+        if blockers_ui(ui, cx.w, cx.vm, super::vcpus_of(cx.board)) {
             return;
         }
-        review_step(ui, cx.w, cx.rt, cx.built, cx.out)
+        review_step(ui, (cx.w, cx.vm), cx.rt, cx.built, cx.out)
     },
 };
 
@@ -26,7 +27,7 @@ pub const STEP: StepSpec = StepSpec {
 /// step that gives it: nothing is validated or defined until none is left
 /// (libvirt would accept the domain; its first boot would not install).
 /// Returns whether anything blocks.
-fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState) -> bool {
+fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState, vm: &VmModel, vcpus: u32) -> bool {
     let mut blockers: Vec<(String, String, Step)> = Vec::new();
     if !w.has_disk() {
         blockers.push((
@@ -35,7 +36,7 @@ fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState) -> bool {
             Step::Storage,
         ));
     }
-    for n in w.needs() {
+    for n in w.needs(vm, vcpus) {
         let step = match n.step {
             NeedStep::Gpu => Step::Gpu,
             NeedStep::Storage => Step::Storage,
@@ -71,12 +72,12 @@ fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState) -> bool {
 
 fn review_step(
     ui: &mut egui::Ui,
-    w: &mut WizardState,
+    (w, vm): (&mut WizardState, &VmModel),
     rt: &WizardRuntime,
     built: Option<&(NewDomain, Vec<String>)>,
     out: &mut Vec<Command>,
 ) {
-    ui.heading(format!("Review '{}'", w.name.trim()));
+    ui.heading(format!("Review '{}'", vm.name.trim()));
     let Some((d, notes)) = built else { return };
     for n in notes {
         ui.label(format!("Note: {n}"));
@@ -88,9 +89,8 @@ fn review_step(
     {
         out.push(Command::OpenTuning {
             focus: vec!["vfio-boot".into(), "hugepages".into()],
-            gpus: w.gpu.iter().cloned().collect(),
-            use_board: false,
-            memory_gib: Some(w.memory_for(None).max(1)),
+            gpus: vm.gpu.iter().cloned().collect(),
+            memory_gib: Some(vm.memory_for(None).max(1)),
         });
     }
     let busy = rt.validate_job.is_busy() || rt.define_job.is_busy();

@@ -7,12 +7,16 @@ use crate::ui::app::Command;
 use crate::ui::jobs::PickField;
 use crate::ui::pages::WizardRuntime;
 use crate::ui::theme::{self, WARN};
+use crate::ui::vm_model::VmModel;
 use crate::ui::wizard_state::{Step, WizardState};
 
 pub const STEP: StepSpec = StepSpec {
     step: Step::Storage,
     title: "Storage",
-    draw: |ui, cx| storage_step(ui, cx.w, cx.rt, cx.out),
+    draw: |ui, cx| {
+        let vcpus = super::vcpus_of(cx.board);
+        storage_step(ui, (cx.w, cx.vm, vcpus), cx.rt, cx.out)
+    },
 };
 
 fn path_row(
@@ -46,7 +50,7 @@ fn path_row(
 
 fn storage_step(
     ui: &mut egui::Ui,
-    w: &mut WizardState,
+    (w, vm, vcpus): (&mut WizardState, &mut VmModel, u32),
     rt: &WizardRuntime,
     out: &mut Vec<Command>,
 ) {
@@ -60,7 +64,7 @@ fn storage_step(
         );
     });
     if w.create_disk {
-        let name = w.name.trim().to_string();
+        let name = vm.name.trim().to_string();
         if rt.place_asked.as_deref() != Some(name.as_str()) && !rt.place_job.is_busy() {
             out.push(Command::DiskPlace {
                 vm_name: name.clone(),
@@ -155,7 +159,7 @@ fn storage_step(
     path_row(
         ui,
         "Windows installer ISO",
-        &mut w.install_iso,
+        &mut vm.install_iso,
         "~/Downloads/Win11_English_x64.iso",
         PickField::InstallIso,
         out,
@@ -163,12 +167,16 @@ fn storage_step(
     path_row(
         ui,
         "virtio-win driver ISO",
-        &mut w.virtio_iso,
+        &mut vm.virtio_iso,
         "~/Downloads/virtio-win.iso",
         PickField::VirtioIso,
         out,
     );
-    for n in w.needs().iter().filter(|n| n.step == NeedStep::Storage) {
+    for n in w
+        .needs(vm, vcpus)
+        .iter()
+        .filter(|n| n.step == NeedStep::Storage)
+    {
         ui.colored_label(WARN, n.what);
     }
     if let Some(n) = &rt.pick_note {

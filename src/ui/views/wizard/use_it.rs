@@ -19,7 +19,10 @@ use crate::ui::wizard_state::{Step, WizardState};
 pub const STEP: StepSpec = StepSpec {
     step: Step::UseIt,
     title: "Use it",
-    draw: |ui, cx| use_it_step(ui, cx.snap, cx.w, cx.rt, cx.live, cx.out),
+    draw: |ui, cx| {
+        let gpu = cx.vm.gpu.clone();
+        use_it_step(ui, cx.snap, (cx.w, gpu.as_deref()), cx.rt, cx.live, cx.out)
+    },
 };
 use egui::RichText;
 
@@ -171,7 +174,7 @@ fn usb_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     }
 }
 
-fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
+fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, (w, gpu): (&mut WizardState, Option<&str>)) {
     ui.label(RichText::new("A screen without a second monitor").strong());
     ui.checkbox(
         &mut w.looking_glass,
@@ -208,7 +211,7 @@ fn screen_ui(ui: &mut egui::Ui, snap: &HostSnapshot, w: &mut WizardState) {
     ui.label(theme::detail(format!("Then run the client on this host: {}. SPICE, on 127.0.0.1 only, carries keyboard, mouse, clipboard and sound; 5900 is the port of the first SPICE VM that starts (virsh domdisplay names another).", client.command())));
     let others = snap
         .gpus()
-        .filter(|g| Some(&g.device.address) != w.gpu.as_ref())
+        .filter(|g| Some(g.device.address.as_str()) != gpu)
         .count();
     if others == 0 {
         ui.colored_label(theme::WARN, "Looking Glass's client runs on the host and needs a GPU of the host's own (an iGPU counts): this host has no other.");
@@ -241,7 +244,7 @@ fn sound_ui(ui: &mut egui::Ui, w: &mut WizardState) {
 pub fn use_it_step(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
-    w: &mut WizardState,
+    (w, gpu): (&mut WizardState, Option<&str>),
     rt: &WizardRuntime,
     live: bool,
     out: &mut Vec<Command>,
@@ -251,7 +254,7 @@ pub fn use_it_step(
     ui.separator();
     usb_ui(ui, snap, w);
     ui.separator();
-    screen_ui(ui, snap, w);
+    screen_ui(ui, snap, (w, gpu));
     ui.separator();
     sound_ui(ui, w);
 }

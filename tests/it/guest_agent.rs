@@ -314,8 +314,211 @@ fn a_running_vm_without_its_agent_says_so_through_libvirt() {
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert!(matches!(e, AgentError::Absent(_)), "{e:?}");
     assert!(e.to_string().contains("guest tools"), "{e}");
+    // `check --domain` and the app's VM findings say it.
+    let root = vfio_assistant::sysroot::HostRoot::live();
+    let snap = vfio_assistant::host::scan(&root).unwrap();
+    let f = vfio_assistant::report::findings::domain_findings(&root, &snap, &hv, &name);
+    let said = f
+        .iter()
+        .find(|x| x.id == "guest.agent")
+        .expect("a guest.agent finding");
+    assert_eq!(
+        said.status,
+        vfio_assistant::finding::Status::Warn,
+        "{said:#?}"
+    );
     // And a VM that is not running.
     hv.destroy(&name).unwrap();
     let e = agent.osinfo().unwrap_err();
     assert!(matches!(e, AgentError::NotRunning(_)), "{e:?}");
+}
+
+/// Replies recorded from real Windows (tests/fixtures/guest), played back in
+/// the order the in-guest checks ask: the composition under test, the
+/// recordings real.
+struct Recorded {
+    replies: Mutex<Vec<String>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl AgentLink for Recorded {
+    fn send(&self, command: &str, _timeout_s: u32) -> Result<String, AgentError> {
+        self.asked.lock().unwrap().push(command.to_string());
+        let mut r = self.replies.lock().unwrap();
+        assert!(!r.is_empty(), "asked more than recorded: {command}");
+        Ok(r.remove(0))
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn exec_replies(pid: u32, stdout: &str) -> [String; 2] {
+    [
+        format!("{{\"return\": {{\"pid\": {pid}}}}}"),
+        format!(
+            "{{\"return\": {{\"exited\": true, \"exitcode\": 0, \"out-data\": \"{}\"}}}}",
+            b64(stdout.as_bytes())
+        ),
+    ]
+}
+
+#[test]
+fn code_43_and_msi_mode_read_from_windows_own_words() {
+    use vfio_assistant::finding::Status;
+    use vfio_assistant::report::guest::{PassedFunction, guest_findings};
+    let pnp = fixture("pnputil-enum-devices-display-code43-plus-healthy-rtx3090.txt");
+    let reg = fixture("reg-query-msisupported-nvidia-vfio-win10.txt");
+    let mut replies = vec![fixture("osinfo-win11-winapps.json")];
+    replies.extend(exec_replies(11, &pnp));
+    replies.extend(exec_replies(12, &reg));
+    let link = Recorded {
+        replies: Mutex::new(replies),
+        asked: Mutex::new(Vec::new()),
+    };
+    let passed = [
+        PassedFunction {
+            address: "0000:01:00.0".into(),
+            vendor_id: 0x10de,
+            device_id: 0x2204,
+            name: "GA102 [GeForce RTX 3090]".into(),
+        },
+        PassedFunction {
+            address: "0000:01:00.1".into(),
+            vendor_id: 0x10de,
+            device_id: 0x1aef,
+            name: "GA102 High Definition Audio Controller".into(),
+        },
+    ];
+    let f = guest_findings(&link, &passed);
+    let said: Vec<(&str, Status, &str)> = f
+        .iter()
+        .map(|x| (x.id.as_str(), x.status, x.title.as_str()))
+        .collect();
+    assert_eq!(
+        said,
+        vec![
+            (
+                "guest.os",
+                Status::Pass,
+                "The guest agent answers: Windows 11 Pro (build 26100)"
+            ),
+            (
+                "guest.function",
+                Status::Pass,
+                "NVIDIA GeForce RTX 3090 runs in Windows"
+            ),
+            (
+                "guest.msi",
+                Status::Pass,
+                "NVIDIA GeForce RTX 3090 uses MSI in Windows"
+            ),
+            (
+                "guest.function",
+                Status::Fail,
+                "Windows does not list GA102 High Definition Audio Controller"
+            ),
+        ]
+    );
+    let asked = link.asked.lock().unwrap();
+    assert!(
+        asked[3].contains("MessageSignaledInterruptProperties")
+            && asked[3].contains("VEN_10DE&DEV_2204"),
+        "{}",
+        asked[3]
+    );
+}
+
+#[test]
+fn pnputil_reads_code_43() {
+    use vfio_assistant::guest::windows::{msi_supported, pnputil_devices};
+    let d = pnputil_devices(&fixture(
+        "pnputil-enum-devices-display-code43-plus-healthy-rtx3090.txt",
+    ));
+    assert_eq!(d.len(), 2, "{d:#?}");
+    assert_eq!(d[0].problem, Some((43, "CM_PROB_FAILED_POST_START".into())));
+    assert_eq!(d[0].pci_ids(), None, "a root-enumerated virtual display");
+    assert_eq!(d[1].pci_ids(), Some((0x10de, 0x2204)));
+    assert_eq!(
+        (d[1].status.as_str(), d[1].problem.as_ref()),
+        ("Started", None)
+    );
+    assert_eq!(
+        msi_supported(&fixture("reg-query-msisupported-nvidia-vfio-win10.txt")),
+        Some(true)
+    );
+    assert_eq!(
+        msi_supported("    MSISupported    REG_DWORD    0x0\n"),
+        Some(false)
+    );
+    assert_eq!(
+        msi_supported(
+            "ERROR: The system was unable to find the specified registry key or value.\n"
+        ),
+        None
+    );
+    assert!(pnputil_devices("garbage\n\u{0}\n:::\n").is_empty());
+}
+
+#[test]
+fn a_code_43_gpu_fails_with_its_why() {
+    use vfio_assistant::finding::Status;
+    use vfio_assistant::report::guest::{PassedFunction, guest_findings};
+    // The recorded listing's Code 43 device, given PCI IDs as a passed GPU
+    // would have (the recording's device is a virtual display: its lines
+    // are Windows' own, only the instance ID is a PCI one here).
+    let pnp = fixture("pnputil-enum-devices-display-code43-plus-healthy-rtx3090.txt").replace(
+        "ROOT\\DISPLAY\\0000",
+        "PCI\\VEN_1002&DEV_744C&SUBSYS_0E3B1002&REV_C8\\6&1a2b3c4d&0&00000019",
+    );
+    let mut replies = vec![fixture("osinfo-win10-enterprise-vdsm-comment.json").replace('\n', " ")];
+    replies[0] = format!("{{\"return\": {}}}", replies[0]);
+    replies.extend(exec_replies(7, &pnp));
+    replies.extend(exec_replies(
+        8,
+        "ERROR: The system was unable to find the specified registry key or value.\r\n",
+    ));
+    let link = Recorded {
+        replies: Mutex::new(replies),
+        asked: Mutex::new(Vec::new()),
+    };
+    let passed = [PassedFunction {
+        address: "0000:03:00.0".into(),
+        vendor_id: 0x1002,
+        device_id: 0x744c,
+        name: "Navi 31 [Radeon RX 7900 XT/7900 XTX]".into(),
+    }];
+    let f = guest_findings(&link, &passed);
+    let gpu = f.iter().find(|x| x.id == "guest.function").unwrap();
+    assert_eq!(gpu.status, Status::Fail, "{gpu:#?}");
+    assert!(
+        gpu.title.contains("Code 43") && gpu.why.contains("reset"),
+        "{gpu:#?}"
+    );
+    assert!(
+        gpu.evidence[0]
+            .value
+            .contains("problem 43 [CM_PROB_FAILED_POST_START]"),
+        "{gpu:#?}"
+    );
+    let msi = f.iter().find(|x| x.id == "guest.msi").unwrap();
+    assert_eq!(
+        (msi.status, msi.evidence[0].value.as_str()),
+        (Status::Info, "not set")
+    );
 }

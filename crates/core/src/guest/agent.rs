@@ -36,6 +36,9 @@ pub enum AgentError {
     NotRunning(String),
     /// A reply the protocol does not allow.
     Garbage { command: String, why: String },
+    /// The connection cannot reach guest agents at all (libvirt's test
+    /// driver, the demo's): nothing to say of the guest.
+    Unsupported(String),
 }
 
 impl AgentError {
@@ -61,6 +64,7 @@ impl AgentError {
             AgentError::Garbage { .. } => {
                 "The agent's reply made no sense: update the guest tools in Windows to the virtio-win version this app names."
             }
+            AgentError::Unsupported(_) => "Use qemu:///system, where the VM's QEMU runs.",
         }
     }
 }
@@ -86,6 +90,11 @@ impl fmt::Display for AgentError {
             AgentError::Garbage { command, why } => write!(
                 f,
                 "the guest agent's reply to {command} is not valid: {why}"
+            )?,
+            AgentError::Unsupported(m) => write!(
+                f,
+                "this connection cannot reach a guest agent: {}",
+                m.trim()
             )?,
         }
         write!(f, "\n  what to try: {}", self.hint())
@@ -121,6 +130,7 @@ pub(crate) fn from_virt(command: &str, timeout_s: u32, e: VirtError) -> AgentErr
         VirtErrorKind::AgentFailed => classify(command, &e.message),
         VirtErrorKind::Denied => AgentError::Denied(e.message),
         VirtErrorKind::NoDomain | VirtErrorKind::WrongState => AgentError::NotRunning(e.message),
+        VirtErrorKind::Unsupported => AgentError::Unsupported(e.message),
         _ => AgentError::Failed {
             command: command.to_string(),
             message: e.message,

@@ -7,6 +7,8 @@
 //!   and the typed calls: `guest-get-osinfo`, `guest-get-devices`.
 //! * `exec.rs`: `guest-exec` and its `guest-exec-status` poll, bounded in time
 //!   and in output.
+//! * `windows.rs`: what Windows prints (pnputil's device list with problem
+//!   codes, reg query's MSI setting), read.
 //! * `base64.rs`: the agent's output encoding, decoded with a size cap.
 //!
 //! The link is a trait (`AgentLink`): the app's is the `Hypervisor`
@@ -16,6 +18,7 @@
 pub mod agent;
 mod base64;
 pub mod exec;
+pub mod windows;
 
 pub use agent::{Agent, AgentError, AgentLink, GuestDevice, OsInfo};
 pub use exec::ExecOutput;

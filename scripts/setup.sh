@@ -20,6 +20,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs cpio zstd xz-utils"
     # qemu-img makes the test guests' tiny disks (and the wizard's images).
     pkgs="$pkgs qemu-utils"
+    # qemu-ga (the guest agent a VM runs) answers the agent client's tests on a socket.
+    pkgs="$pkgs qemu-guest-agent"
     # The package checks (scripts/package-check.sh): polkit for the helper's
     # action, man-db and bash-completion for what the .deb installs, Xvfb and
     # ImageMagick for a screenshot of the installed app, rpm to read the .rpm.

@@ -49,6 +49,7 @@ mod domain_xml;
 mod faces_agree;
 mod forged_journal;
 mod fuzz;
+mod guest_agent;
 mod gui;
 mod gui_demo_apply;
 mod gui_keyboard;

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod doctor;
 pub mod domain;
 pub mod finding;
+pub mod guest;
 pub mod helper;
 pub mod host;
 pub mod hypervisor;

@@ -38,6 +38,16 @@ fn kind_of(e: &virt::error::Error) -> VirtErrorKind {
                 VirtErrorKind::BadXml
             }
             ErrorNumber::NoSupport => VirtErrorKind::Unsupported,
+            ErrorNumber::AgentUnresponsive | ErrorNumber::AgentUnsynced => {
+                VirtErrorKind::AgentAbsent
+            }
+            ErrorNumber::AgentCommandTimeout => VirtErrorKind::AgentTimeout,
+            ErrorNumber::AgentCommandFailed => VirtErrorKind::AgentFailed,
+            // A domain without the channel: "argument unsupported: QEMU guest
+            // agent is not configured".
+            _ if msg.contains("guest agent is not configured") => VirtErrorKind::AgentAbsent,
+            // Older libvirt says an agent's error as an internal one.
+            _ if msg.contains("unable to execute qemu agent command") => VirtErrorKind::AgentFailed,
             // The test driver says this with an internal error.
             _ if msg.contains("already running") || msg.contains("not running") => {
                 VirtErrorKind::WrongState
@@ -216,6 +226,13 @@ impl Hypervisor for Libvirt {
         self.lookup(name)?
             .qemu_monitor_command(command, QMP_JSON)
             .map_err(wrap(&format!("sending QMP to '{name}'")))
+    }
+    fn agent(&self, name: &str, command: &str, timeout_s: u32) -> Result<String, VirtError> {
+        // Seconds, never one of libvirt's special values (-2 blocks for ever).
+        let timeout = i32::try_from(timeout_s.max(1)).unwrap_or(i32::MAX);
+        self.lookup(name)?
+            .qemu_agent_command(command, timeout, 0)
+            .map_err(wrap(&format!("asking the guest agent of '{name}'")))
     }
     fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError> {
         let action = "listing networks";

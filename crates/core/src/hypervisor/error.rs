@@ -17,6 +17,13 @@ pub enum VirtErrorKind {
     BadXml,
     /// The driver does not do this (e.g. QMP on the test driver).
     Unsupported,
+    /// No guest agent to talk to: the domain has no agent channel, or no
+    /// agent answers on it.
+    AgentAbsent,
+    /// The guest agent took longer than the time given.
+    AgentTimeout,
+    /// The guest agent answered a command with an error.
+    AgentFailed,
     Other,
 }
 
@@ -59,6 +66,13 @@ impl VirtError {
             VirtErrorKind::Unsupported => {
                 "This connection's driver cannot do that (the test driver has no QEMU, for example); use qemu:///system."
             }
+            VirtErrorKind::AgentAbsent => {
+                "No guest agent answers: install the guest tools in the guest (on Windows, virtio-win-guest-tools from the virtio-win ISO) and keep the domain's org.qemu.guest_agent.0 channel."
+            }
+            VirtErrorKind::AgentTimeout => {
+                "The guest agent did not answer in time: the guest may be busy or starting; try again."
+            }
+            VirtErrorKind::AgentFailed => "The guest agent's own message says why.",
             VirtErrorKind::Other => "See libvirt's message; `journalctl -u libvirtd` may say more.",
         }
     }

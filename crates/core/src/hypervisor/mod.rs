@@ -114,6 +114,10 @@ pub trait Hypervisor {
     ) -> Result<String, VirtError>;
     /// A QMP command (JSON) to a running QEMU domain; the JSON reply.
     fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError>;
+    /// A command (JSON) to the guest agent of a running domain
+    /// (`virDomainQemuAgentCommand`), waiting at most `timeout_s`; the
+    /// agent's reply (JSON). The `guest` module makes sense of both.
+    fn agent(&self, name: &str, command: &str, timeout_s: u32) -> Result<String, VirtError>;
     /// The libvirt networks (NAT `default` and friends), sorted by name.
     fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError>;
     /// Start a defined network.
@@ -183,6 +187,9 @@ impl<T: Hypervisor + ?Sized> Hypervisor for Box<T> {
     }
     fn qmp(&self, name: &str, command: &str) -> Result<String, VirtError> {
         (**self).qmp(name, command)
+    }
+    fn agent(&self, name: &str, command: &str, timeout_s: u32) -> Result<String, VirtError> {
+        (**self).agent(name, command, timeout_s)
     }
     fn networks(&self) -> Result<Vec<NetworkSummary>, VirtError> {
         (**self).networks()

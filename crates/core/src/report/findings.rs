@@ -63,7 +63,37 @@ pub fn domain_findings(
     let live = probe_vm(hv, root, name, Duration::from_secs(1));
     let mut out = vm_findings(snap, root, &live);
     out.extend(last_start_findings(root, &live));
+    if matches!(live.state, Ok(DomainState::Running)) {
+        let link = crate::guest::agent::DomainAgent {
+            hypervisor: hv,
+            domain: name,
+        };
+        out.extend(super::guest::guest_findings(
+            &link,
+            &passed_functions(snap, &live),
+        ));
+    }
     out
+}
+
+/// The running VM's passed-through PCI functions, with the IDs the guest
+/// sees them by (from the host's scan).
+fn passed_functions(snap: &HostSnapshot, live: &VmLive) -> Vec<super::guest::PassedFunction> {
+    let Some(doc) = live.live_xml.as_ref().or(live.xml.as_ref()) else {
+        return Vec::new();
+    };
+    crate::domain::inspect::pci_hostdevs(doc)
+        .into_iter()
+        .filter_map(|h| {
+            let d = &snap.device(&h.host)?.device;
+            Some(super::guest::PassedFunction {
+                address: h.host.clone(),
+                vendor_id: d.vendor_id.0,
+                device_id: d.device_id.0,
+                name: d.device_name.clone().unwrap_or_else(|| h.host.clone()),
+            })
+        })
+        .collect()
 }
 
 /// Why the domain's last start failed, read from its QEMU log as `domain

@@ -11,6 +11,7 @@
 
 pub mod device;
 pub mod findings;
+pub mod guest;
 pub mod libvirt;
 pub mod lifecycle;
 pub mod next_step;

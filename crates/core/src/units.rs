@@ -19,6 +19,16 @@ pub fn human_kib(kib: u64) -> String {
     }
 }
 
+/// `n` and the word, plural when `n` is not 1: "1 warning", "2 warnings"
+/// (`word` takes an s; say the irregular ones yourself).
+pub fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -30,15 +40,5 @@ mod tests {
         assert_eq!(human_kib(2048), "2 MiB");
         assert_eq!(human_kib(1536), "1.5 MiB");
         assert_eq!(human_kib(4), "4 KiB");
-    }
-}
-
-/// `n` and the word, plural when `n` is not 1: "1 warning", "2 warnings"
-/// (`word` takes an s; say the irregular ones yourself).
-pub fn count(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
     }
 }

@@ -38,7 +38,6 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
     let c = &state.tuning;
     let board_cpus = board_cpus(state);
     let vcpus = state.board.vcpus as usize;
-    let total = None;
     Request {
         gpus: vm_cards(state),
         devices: state.vm.devices.clone(),
@@ -46,7 +45,7 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
         cpus: board_cpus,
         memory_mib: c
             .reserve_hugepages
-            .then(|| state.vm.memory_for(total).saturating_mul(1024)),
+            .then(|| state.vm.memory_for(None).saturating_mul(1024)),
         hugepages_1g: c.hugepages_1g,
         sriov: c.sriov.clone(),
         only,
@@ -67,7 +66,6 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
         desktop_user: (c.looking_glass_mib > 0 || c.qemu_as_me)
             .then(|| std::env::var("USER").ok())
             .flatten(),
-        ..Request::default()
     }
 }
 

@@ -65,11 +65,17 @@ pub(super) fn inputs_ui(ui: &mut egui::Ui, snap: &HostSnapshot, state: &mut Stat
     ui.horizontal_wrapped(|ui| {
         let gib = state.vm.memory_for(total);
         let c = &mut state.tuning;
-        ui.checkbox(
-            &mut c.reserve_hugepages,
-            format!("Reserve hugepages for the VM's {gib} GiB"),
-        )
-        .on_hover_text("The VM's memory is set on the New VM page's Memory step.");
+        if ui
+            .checkbox(
+                &mut c.reserve_hugepages,
+                format!("Reserve hugepages for the VM's {gib} GiB"),
+            )
+            .on_hover_text("The VM's memory is set on the New VM page's Memory step.")
+            .changed()
+        {
+            // The size reserved is the VM's, held from now on.
+            state.vm.memory_gib = gib;
+        }
         ui.checkbox(&mut c.hugepages_1g, "1 GiB pages (reserved at boot)");
     });
     let c = &mut state.tuning;

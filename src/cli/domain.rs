@@ -176,6 +176,8 @@ fn run_tune(root: &HostRoot, args: &TuneArgs, demo: bool) -> anyhow::Result<i32>
         hyperv_supported,
         hide_kvm: args.hide_kvm,
         timers: !args.keep_timers,
+        // Always: a port nothing else uses, and the in-guest checks need it.
+        guest_agent: true,
     };
     let mut edits = tune(&mut doc, &opts).with_context(|| label.clone())?;
     edits.extend(

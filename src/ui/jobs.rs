@@ -208,6 +208,7 @@ pub fn apply_pinning(
             .flatten(),
         timers: tune_rest,
         hide_kvm: false,
+        guest_agent: tune_rest,
     };
     let edits = tune(&mut doc, &opts).map_err(|e| e.to_string())?;
     if edits.is_empty() {

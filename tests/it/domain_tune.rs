@@ -68,6 +68,10 @@ fn untouched(doc: &Document) -> String {
     }
     if let Some(dev) = d.root.child_mut("devices") {
         dev.remove_children("memballoon");
+        dev.remove_children_where(|e| {
+            e.name == "channel"
+                && e.child("target").and_then(|t| t.attr("name")) == Some("org.qemu.guest_agent.0")
+        });
     }
     d.serialize()
 }

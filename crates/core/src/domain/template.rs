@@ -292,14 +292,6 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
         ));
     }
     x.push_str("    <input type='mouse' bus='ps2'/>\n    <input type='keyboard' bus='ps2'/>\n");
-    // The guest agent's port: libvirt makes its socket; Windows' QEMU Guest
-    // Agent (virtio-win's guest tools) answers on it.
-    x.push_str("    <channel type='unix'>\n      <target type='virtio' name='org.qemu.guest_agent.0'/>\n    </channel>\n");
-    edits.push(edit(
-        "devices/channel",
-        "the guest agent's port (org.qemu.guest_agent.0)",
-        "Lets the host ask Windows what it sees — its version, the GPU's driver, a Code 43 — and shut it down cleanly; the guest tools' QEMU Guest Agent answers on it.",
-    ));
     // With Looking Glass, SPICE is the client's way in and listens where the
     // client reaches it: playable.rs writes it (with its why), not this
     // install-only display that listens nowhere.

@@ -39,6 +39,9 @@ pub struct TuneOptions {
     /// Hide the hypervisor from the guest (kvm hidden + a Hyper-V vendor_id):
     /// only NVIDIA drivers before 465 need it (Code 43). Off by default.
     pub hide_kvm: bool,
+    /// The guest agent's port (`org.qemu.guest_agent.0`), added where the
+    /// domain has none: the checks inside the VM read through it.
+    pub guest_agent: bool,
 }
 
 impl Default for TuneOptions {
@@ -51,6 +54,7 @@ impl Default for TuneOptions {
             hyperv_supported: None,
             timers: true,
             hide_kvm: false,
+            guest_agent: true,
         }
     }
 }
@@ -179,7 +183,38 @@ pub fn tune(doc: &mut Document, opts: &TuneOptions) -> Result<Vec<Edit>, TuneErr
             hide_kvm(r, opts.hyperv_supported.as_deref(), e)
         })?;
     }
+    if opts.guest_agent {
+        step(doc, &mut current, &mut edits, agent_channel)?;
+    }
     Ok(edits)
+}
+
+/// The name of the guest agent's virtio port.
+pub const AGENT_PORT: &str = "org.qemu.guest_agent.0";
+
+/// The guest agent's port, unless the domain has one (of any type: a user's
+/// own socket path stays). libvirt makes the socket.
+fn agent_channel(root: &mut Element, edits: &mut Vec<Edit>) -> Result<(), TuneError> {
+    let devices = need(root.child_or_insert("devices"), "devices")?;
+    let has = devices.elements().any(|e| {
+        e.name == "channel" && e.child("target").and_then(|t| t.attr("name")) == Some(AGENT_PORT)
+    });
+    if has {
+        return Ok(());
+    }
+    let mut ch = Element::new("channel");
+    ch.set_attr("type", "unix");
+    let mut target = Element::new("target");
+    target.set_attr("type", "virtio");
+    target.set_attr("name", AGENT_PORT);
+    ch.append_child(target);
+    devices.append_child(ch);
+    edits.push(Edit {
+        path: "devices/channel".into(),
+        what: format!("the guest agent's port ({AGENT_PORT})"),
+        why: "Lets the host ask Windows what it sees — its version, the GPU's driver, a Code 43, MSI mode — and shut it down cleanly; the guest tools' QEMU Guest Agent answers on it.".into(),
+    });
+    Ok(())
 }
 
 /// One tuning on a copy; kept (with its edits) only if the text changed.

@@ -141,13 +141,14 @@ fn the_wizard_cannot_define_without_installer_or_gpu() {
     assert!(h.query_by_label("Define in libvirt").is_none());
     assert!(h.query_by_label("Validate").is_none());
     h.get_by_label("Go to Storage").click();
-    h.run();
+    // The Storage step asks libvirt where a new disk goes (a job): wait.
+    crate::support::gui::wait_for(&mut h, 30, |a| !a.is_busy());
     assert_eq!(h.state().state.wizard.step, Step::Storage);
     // A virtio disk asked for, without its drivers: still blocked.
     h.state_mut().state.vm.install_iso = ISO.into();
-    h.run();
+    h.run_steps(4);
     h.get_by_label("virtio").click();
-    h.run();
+    h.run_steps(4);
     assert_eq!(
         h.state().state.wizard.disk_bus,
         Some(vfio_assistant::domain::template::DiskBus::Virtio)

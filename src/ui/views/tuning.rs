@@ -525,7 +525,9 @@ pub fn tuning_ui(
                 state.tuning.off.push(id.clone());
             }
         }
-        let screen = screen_taken(snap, &req);
+        // Said where a binding now is planned (shared mode plans none).
+        let binds_now = p.changes.iter().any(|c| c.id.kind == crate::tuning::model::Kind::VfioBind);
+        let screen = screen_taken(snap, &req).filter(|_| binds_now);
         if let Some(w) = &screen {
             ui.colored_label(theme::WARN, w);
         }

@@ -135,7 +135,7 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     }
     let name = vm_name(cx.req)?;
     if cx.vm.is_empty() || cx.hk.is_empty() {
-        return Err(PlanError::Hook("the isolation hook: it needs the VM's CPUs (--vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
+        return Err(PlanError::Hook("the isolation hook: it needs the VM's CPUs (its vCPUs; or in a terminal: --vcpus N or --cpus LIST) and at least one CPU left to the host".into()));
     }
     if !cx.systemd {
         return Err(PlanError::Hook(

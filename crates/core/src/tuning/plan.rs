@@ -201,7 +201,7 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         );
     }
     if vm.is_empty() {
-        out.notes.push("No vCPUs or CPU list was given: the governor applies to every CPU, and no CPU is isolated (--vcpus N or --cpus LIST).".into());
+        out.notes.push("No vCPUs or CPU list was given: the governor applies to every CPU, and no CPU is isolated (give the VM's vCPUs; or in a terminal: --vcpus N or --cpus LIST).".into());
     }
     let mut boot = boot;
     if let Some(c) = out.changes.iter().find(|c| c.id.kind == Kind::Cmdline)

@@ -254,7 +254,7 @@ pub fn shared_gpu_hook(
         title: format!("Shared GPU {gpu} for '{vm}' (libvirt hook)"),
         why: format!("{gpu} stays the desktop's while '{vm}' is off (games, CUDA, render offload on Linux). At '{vm}'s start the hook stops {} if they run, checks that nothing else holds the card — and refuses the start, naming who does, when something does, rather than hang on a driver's usage count — then moves it to vfio-pci with every step time-limited; at the stop it gives the card back to its driver, starts what it stopped and logs whether the card came back healthy (config space, power state, driver) to {LOG}.", units.join(", ")),
         notes: vec![
-            format!("A program that holds the card at the VM's start (a game, a CUDA job, ollama, a browser that opened every GPU) makes the start fail with its name in {LOG}: close it, or let the hook stop its unit (--shared-stop UNIT)."),
+            format!("A program that holds the card at the VM's start (a game, a CUDA job, ollama, a browser that opened every GPU) makes the start fail with its name in {LOG}: close it, or let the hook stop its unit (the page's \"may stop\" field; or in a terminal: --shared-stop UNIT)."),
             "NVIDIA: /dev/nvidiactl and nvidia-uvm are shared by every NVIDIA card, so a CUDA program on another NVIDIA card counts as a holder too.".into(),
             "AMD: cards from before RDNA (Polaris, Vega, Navi 10/12/14) may not reset after the VM (the reset bug): vendor-reset fixes those; the health line in the log says when a card did not come back.".into(),
         ],

@@ -212,4 +212,16 @@ fn the_pages_share_the_vm() {
     assert_eq!(shown.value().as_deref(), Some("6"), "the wizard's vCPUs");
     h.get_by_label_contains("6 vCPUs pinned to CPUs");
     assert_eq!(h.state().state.vm.gpu.as_deref(), Some(GPU));
+    // Renamed in the wizard, the Monitor offers to follow it by that name.
+    let name = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "New VM:");
+    name.focus();
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "New VM:")
+        .type_text("gaming");
+    h.run();
+    assert_eq!(h.state().state.vm.name, "gaming");
+    h.get_by_label("Monitor").click();
+    h.run_steps(3);
+    h.get_by_label("Follow 'gaming'");
 }

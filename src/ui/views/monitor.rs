@@ -383,12 +383,26 @@ fn page(
     }
     ui.horizontal(|ui| {
         let l = ui.label("Follow VM");
+        // The VM every page shares, offered by name (it may not run yet).
+        let vm = state.vm.name.trim().to_string();
         ui.add(
             egui::TextEdit::singleline(&mut state.monitor_domain)
-                .hint_text("libvirt domain name")
+                .hint_text(crate::ui::theme::hint(&vm))
                 .desired_width(200.0),
         )
         .labelled_by(l.id);
+        if !vm.is_empty()
+            && state.monitor_domain.trim() != vm
+            && ui
+                .button(format!("Follow '{vm}'"))
+                .on_hover_text(
+                    "The VM of the New VM, CPU and Tuning pages; it is followed once it runs.",
+                )
+                .clicked()
+        {
+            state.monitor_domain = vm;
+            out.push(Command::StartMonitor);
+        }
         if ui
             .button(match (running, v.ended.is_some()) {
                 (true, _) => "Restart",

@@ -267,8 +267,19 @@ fn a_playable_domain_defines_and_starts_with_shared_memory_sound_and_optional_us
     );
     assert_eq!(hv.state(&name).unwrap(), DomainState::Running);
     // QEMU has the shared memory device and the sound card on its PCI bus.
-    let pci = hv.qmp(&name, r#"{"execute":"query-pci"}"#).unwrap();
-    let pci: String = pci.chars().filter(|c| !c.is_whitespace()).collect();
+    // query-pci lists what sits behind a root port (the shared memory) only
+    // once the guest's firmware has numbered the bridges: right after the
+    // start, on a loaded machine, it may not have yet (seen: the full suite
+    // beside two TCG guests). So ask until it has, for at most a minute.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pci = loop {
+        let pci = hv.qmp(&name, r#"{"execute":"query-pci"}"#).unwrap();
+        let pci: String = pci.chars().filter(|c| !c.is_whitespace()).collect();
+        if pci.contains("\"class\":1280") || std::time::Instant::now() > deadline {
+            break pci;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
     assert!(
         pci.contains("\"class\":1280"),
         "no shared memory (RAM controller, class 0x0500) on the bus: {pci}"

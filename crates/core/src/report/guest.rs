@@ -78,15 +78,20 @@ pub fn guest_findings(link: &dyn AgentLink, passed: &[PassedFunction]) -> Vec<Fi
         }
     };
     for f in passed {
-        out.push(function_finding(f, &devices));
-        if let Some(d) = devices
+        let seen = devices
             .iter()
-            .find(|d| d.pci_ids() == Some((f.vendor_id, f.device_id)))
-        {
+            .find(|d| d.pci_ids() == Some((f.vendor_id, f.device_id)));
+        out.push(function_finding(f, seen));
+        if let Some(d) = seen {
             out.push(msi_finding(&agent, f, d));
         }
     }
     out
+}
+
+/// What happened, without the "what to try" line (the finding's fix says it).
+fn said(e: &AgentError) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
 fn agent_missing(e: &AgentError) -> Finding {
@@ -95,27 +100,22 @@ fn agent_missing(e: &AgentError) -> Finding {
         _ => Status::Unknown,
     };
     Finding::new("guest.agent", "No guest agent answers in the VM", status)
-        .evidence("guest-get-osinfo", e.to_string().lines().next().unwrap_or_default().to_string())
+        .evidence("guest-get-osinfo", said(e))
         .why("Without the agent nothing here can see inside Windows: whether the GPU has its driver, a Code 43, MSI mode. It also lets the host shut Windows down cleanly.")
         .fix(e.hint())
 }
 
 fn agent_unknown(id: &str, title: &str, e: &AgentError) -> Finding {
     Finding::new(id, title, Status::Unknown)
-        .evidence(
-            "guest agent",
-            e.to_string().lines().next().unwrap_or_default().to_string(),
-        )
+        .evidence("guest agent", said(e))
         .why("The check needs a program run in the guest through its agent.")
         .fix(e.hint())
 }
 
-fn function_finding(f: &PassedFunction, devices: &[PnpDevice]) -> Finding {
+/// The function as Windows lists it (`seen`: its pnputil entry, if any).
+fn function_finding(f: &PassedFunction, seen: Option<&PnpDevice>) -> Finding {
     let id = format!("PCI\\VEN_{:04X}&DEV_{:04X}", f.vendor_id, f.device_id);
-    let Some(d) = devices
-        .iter()
-        .find(|d| d.pci_ids() == Some((f.vendor_id, f.device_id)))
-    else {
+    let Some(d) = seen else {
         return Finding::new("guest.function", format!("Windows does not list {}", f.name), Status::Fail)
             .device(&f.address)
             .evidence("pnputil /enum-devices /connected", format!("no {id}"))

@@ -22,6 +22,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs qemu-utils"
     # qemu-ga (the guest agent a VM runs) answers the agent client's tests on a socket.
     pkgs="$pkgs qemu-guest-agent"
+    # genisoimage, xorriso and wimtools build the installer images (UDF, Joliet, WIM/ESD) the install tests read.
+    pkgs="$pkgs genisoimage xorriso wimtools"
     # The package checks (scripts/package-check.sh): polkit for the helper's
     # action, man-db and bash-completion for what the .deb installs, Xvfb and
     # ImageMagick for a screenshot of the installed app, rpm to read the .rpm.

@@ -19,6 +19,7 @@ pub mod guest;
 pub mod helper;
 pub mod host;
 pub mod hypervisor;
+pub mod install;
 pub mod monitor;
 pub mod parse;
 pub mod pinning;

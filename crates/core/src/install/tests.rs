@@ -152,3 +152,12 @@ fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
 fn utf16be(s: &str) -> Vec<u8> {
     s.encode_utf16().flat_map(u16::to_be_bytes).collect()
 }
+
+/// Reseals a UDF descriptor after an edit: its CRC, then its tag checksum.
+pub(super) fn reseal(desc: &mut [u8]) {
+    let crc_len = usize::from(u16::from_le_bytes([desc[10], desc[11]]));
+    let crc = crate::install::udf::crc_itu(&desc[16..16 + crc_len]);
+    desc[8..10].copy_from_slice(&crc.to_le_bytes());
+    desc[4] = 0;
+    desc[4] = desc[..16].iter().fold(0u8, |a, b| a.wrapping_add(*b));
+}

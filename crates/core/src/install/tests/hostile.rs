@@ -145,15 +145,6 @@ fn a_wim_with_broken_xml_or_no_header_is_corrupt() {
     assert!(said.contains("does not start with a WIM header"), "{said}");
 }
 
-/// Reseals a UDF descriptor after an edit: its CRC, then its tag checksum.
-fn reseal(desc: &mut [u8]) {
-    let crc_len = usize::from(u16::from_le_bytes([desc[10], desc[11]]));
-    let crc = udf::crc_itu(&desc[16..16 + crc_len]);
-    desc[8..10].copy_from_slice(&crc.to_le_bytes());
-    desc[4] = 0;
-    desc[4] = desc[..16].iter().fold(0u8, |a, b| a.wrapping_add(*b));
-}
-
 /// Where the file identifier descriptors of the image are.
 fn fids(img: &[u8]) -> Vec<usize> {
     (0..img.len() - 40)

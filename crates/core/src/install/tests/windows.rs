@@ -144,3 +144,85 @@ fn esd_media_are_read_like_wim_media() {
     assert_eq!(media.images[1].languages, ["de-DE"]);
     assert_eq!(media.version(), Some(WindowsVersion::Windows11));
 }
+
+/// The sector of the UDF file entry of the only file of `size` bytes.
+fn file_entry_of_size(img: &[u8], size: u64) -> usize {
+    let hits: Vec<usize> = (0..img.len())
+        .step_by(2048)
+        .filter(|&at| {
+            img[at..at + 2] == 261u16.to_le_bytes()
+                && img[at + 27] == 5
+                && img[at + 56..at + 64] == size.to_le_bytes()
+        })
+        .collect();
+    assert_eq!(hits.len(), 1, "one file entry of {size} bytes");
+    hits[0]
+}
+
+/// Rewrites a file entry's allocation descriptors (flags & 7 = `kind`).
+fn set_ads(img: &mut [u8], fe: usize, kind: u16, ads: &[u8]) {
+    assert_eq!(img[fe + 168..fe + 172], [0; 4], "no extended attributes");
+    let flags = u16::from_le_bytes([img[fe + 34], img[fe + 35]]) & !7 | kind;
+    img[fe + 34..fe + 36].copy_from_slice(&flags.to_le_bytes());
+    img[fe + 172..fe + 176].copy_from_slice(&(ads.len() as u32).to_le_bytes());
+    img[fe + 176..fe + 176 + ads.len()].copy_from_slice(ads);
+    let crc_len = (176 + ads.len() - 16) as u16;
+    img[fe + 10..fe + 12].copy_from_slice(&crc_len.to_le_bytes());
+    reseal(&mut img[fe..fe + 2048]);
+}
+
+#[test]
+fn a_udf_file_in_several_extents_reads_back_through_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+    let other: Vec<u8> = (0..5001u32).map(|i| (i % 241) as u8).collect();
+    write(&tree.join("short.bin"), &data);
+    write(&tree.join("long.bin"), &other);
+    let iso = tmp.path().join("pieces.iso");
+    genisoimage_udf(&tree, &iso, "PIECES", false);
+    let mut img = std::fs::read(&iso).unwrap();
+
+    // short.bin: a recorded block, an allocated-but-unrecorded one (zeros), the rest.
+    let fe = file_entry_of_size(&img, 5000);
+    let block = u32::from_le_bytes(img[fe + 180..fe + 184].try_into().unwrap());
+    let short_ad = |len: u32, pos: u32| [len.to_le_bytes(), pos.to_le_bytes()].concat();
+    let ads = [
+        short_ad(2048, block),
+        short_ad(1 << 30 | 2048, 0),
+        short_ad(904, block + 2),
+    ]
+    .concat();
+    set_ads(&mut img, fe, 0, &ads);
+    // long.bin: the same data in two long allocation descriptors.
+    let fe = file_entry_of_size(&img, 5001);
+    let block = u32::from_le_bytes(img[fe + 180..fe + 184].try_into().unwrap());
+    let long_ad =
+        |len: u32, pos: u32| [&len.to_le_bytes()[..], &pos.to_le_bytes(), &[0; 8]].concat();
+    set_ads(
+        &mut img,
+        fe,
+        1,
+        &[long_ad(2048, block), long_ad(2953, block + 1)].concat(),
+    );
+    std::fs::write(&iso, &img).unwrap();
+
+    let image = IsoImage::open(&iso).unwrap();
+    let mut want = data[..2048].to_vec();
+    want.extend([0; 2048]);
+    want.extend(&data[4096..]);
+    assert_eq!(image.read("/short.bin", 1 << 20).unwrap(), want);
+    assert_eq!(
+        image.read_at("/short.bin", 2040, 16).unwrap(),
+        [&data[2040..2048], &[0; 8][..]].concat()
+    );
+    assert_eq!(
+        image.read_at("/short.bin", 4090, 10).unwrap(),
+        want[4090..4100]
+    );
+    assert_eq!(image.read("/long.bin", 1 << 20).unwrap(), other);
+    assert_eq!(
+        image.read_at("/long.bin", 2000, 100).unwrap(),
+        other[2000..2100]
+    );
+}

@@ -297,3 +297,30 @@ fn a_name_that_would_leave_the_folder_is_not_copied_out() {
     );
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
 }
+
+#[test]
+fn a_udf_folder_claiming_a_terabyte_is_refused_before_it_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    write(&tree.join("a.txt"), b"a");
+    let iso = tmp.path().join("huge.iso");
+    genisoimage_udf(&tree, &iso, "HUGE", false);
+    let mut img = std::fs::read(&iso).unwrap();
+    // The first folder's file entry is the root's.
+    let root = (0..img.len())
+        .step_by(2048)
+        .find(|&at| img[at..at + 2] == 261u16.to_le_bytes() && img[at + 27] == 4)
+        .unwrap();
+    img[root + 56..root + 64].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    reseal(&mut img[root..root + 2048]);
+    std::fs::write(&iso, &img).unwrap();
+
+    let image = IsoImage::open(&iso).unwrap();
+    let err = image.list("/").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the folder / says it is 1099511627776 bytes long"),
+        "{err}"
+    );
+    assert!(!image.exists("/a.txt"));
+}

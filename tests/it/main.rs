@@ -51,6 +51,7 @@ mod forged_journal;
 mod fuzz;
 mod guest_agent;
 mod gui;
+mod gui_a11y;
 mod gui_demo_apply;
 mod gui_keyboard;
 mod gui_layout;

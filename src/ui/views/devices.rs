@@ -219,12 +219,13 @@ pub fn devices_ui(
     out: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
-        ui.label("Search:");
+        let l = ui.label("Search:");
         ui.add(
             egui::TextEdit::singleline(&mut state.device_filter)
                 .hint_text("name, address, vendor:device, driver…")
                 .desired_width(320.0),
-        );
+        )
+        .labelled_by(l.id);
         if ui
             .small_button("Clear")
             .on_hover_text("Clear the search")

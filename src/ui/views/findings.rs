@@ -7,6 +7,7 @@ use crate::tuning::plan::change_fixing;
 use crate::ui::app::Command;
 use crate::ui::state::Page;
 use crate::ui::theme;
+use crate::ui::widgets::a11y::name_expander;
 use crate::ui::widgets::badges::badge_ui;
 use egui::RichText;
 use egui::collapsing_header::{CollapsingState, paint_default_icon};
@@ -31,7 +32,8 @@ fn finding_ui(ui: &mut egui::Ui, i: usize, f: &Finding, out: &mut Option<&mut Ve
             let mut state =
                 CollapsingState::load_with_default_open(ui.ctx(), id, f.status == Status::Fail);
             let header = ui.horizontal(|ui| {
-                state.show_toggle_button(ui, paint_default_icon);
+                let arrow = state.show_toggle_button(ui, paint_default_icon);
+                name_expander(&arrow, "Details", &f.title, state.is_open());
                 let title = ui.add(
                     egui::Label::new(RichText::new(&f.title))
                         .wrap()

@@ -12,6 +12,7 @@ use crate::pinning::{PinPlan, PinRequest, plan, validate};
 use crate::ui::app::Command;
 use crate::ui::pages::CpuRuntime;
 use crate::ui::state::State;
+use crate::ui::widgets::a11y::name_control;
 use crate::ui::widgets::topology::{CpuMark, CpuMarks};
 use egui::RichText;
 
@@ -76,7 +77,7 @@ pub fn on_cpu(board: &mut Board, ui: &mut egui::Ui, cpu: u32, resp: &egui::Respo
 
 fn chip_ui(ui: &mut egui::Ui, chip: Chip, problem: bool) {
     let id = ui.scope_id().with(("tray_chip", chip));
-    ui.dnd_drag_source(id, DragChip { chip, from: None }, |ui| {
+    let drag = ui.dnd_drag_source(id, DragChip { chip, from: None }, |ui| {
         let text = RichText::new(chip.label()).monospace();
         let text = if problem { text.color(WARN) } else { text };
         egui::Frame::new()
@@ -85,6 +86,16 @@ fn chip_ui(ui: &mut egui::Ui, chip: Chip, problem: bool) {
             .inner_margin(egui::Margin::symmetric(6, 2))
             .show(ui, |ui| ui.label(text));
     });
+    // The chip is dragged by pointer; its selector below places it by
+    // keyboard (and screen reader), and its name says so.
+    name_control(
+        &drag.response,
+        egui::Role::ListItem,
+        format!(
+            "{} in the tray: drag onto a CPU, or choose its CPU below",
+            chip.label()
+        ),
+    );
 }
 
 fn cpu_choice(s: &HostSnapshot, c: u32) -> String {

@@ -1,5 +1,6 @@
 //! Reusable drawing pieces.
 
+pub mod a11y;
 pub mod badges;
 pub mod topology;
 pub mod vm_control;

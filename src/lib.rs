@@ -8,8 +8,8 @@
 //! the faces use (`crate::host`, `vfio_assistant::tuning`, `crate::remote`).
 
 pub use vfio_assistant_core::{
-    capture, checks, demo, doctor, domain, finding, guest, helper, host, monitor, parse, pinning,
-    report, romread, syspath, sysroot, tuning, units, unpack, userfile,
+    capture, checks, demo, doctor, domain, finding, guest, helper, host, install, monitor, parse,
+    pinning, report, romread, syspath, sysroot, tuning, units, unpack, userfile,
 };
 pub use vfio_assistant_remote as remote;
 

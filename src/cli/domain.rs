@@ -1,5 +1,6 @@
 //! `vfio-assistant domain …`: `new` (domain_new.rs), `list`, `validate`,
-//! `define` (domain_virt.rs), `start`, `stop`, `destroy` (domain_life.rs), and here `tune FILE|--domain NAME [--vcpus N]
+//! `define` (domain_virt.rs), `start`, `stop`, `destroy` (domain_life.rs),
+//! `install-done` (domain_install.rs), and here `tune FILE|--domain NAME [--vcpus N]
 //! [--diff] [--keep-…]`: the same tuning the wizard gives, applied to a domain
 //! the user already has, keeping everything else as written. The tuned XML
 //! goes to stdout (or a diff with `--diff`); what changed and why to stderr.
@@ -27,7 +28,7 @@ pub struct DomainArgs {
 #[derive(Debug, Subcommand)]
 pub enum DomainCommand {
     /// Write a tuned Windows 10/11 passthrough domain for this host and print its XML.
-    New(NewArgs),
+    New(Box<NewArgs>),
     /// Tune an existing domain (a file, or one libvirt has) and print the result.
     Tune(TuneArgs),
     /// List the domains on a libvirt connection with their state.
@@ -43,6 +44,9 @@ pub enum DomainCommand {
     Stop(LifeArgs),
     /// Force a domain off.
     Destroy(LifeArgs),
+    /// After an unattended install (`domain new --unattended`): take the
+    /// installer, driver and answer CDs out and delete the answer media.
+    InstallDone(LifeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,9 +96,10 @@ impl DomainArgs {
             DomainCommand::List(a) => &mut a.connect,
             DomainCommand::Validate(a) => &mut a.connect,
             DomainCommand::Define(a) => &mut a.connect,
-            DomainCommand::Start(a) | DomainCommand::Stop(a) | DomainCommand::Destroy(a) => {
-                &mut a.connect
-            }
+            DomainCommand::Start(a)
+            | DomainCommand::Stop(a)
+            | DomainCommand::Destroy(a)
+            | DomainCommand::InstallDone(a) => &mut a.connect,
         };
         if c.connect.is_none() {
             c.connect = Some(uri.to_string());
@@ -131,6 +136,7 @@ pub fn run(
         DomainCommand::Start(a) => domain_life::run_start(root, a, demo, remote),
         DomainCommand::Stop(a) => domain_life::run_stop(a, demo),
         DomainCommand::Destroy(a) => domain_life::run_destroy(a, demo),
+        DomainCommand::InstallDone(a) => super::domain_install::run_install_done(a, demo),
     }
 }
 

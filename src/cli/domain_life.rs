@@ -28,7 +28,17 @@ pub fn print_start(o: &StartOutcome, uri: &str) -> Result<(), StdoutError> {
         outln!("Could not start network '{n}', which the VM plugs into: {why}")?;
     }
     if o.started {
-        return outln!("'{}' is running on {uri}.", o.name);
+        outln!("'{}' is running on {uri}.", o.name)?;
+        return match &o.install_keys {
+            Some(Ok(n)) => outln!(
+                "Unattended install: pressed Enter {n} times for the installer's \"Press any key to boot from CD\"; Windows Setup goes on by itself. `vfio-assistant domain install-done {}` once Windows is installed.",
+                o.name
+            ),
+            Some(Err(e)) => outln!(
+                "Unattended install: no key could be pressed ({e}): open the VM's screen and press a key at \"Press any key to boot from CD\"."
+            ),
+            None => Ok(()),
+        };
     }
     outln!(
         "'{}' did not start: {}",

@@ -1,6 +1,8 @@
 //! `vfio-assistant domain new --name NAME --gpu ADDRESS --vcpus N --memory SIZE
 //! [--disk PATH] [--iso PATH] [--virtio-iso PATH] [--hugepages 2M|1G|none]
-//! [--windows 10|11] [--network nat|bridge:BR|macvtap:DEV|none] [--connect URI]`:
+//! [--windows 10|11] [--network nat|bridge:BR|macvtap:DEV|none] [--connect URI]
+//! [--unattended --user NAME --password-file FILE|- [--edition NAME]
+//! [--lg-installer FILE] [--answer-media PATH]]`:
 //! the domain XML on stdout, each choice and its why on stderr. With a
 //! reachable libvirt, the Hyper-V set follows the host's domain capabilities,
 //! and the preflight (`report::preflight`) adapts the domain to what this
@@ -16,6 +18,7 @@ use crate::domain::playable::{ClientSetup, Playable, UsbId, parse_usb_id};
 use crate::domain::template::{DiskBus, Hugepages, Network, Windows, new_windows};
 use crate::domain::xml::Document;
 use crate::host::scan;
+use crate::install::for_domain::add_install;
 use crate::libvirt::Hypervisor;
 use crate::parse::values::parse_memory_mib;
 use crate::report::preflight::{PreflightRequest, preflight};
@@ -108,6 +111,8 @@ pub struct NewArgs {
     pub no_trial: bool,
     #[command(flatten)]
     pub play: PlayArgs,
+    #[command(flatten)]
+    pub install: super::domain_install::InstallArgs,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -267,7 +272,20 @@ pub fn run(root: &HostRoot, args: &NewArgs, demo: bool) -> anyhow::Result<i32> {
     if let Err(e) = crate::domain::playable::validate(&choices.playable) {
         return Err(anyhow::anyhow!("{e}"));
     }
-    let prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
+    let mut prepared = prepare(&snap, &choices, caps).map_err(anyhow::Error::msg)?;
+    if let Some(ic) = args
+        .install
+        .choices(args.iso.as_deref(), args.virtio_iso.as_deref())?
+    {
+        let u = add_install(root, &snap, &mut prepared, &ic)?;
+        errln!(
+            "note: answer media {} for {} (build {}): it holds the account's password until `vfio-assistant domain install-done {}`",
+            u.media.display(),
+            u.edition.name,
+            u.edition.build,
+            args.name
+        );
+    }
     let built = new_windows(&prepared.spec)?;
     let cwd = std::env::current_dir().ok();
     let req = PreflightRequest {
@@ -344,6 +362,7 @@ fn choices_of(args: &NewArgs) -> Choices {
         }),
         install_iso: args.iso.clone(),
         virtio_iso: args.virtio_iso.clone(),
+        answer_iso: None,
         network: args.network.clone(),
         spice: !args.no_spice,
         pin: !args.no_pin,

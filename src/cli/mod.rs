@@ -6,6 +6,7 @@
 pub mod check;
 pub mod doctor;
 pub mod domain;
+pub mod domain_install;
 pub mod domain_life;
 pub mod domain_new;
 pub mod domain_virt;
@@ -159,7 +160,7 @@ impl Command {
             Command::Domain(a) => match &a.command {
                 D::List(l) => l.json,
                 D::Validate(v) => v.json,
-                D::Start(l) | D::Stop(l) | D::Destroy(l) => l.json,
+                D::Start(l) | D::Stop(l) | D::Destroy(l) | D::InstallDone(l) => l.json,
                 D::New(_) | D::Tune(_) | D::Define(_) => false,
             },
             Command::Snapshot(_) => false,

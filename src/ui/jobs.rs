@@ -98,6 +98,10 @@ pub enum VmAction {
     Shutdown,
     /// Pull the plug.
     ForceOff,
+    /// An unattended install: how far is it (install::progress::stage)?
+    InstallStatus,
+    /// An unattended install: take its CDs out, delete the answer media.
+    InstallDone,
 }
 
 /// The answer to a VM button.
@@ -105,6 +109,8 @@ pub enum VmAction {
 pub enum VmDone {
     Started(StartOutcome),
     Stopped(String),
+    /// What an unattended install's buttons found or did.
+    Install(String),
 }
 
 /// A VM button; `remote` when the domain is another machine's (its failed
@@ -135,6 +141,12 @@ pub fn vm_action(
             .destroy(name)
             .map(|_| VmDone::Stopped(format!("'{name}' is off (forced).")))
             .map_err(|e| e.to_string()),
+        VmAction::InstallStatus => {
+            crate::ui::install_jobs::install_status(uri, name).map(VmDone::Install)
+        }
+        VmAction::InstallDone => {
+            crate::ui::install_jobs::install_done(uri, name).map(VmDone::Install)
+        }
     }
 }
 
@@ -236,6 +248,7 @@ pub enum PickField {
     Disk,
     InstallIso,
     VirtioIso,
+    LgInstaller,
 }
 
 impl PickField {
@@ -252,6 +265,9 @@ impl PickField {
             PickField::VirtioIso => d
                 .set_title("The virtio-win driver ISO")
                 .add_filter("ISO images", &["iso"]),
+            PickField::LgInstaller => d
+                .set_title("The Looking Glass host installer")
+                .add_filter("Windows programs", &["exe"]),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! `theme.rs` holds the colours; `wizard_state.rs` the New VM choices.
 
 pub mod app;
+pub mod install_jobs;
 pub mod jobs;
 pub mod pages;
 pub mod runtime;

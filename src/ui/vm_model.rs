@@ -23,6 +23,17 @@ pub struct VmModel {
     pub hugepages: HugeChoice,
     pub install_iso: String,
     pub virtio_iso: String,
+    /// "Install Windows for me": answer media built at Define
+    /// (install::for_domain), the install followed on the Monitor.
+    pub unattended: bool,
+    /// The Windows account the unattended install creates.
+    pub win_user: String,
+    /// Its password: held in memory until Define puts it on the answer
+    /// media, never saved with the state.
+    #[serde(skip)]
+    pub win_password: crate::install::unattend::Secret,
+    /// The Looking Glass host installer for the first logon (optional).
+    pub lg_installer: String,
 }
 
 impl Default for VmModel {
@@ -35,6 +46,10 @@ impl Default for VmModel {
             hugepages: HugeChoice::Auto,
             install_iso: String::new(),
             virtio_iso: String::new(),
+            unattended: false,
+            win_user: String::new(),
+            win_password: Default::default(),
+            lg_installer: String::new(),
         }
     }
 }

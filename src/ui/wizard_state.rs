@@ -200,11 +200,35 @@ impl WizardState {
     /// What the VM lacks to install and pass through (the Review's
     /// blockers besides the disk): `domain::install_needs`.
     pub fn needs(&self, vm: &VmModel, vcpus: u32) -> Vec<crate::domain::install_needs::Need> {
-        crate::domain::install_needs::missing(
-            &self.choices(vm, vcpus, None),
-            self.create_disk,
-            self.no_passthrough,
-        )
+        let c = self.choices(vm, vcpus, None);
+        let mut needs =
+            crate::domain::install_needs::missing(&c, self.create_disk, self.no_passthrough);
+        if vm.unattended {
+            needs.extend(crate::domain::install_needs::unattended_missing(
+                &c,
+                &vm.win_user,
+            ));
+        }
+        needs
+    }
+
+    /// The unattended install's choices, when the VM has one.
+    pub fn install_choices(
+        &self,
+        vm: &VmModel,
+    ) -> Option<crate::install::for_domain::InstallChoices> {
+        if !vm.unattended {
+            return None;
+        }
+        Some(crate::install::for_domain::InstallChoices {
+            windows_iso: vm.install_iso.trim().into(),
+            virtio_iso: vm.virtio_iso.trim().into(),
+            user: vm.win_user.trim().to_string(),
+            password: vm.win_password.clone(),
+            edition: None,
+            looking_glass_installer: non_empty(&vm.lg_installer).map(Into::into),
+            out: None,
+        })
     }
 
     /// The choices for the domain: the shared VM's with `vcpus` (the
@@ -233,6 +257,7 @@ impl WizardState {
             disk_bus: self.disk_bus,
             install_iso: non_empty(&vm.install_iso),
             virtio_iso: non_empty(&vm.virtio_iso),
+            answer_iso: None,
             network: match self.network {
                 NetChoice::Nat => Network::Nat,
                 NetChoice::Bridge => Network::Bridge(self.net_device.trim().to_string()),

@@ -510,3 +510,33 @@ fn virtio_scsi_puts_the_disk_on_a_controller_with_its_iothread() {
             .any(|e| e.what.starts_with("virtio-scsi disk"))
     );
 }
+
+/// Every disk bus, pinned or not, is a domain libvirt defines: a virtio
+/// disk (or SCSI controller) on iothread 1 needs `<iothreads>` even when no
+/// vCPU is pinned (libvirt: "Disk iothread '1' not defined in iothreadid").
+/// Defined on qemu:///system (the test driver does not check iothreads).
+#[test]
+fn every_disk_bus_pinned_or_not_is_defined_by_libvirt() {
+    use vfio_assistant::domain::template::DiskBus;
+    use vfio_assistant::libvirt::Hypervisor;
+    let Some(hv) = crate::support::vm::system() else {
+        return;
+    };
+    let dir = base_host("gigabyte-x570-aorus-pro-wifi-ryzen9-3900x.txt");
+    let snap = scan(&HostRoot::at(dir.path())).unwrap();
+    for bus in [DiskBus::Virtio, DiskBus::Scsi, DiskBus::Sata] {
+        for pin in [true, false] {
+            let mut c = choices("0000:01:00.0", Windows::Eleven);
+            c.gpu = None;
+            c.name = crate::support::vm::test_name(&format!("bus-{bus:?}-{pin}"));
+            c.disk_bus = Some(bus);
+            c.pin = pin;
+            let xml = new_windows(&prepare(&snap, &c, None).unwrap().spec)
+                .unwrap()
+                .xml;
+            hv.define(&xml)
+                .unwrap_or_else(|e| panic!("{bus:?}, pinned {pin}: {e}\n{xml}"));
+            let _ = hv.undefine(&c.name);
+        }
+    }
+}

@@ -114,4 +114,5 @@ mod tuning_play;
 mod tuning_twins;
 mod tuning_uki;
 mod uki_read;
+mod unattended_install;
 mod vm_lifecycle;

@@ -74,9 +74,11 @@ pub enum Command {
     Validate {
         xml: String,
     },
-    /// Wizard: define (or update) it.
+    /// Wizard: define (or update) it; with `install`, the answer media of
+    /// an unattended install is built first and the domain boots from it.
     Define {
         xml: String,
+        install: Option<Box<crate::ui::install_jobs::UnattendedDefine>>,
     },
     /// Wizard: write the XML to a file.
     SaveXml {
@@ -291,14 +293,22 @@ impl App {
                     .start(move || jobs::validate(&root, &snap, &uri, &x), wake)
                     .err()
             }
-            Command::Define { xml } => {
+            Command::Define { xml, install } => {
                 let Some(snap) = self.snapshot.clone() else {
                     return;
                 };
                 self.wizard.defined = None;
                 self.wizard
                     .define_job
-                    .start(move || jobs::define(&root, &snap, &uri, &xml), wake)
+                    .start(
+                        move || match install {
+                            Some(u) => {
+                                crate::ui::install_jobs::define_unattended(&root, &snap, &uri, &u)
+                            }
+                            None => jobs::define(&root, &snap, &uri, &xml),
+                        },
+                        wake,
+                    )
                     .err()
             }
             Command::SaveXml { xml, path } => {

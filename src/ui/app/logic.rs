@@ -333,6 +333,7 @@ impl App {
             PickField::Disk => self.state.wizard.disk = path,
             PickField::InstallIso => self.state.vm.install_iso = path,
             PickField::VirtioIso => self.state.vm.virtio_iso = path,
+            PickField::LgInstaller => self.state.vm.lg_installer = path,
         }
     }
 }

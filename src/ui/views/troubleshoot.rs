@@ -55,7 +55,7 @@ pub fn troubleshoot_ui(
         }
     });
     if let Some(name) = rt.vm.name.as_deref() {
-        vm_control_ui(ui, VmPage::Troubleshoot, &rt.vm, name, out);
+        vm_control_ui(ui, VmPage::Troubleshoot, &rt.vm, name, false, out);
         if pending_restart.iter().any(|d| d == name) {
             ui.colored_label(
                 theme::WARN,

@@ -22,11 +22,41 @@ fn state_word(s: &Option<Result<DomainState, String>>) -> (String, egui::Color32
     }
 }
 
+/// An unattended install's two buttons: how far it is (the guest agent
+/// answers once Windows runs its first logon), and the media taken out.
+fn install_row(ui: &mut egui::Ui, page: VmPage, name: &str, busy: bool, out: &mut Vec<Command>) {
+    ui.horizontal(|ui| {
+        ui.label("Unattended install");
+        let mut push = |action| {
+            out.push(Command::Vm {
+                page,
+                name: name.to_string(),
+                action,
+            })
+        };
+        if ui
+            .add_enabled(!busy, egui::Button::new("How far is it?"))
+            .on_hover_text("Asks the VM's guest agent whether Windows has finished its first logon (guest tools, Looking Glass, MSI mode).")
+            .clicked()
+        {
+            push(VmAction::InstallStatus);
+        }
+        if ui
+            .add_enabled(!busy, egui::Button::new("Take the install media out"))
+            .on_hover_text("When Windows is installed: removes the installer, driver and answer CDs from the VM and deletes the answer media, which holds the account's password.")
+            .clicked()
+        {
+            push(VmAction::InstallDone);
+        }
+    });
+}
+
 pub fn vm_control_ui(
     ui: &mut egui::Ui,
     page: VmPage,
     vm: &VmControl,
     name: &str,
+    install: bool,
     out: &mut Vec<Command>,
 ) {
     let running = matches!(vm.state, Some(Ok(s)) if s.is_active());
@@ -70,6 +100,9 @@ pub fn vm_control_ui(
             ui.spinner();
         }
     });
+    if install {
+        install_row(ui, page, name, busy, out);
+    }
     if !known {
         return;
     }
@@ -86,6 +119,15 @@ pub fn vm_control_ui(
             }
             if o.started {
                 ui.colored_label(theme::GOOD, "It is running.");
+                match &o.install_keys {
+                    Some(Ok(n)) => {
+                        ui.label(format!("Unattended install: pressed Enter {n} times for the installer's \"Press any key to boot from CD\"; Windows Setup goes on by itself."));
+                    }
+                    Some(Err(e)) => {
+                        ui.colored_label(theme::WARN, format!("Unattended install: no key could be pressed ({e}): open the VM's screen and press a key at \"Press any key to boot from CD\"."));
+                    }
+                    None => {}
+                }
             } else {
                 ui.colored_label(
                     theme::BAD,
@@ -112,7 +154,7 @@ pub fn vm_control_ui(
                 }
             }
         }
-        Some(Ok(VmDone::Stopped(m))) => {
+        Some(Ok(VmDone::Stopped(m))) | Some(Ok(VmDone::Install(m))) => {
             ui.label(m);
         }
         Some(Err(e)) => {

@@ -58,6 +58,28 @@ pub fn missing(c: &Choices, new_disk: bool, no_passthrough: bool) -> Vec<Need> {
     out
 }
 
+/// What an unattended install ("Install Windows for me") still lacks: the
+/// virtio-win ISO (its drivers go on the answer media) and an account name
+/// Windows accepts (install/unattend.rs's rules).
+pub fn unattended_missing(c: &Choices, user: &str) -> Vec<Need> {
+    let mut out = Vec::new();
+    if c.virtio_iso.as_deref().is_none_or(|s| s.trim().is_empty()) {
+        out.push(Need {
+            what: "\"Install Windows for me\" needs the virtio-win ISO.",
+            why: "The answer media carries the disk, network and serial drivers from it, and the first logon installs the guest tools from it. Name it on the Storage step.",
+            step: NeedStep::Storage,
+        });
+    }
+    if crate::install::unattend::check_user(user.trim()).is_err() {
+        out.push(Need {
+            what: "No Windows account name Windows accepts.",
+            why: "The unattended install creates this administrator account: 1 to 20 letters, digits, spaces, dots, dashes or underscores, not Administrator or Guest. Name it on the Storage step.",
+            step: NeedStep::Storage,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +110,15 @@ mod tests {
         assert!(missing(&c, true, false).is_empty(), "SATA by default");
         c.disk_bus = Some(DiskBus::Virtio);
         assert_eq!(missing(&c, true, false).len(), 1);
+    }
+
+    #[test]
+    fn an_unattended_install_needs_the_drivers_and_an_account() {
+        assert!(unattended_missing(&full(), "Ada").is_empty());
+        assert_eq!(unattended_missing(&full(), "").len(), 1);
+        assert_eq!(unattended_missing(&full(), "Guest").len(), 1);
+        let mut c = full();
+        c.virtio_iso = None;
+        assert_eq!(unattended_missing(&c, "Ada")[0].step, NeedStep::Storage);
     }
 }

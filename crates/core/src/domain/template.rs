@@ -71,6 +71,9 @@ pub struct WindowsSpec {
     pub disk_bus: DiskBus,
     pub install_iso: Option<String>,
     pub virtio_iso: Option<String>,
+    /// The answer media of an unattended install (install/answer_media.rs):
+    /// a third CD, and the install marked in the domain's metadata.
+    pub answer_iso: Option<String>,
     pub network: Network,
     /// A SPICE display for the install (local only, no compression). With
     /// Looking Glass SPICE is there anyway, on 127.0.0.1 for its client.
@@ -111,6 +114,9 @@ fn edit(path: &str, what: impl Into<String>, why: &str) -> Edit {
     }
 }
 
+/// The namespace of the unattended install's marker in `<metadata>`.
+pub const INSTALL_NS: &str = "https://github.com/vfio-assistant/vfio-assistant/xmlns/install/1";
+
 fn esc(s: &str) -> String {
     escape(s).into_owned()
 }
@@ -125,7 +131,13 @@ fn base(spec: &WindowsSpec, edits: &mut Vec<Edit>) -> String {
     let _ = writeln!(x, "<domain type='kvm'>\n  <name>{}</name>", esc(&spec.name));
     let _ = writeln!(
         x,
-        "  <metadata>\n    <libosinfo:libosinfo xmlns:libosinfo=\"http://libosinfo.org/xmlns/libvirt/domain/1.0\">\n      <libosinfo:os id=\"{os_id}\"/>\n    </libosinfo:libosinfo>\n  </metadata>"
+        "  <metadata>\n    <libosinfo:libosinfo xmlns:libosinfo=\"http://libosinfo.org/xmlns/libvirt/domain/1.0\">\n      <libosinfo:os id=\"{os_id}\"/>\n    </libosinfo:libosinfo>{}\n  </metadata>",
+        spec.answer_iso
+            .as_deref()
+            .map_or(String::new(), |a| format!(
+                "\n    <vfioa:install xmlns:vfioa=\"{INSTALL_NS}\" answer=\"{}\"/>",
+                esc(a)
+            ))
     );
     let _ = writeln!(
         x,
@@ -146,6 +158,12 @@ fn base(spec: &WindowsSpec, edits: &mut Vec<Edit>) -> String {
     }
     x.push_str("    <nosharepages/>\n  </memoryBacking>\n");
     let _ = writeln!(x, "  <vcpu placement='static'>{}</vcpu>", spec.vcpus);
+    // The virtio disk (or SCSI controller) runs on iothread 1, which must be
+    // declared whether or not the vCPUs are pinned (pinning also pins it):
+    // libvirt refuses "Disk iothread '1' not defined in iothreadid" without.
+    if spec.disk.is_some() && spec.disk_bus != DiskBus::Sata {
+        x.push_str("  <iothreads>1</iothreads>\n");
+    }
     let secure = spec.windows == Windows::Eleven;
     x.push_str("  <os firmware='efi'>\n    <type arch='x86_64' machine='q35'>hvm</type>\n");
     if secure {
@@ -232,7 +250,11 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
         });
     }
     let mut cd = 0u8;
-    for (iso, why) in [(&spec.install_iso, true), (&spec.virtio_iso, false)] {
+    for (iso, why) in [
+        (&spec.install_iso, true),
+        (&spec.virtio_iso, false),
+        (&spec.answer_iso, false),
+    ] {
         if let Some(iso) = iso {
             let dev = format!("sd{}", (b'b' + cd) as char);
             cd += 1;
@@ -249,6 +271,13 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
             "devices/disk",
             "virtio-win drivers as a second CD",
             "During setup, 'Load driver' from this CD finds the virtio disk (viostor) and network (NetKVM) drivers.",
+        ));
+    }
+    if spec.answer_iso.is_some() {
+        edits.push(edit(
+            "devices/disk",
+            "the answer media as a third CD, the install marked in the metadata",
+            "Windows Setup reads autounattend.xml and the $WinPEDriver$ drivers from it and installs without questions; the marker tells the start to press a key at the installer's \"Press any key to boot from CD\" and tells the Monitor the install's state.",
         ));
     }
     x.push_str("    <controller type='usb' model='qemu-xhci' ports='15'/>\n");

@@ -145,6 +145,10 @@ pub struct StartOutcome {
     pub causes: Vec<StartCause>,
     /// Whether the QEMU log could be read (root, or the log's group).
     pub log_read: bool,
+    /// An unattended install's first boot: how many times Enter was
+    /// pressed through the installer's "Press any key to boot from CD"
+    /// (install::progress), or why no key went through.
+    pub install_keys: Option<Result<u32, String>>,
 }
 
 /// The networks a domain's interfaces plug into.
@@ -209,11 +213,10 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
         message: None,
         causes: Vec::new(),
         log_read: false,
+        install_keys: None,
     };
-    let wanted = hv
-        .domain_xml(name)
-        .map(|x| networks_of(&x))
-        .unwrap_or_default();
+    let xml = hv.domain_xml(name).ok();
+    let wanted = xml.as_deref().map(networks_of).unwrap_or_default();
     if !wanted.is_empty()
         && let Ok(nets) = hv.networks()
     {
@@ -234,7 +237,23 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
         Ok(()) => watch_start(hv, name, Duration::from_millis(1500)),
     };
     match failure {
-        None => out.started = true,
+        None => {
+            out.started = true;
+            if xml
+                .as_deref()
+                .and_then(crate::install::progress::answer_of)
+                .is_some()
+            {
+                out.install_keys = Some(
+                    crate::install::progress::press_through_cd_prompt(
+                        hv,
+                        name,
+                        &std::thread::sleep,
+                    )
+                    .map_err(|e| e.message.clone()),
+                );
+            }
+        }
         Some(msg) => {
             let log = qemu_log(root, name);
             out.log_read = log.is_some();

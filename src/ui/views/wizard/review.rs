@@ -19,7 +19,8 @@ pub const STEP: StepSpec = StepSpec {
         if blockers_ui(ui, cx.w, cx.vm, super::vcpus_of(cx.board)) {
             return;
         }
-        review_step(ui, (cx.w, cx.vm), cx.rt, cx.built, cx.out)
+        let sizes = (super::vcpus_of(cx.board), cx.snap.kernel.mem_total_kib);
+        review_step(ui, (cx.w, cx.vm, sizes), cx.rt, cx.built, cx.out)
     },
 };
 
@@ -72,7 +73,7 @@ fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState, vm: &VmModel, vcpus: u32)
 
 fn review_step(
     ui: &mut egui::Ui,
-    (w, vm): (&mut WizardState, &VmModel),
+    (w, vm, (vcpus, total_kib)): (&mut WizardState, &VmModel, (u32, Option<u64>)),
     rt: &WizardRuntime,
     built: Option<&(NewDomain, Vec<String>)>,
     out: &mut Vec<Command>,
@@ -114,7 +115,16 @@ fn review_step(
             .on_hover_text("Adds it to libvirt as this host accepts it (the same checks first); a domain of that name is updated, keeping its UUID, MAC addresses and NVRAM.")
             .clicked()
         {
-            out.push(Command::Define { xml: d.xml.clone() });
+            out.push(Command::Define {
+                xml: d.xml.clone(),
+                install: w.install_choices(vm).map(|install| {
+                    Box::new(crate::ui::install_jobs::UnattendedDefine {
+                        choices: w.choices(vm, vcpus, total_kib),
+                        install,
+                        caps: rt.caps.clone(),
+                    })
+                }),
+            });
         }
         if busy {
             ui.spinner();
@@ -165,7 +175,7 @@ fn review_step(
                     k.what
                 )));
             }
-            vm_control_ui(ui, VmPage::Wizard, &rt.vm, &plan.name, out);
+            vm_control_ui(ui, VmPage::Wizard, &rt.vm, &plan.name, vm.unattended, out);
         }
         Some(Err(e)) => {
             ui.colored_label(theme::BAD, format!("Define failed: {e}"));

@@ -48,6 +48,44 @@ fn path_row(
     });
 }
 
+/// "Install Windows for me": the account, its password (in memory until
+/// Define puts it on the answer media) and the Looking Glass installer.
+fn unattended_ui(ui: &mut egui::Ui, w: &WizardState, vm: &mut VmModel, out: &mut Vec<Command>) {
+    ui.checkbox(&mut vm.unattended, "Install Windows for me")
+        .on_hover_text("Define builds answer media beside the installer ISO: Windows installs with the virtio drivers, this host's language, keyboard and time zone, a local account, the guest tools, and MSI mode for the GPU, without questions.");
+    if !vm.unattended {
+        return;
+    }
+    ui.horizontal(|ui| {
+        let l = ui.label("Windows account");
+        ui.add(
+            egui::TextEdit::singleline(&mut vm.win_user)
+                .hint_text(theme::hint("ada"))
+                .desired_width(160.0),
+        )
+        .labelled_by(l.id);
+        let l = ui.label("Password");
+        ui.add(
+            egui::TextEdit::singleline(&mut vm.win_password.0)
+                .password(true)
+                .desired_width(160.0),
+        )
+        .labelled_by(l.id);
+    });
+    ui.weak("The password goes only onto the answer media, which \"Take the install media out\" deletes; it is not saved with this app's settings.");
+    if w.looking_glass {
+        path_row(
+            ui,
+            "Looking Glass host installer",
+            &mut vm.lg_installer,
+            "looking-glass-host-setup.exe, the version of your client",
+            PickField::LgInstaller,
+            out,
+        );
+    }
+    ui.weak("Left to you: the GPU's own driver (NVIDIA's or AMD's installer, inside Windows) and activation.");
+}
+
 fn storage_step(
     ui: &mut egui::Ui,
     (w, vm, vcpus): (&mut WizardState, &mut VmModel, u32),
@@ -172,6 +210,7 @@ fn storage_step(
         PickField::VirtioIso,
         out,
     );
+    unattended_ui(ui, w, vm, out);
     for n in w
         .needs(vm, vcpus)
         .iter()

@@ -110,7 +110,11 @@ fn the_answer_media_holds_the_answer_the_drivers_and_the_scripts() {
     assert!(msi.contains("VEN_10DE&DEV_2484") && msi.contains("VEN_10DE&DEV_228B"));
     // The password is on the media alone: no staging folder is left beside it.
     let left = files_under(&d.path().join("out"));
-    assert_eq!(left, std::slice::from_ref(&u.media), "only the media is left");
+    assert_eq!(
+        left,
+        std::slice::from_ref(&u.media),
+        "only the media is left"
+    );
 }
 
 #[test]

@@ -46,8 +46,11 @@ pub fn run(req: &HelperRequest, json: bool) -> anyhow::Result<i32> {
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(&input);
     }
+    // Whether the helper itself spoke: sudo's refusals come before it runs.
+    let mut helper_spoke = false;
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            helper_spoke = true;
             print_line(&line, json);
         }
     }
@@ -57,28 +60,94 @@ pub fn run(req: &HelperRequest, json: bool) -> anyhow::Result<i32> {
         let _ = e.by_ref().take(64 * 1024).read_to_string(&mut err);
     }
     let code = child.wait()?.code();
+    ending(
+        code,
+        &err,
+        helper_spoke,
+        &user,
+        &helper.display().to_string(),
+    )
+    .map_err(|words| anyhow::anyhow!(words))
+}
+
+/// How sudo and the helper ended: the helper's own code (0 done, 1 rolled
+/// back, 2 refused: its lines said the rest), or sudo's refusal in words.
+/// sudo exits 1 when it refuses, as the helper does when it rolls back: a
+/// run where the helper printed nothing and sudo spoke on stderr is sudo's.
+/// Its words (sudo 1.9's sudoers plugin): "N incorrect password attempts",
+/// "no password was provided" (the prompt answered with nothing), "a
+/// password is required" (`-n`), "a terminal is required…", "… is not in the
+/// sudoers file", "Sorry, user … is not allowed to execute …".
+fn ending(
+    code: Option<i32>,
+    err: &str,
+    helper_spoke: bool,
+    user: &str,
+    helper: &str,
+) -> Result<i32, String> {
+    let unchanged = "Nothing was changed.";
+    let sudo_said = !helper_spoke && err.lines().any(|l| l.starts_with("sudo:"));
+    if sudo_said && err.contains("incorrect password attempt") {
+        return Err(format!(
+            "sudo did not accept the password ({}). {unchanged} Run the command again to retry.",
+            last_sudo_line(err)
+        ));
+    }
+    if sudo_said && err.contains("no password was provided") {
+        return Err(format!(
+            "Cancelled: no password was given to sudo. {unchanged}"
+        ));
+    }
     if err.contains("a password is required") || err.contains("a terminal is required") {
-        anyhow::bail!(
-            "sudo asks for a password, and there is no terminal to type it in. Run the same command in a terminal (sudo asks there), or let your user run the helper without a password: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). {}",
-            crate::remote::sudoers_line(&user),
+        return Err(format!(
+            "sudo asks for a password, and there is no terminal to type it in. {unchanged} Run the same command in a terminal (sudo asks there), or let your user run the helper without a password: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). {}",
+            crate::remote::sudoers_line(user),
             crate::helper::SUDOERS_ALLOWS
-        );
+        ));
+    }
+    if sudo_said
+        && (err.contains("not in the sudoers file") || err.contains("is not allowed to execute"))
+    {
+        return Err(format!(
+            "sudo refused: {}. {unchanged} Changing the host needs an administrator: run it as one, or ask one for the sudoers line `{}` in /etc/sudoers.d/vfio-assistant. {}",
+            last_sudo_line(err),
+            crate::remote::sudoers_line(user),
+            crate::helper::SUDOERS_ALLOWS
+        ));
     }
     match code {
-        Some(c @ 0..=2) => Ok(c),
+        Some(c @ 0..=2) if !sudo_said => Ok(c),
         _ => {
-            let last = err.lines().last().unwrap_or("").trim();
-            anyhow::bail!(
-                "the helper ({}) did not run through sudo: {}",
-                helper.display(),
+            let last = err
+                .lines()
+                .map(str::trim)
+                .rfind(|l| !l.is_empty())
+                .unwrap_or("");
+            Err(format!(
+                "the helper ({helper}) did not run through sudo: {}{}",
                 if last.is_empty() {
                     "no reason given"
                 } else {
                     last
+                },
+                if helper_spoke {
+                    String::new()
+                } else {
+                    format!(". {unchanged}")
                 }
-            )
+            ))
         }
     }
+}
+
+/// sudo's last line, without its "sudo: " and the dots it ends with.
+fn last_sudo_line(err: &str) -> &str {
+    err.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("sudo: "))
+        .unwrap_or("")
+        .trim()
+        .trim_end_matches('.')
 }
 
 /// One of the helper's lines, as `tune` prints its own.
@@ -105,5 +174,84 @@ fn print_line(line: &str, json: bool) {
         if r.get("needs_reboot").and_then(|b| b.as_bool()) == Some(true) {
             let _ = outln!("Reboot for the boot changes to take effect.");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(code: i32, err: &str, spoke: bool) -> Result<i32, String> {
+        ending(
+            Some(code),
+            err,
+            spoke,
+            "anna",
+            "/usr/libexec/vfio-assistant/vfio-assistant-helper",
+        )
+    }
+
+    #[test]
+    fn the_helpers_own_codes_stand() {
+        for code in 0..=2 {
+            assert_eq!(said(code, "", true), Ok(code));
+        }
+        // A warning of sudo's before the helper ran and spoke: the helper's.
+        assert_eq!(said(1, "sudo: unable to resolve host box\n", true), Ok(1));
+    }
+
+    #[test]
+    fn three_wrong_passwords_say_nothing_changed() {
+        let w = said(1, "sudo: 3 incorrect password attempts\n", false).unwrap_err();
+        assert_eq!(
+            w,
+            "sudo did not accept the password (3 incorrect password attempts). Nothing was changed. Run the command again to retry."
+        );
+    }
+
+    #[test]
+    fn no_password_given_is_a_cancel() {
+        let w = said(
+            1,
+            "sudo: no password was provided\nsudo: a password is required\n",
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            w,
+            "Cancelled: no password was given to sudo. Nothing was changed."
+        );
+    }
+
+    #[test]
+    fn no_terminal_and_not_allowed_say_the_sudoers_line() {
+        let w = said(1, "sudo: a password is required\n", false).unwrap_err();
+        assert!(
+            w.starts_with("sudo asks for a password, and there is no terminal"),
+            "{w}"
+        );
+        assert!(
+            w.contains("Nothing was changed.") && w.contains("anna ALL=(root)"),
+            "{w}"
+        );
+        let w = said(1, "sudo: anna is not in the sudoers file.\n", false).unwrap_err();
+        assert!(
+            w.starts_with("sudo refused: anna is not in the sudoers file. Nothing was changed."),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn anything_else_before_the_helper_ran_is_said_with_sudos_words() {
+        let w = said(
+            1,
+            "sudo: PAM account management error: Permission denied\n",
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            w.ends_with("did not run through sudo: sudo: PAM account management error: Permission denied. Nothing was changed."),
+            "{w}"
+        );
     }
 }

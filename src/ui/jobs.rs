@@ -451,22 +451,5 @@ pub fn tuning_status(root: &HostRoot) -> Vec<crate::tuning::status::EntryStatus>
     crate::tuning::status::status(&env)
 }
 
-/// The words for how the helper ended, for the page.
-pub fn helper_exit_words(code: Option<i32>, stderr: &str, terminal: &str) -> Option<String> {
-    match code {
-        Some(0) | Some(1) | Some(2) => None,
-        Some(126) => Some("Cancelled: the password dialog was dismissed. Nothing changed.".into()),
-        Some(127) if stderr.contains("authentication agent") => Some(format!(
-            "No polkit agent is running to ask for your password (a desktop session usually has one). Run this in a terminal instead:\n{terminal}"
-        )),
-        Some(127) => Some(
-            "Not authorised: polkit did not allow this user to tune the host. Nothing changed."
-                .into(),
-        ),
-        other => Some(format!(
-            "The helper ended unexpectedly ({}): {}",
-            other.map_or("killed".to_string(), |c| format!("exit {c}")),
-            stderr.trim()
-        )),
-    }
-}
+/// The words for how the helper ended (pkexec's refusals too), for the page.
+pub use super::pkexec_words::helper_exit_words;

@@ -1,13 +1,15 @@
 //! The desktop app (egui/eframe). `app/` owns the window (state, logic,
 //! drawing, commands); `pages.rs` holds one runtime per page with its own
 //! job slots (`runtime.rs`), whose work is `jobs.rs` (library calls off the
-//! UI thread); `views/` draws one page per file; `worker.rs` scans;
-//! `theme.rs` holds the colours; `wizard_state.rs` the New VM choices.
+//! UI thread; `pkexec_words.rs` says how the helper ended); `views/` draws
+//! one page per file; `worker.rs` scans; `theme.rs` holds the colours;
+//! `wizard_state.rs` the New VM choices.
 
 pub mod app;
 pub mod install_jobs;
 pub mod jobs;
 pub mod pages;
+pub mod pkexec_words;
 pub mod runtime;
 pub mod state;
 pub mod theme;

@@ -64,6 +64,7 @@ mod gui_tuning;
 mod gui_tuning_defaults;
 mod gui_tuning_failure;
 mod gui_tuning_keep;
+mod gui_tuning_pkexec;
 mod gui_wizard;
 mod gui_wizard_faces;
 mod helper;

@@ -387,6 +387,22 @@ fn code_43_and_msi_mode_read_from_windows_own_words() {
     let mut replies = vec![fixture("osinfo-win11-winapps.json")];
     replies.extend(exec_replies(11, &pnp));
     replies.extend(exec_replies(12, &reg));
+    // Windows' settings: the power plan (a recording), the timer (our own
+    // PowerShell line's output: MIN MAX CURRENT in 100 ns), the Looking
+    // Glass service (sc.exe query's documented layout) and its log.
+    replies.extend(exec_replies(
+        13,
+        &fixture("powercfg-getactivescheme-balanced-win11.txt"),
+    ));
+    replies.extend(exec_replies(14, "156250 5000 10000\r\n"));
+    replies.extend(exec_replies(
+        15,
+        "\r\nSERVICE_NAME: Looking Glass (host)\r\n        TYPE               : 10  WIN32_OWN_PROCESS\r\n        STATE              : 1  STOPPED\r\n        WIN32_EXIT_CODE    : 0  (0x0)\r\n",
+    ));
+    replies.extend(exec_replies(
+        16,
+        "[I]      1.234 main.c:234 | app_main | Looking Glass Host (B7)\r\n[E]      2.345 ivshmem.c:120 | ivshmemInit | Unable to find the IVSHMEM device\r\n",
+    ));
     let link = Recorded {
         replies: Mutex::new(replies),
         asked: Mutex::new(Vec::new()),
@@ -405,7 +421,7 @@ fn code_43_and_msi_mode_read_from_windows_own_words() {
             name: "GA102 High Definition Audio Controller".into(),
         },
     ];
-    let f = guest_findings(&link, &passed);
+    let f = guest_findings(&link, &passed, true);
     let said: Vec<(&str, Status, &str)> = f
         .iter()
         .map(|x| (x.id.as_str(), x.status, x.title.as_str()))
@@ -433,7 +449,29 @@ fn code_43_and_msi_mode_read_from_windows_own_words() {
                 Status::Fail,
                 "Windows does not list GA102 High Definition Audio Controller"
             ),
+            (
+                "guest.power",
+                Status::Warn,
+                "Windows runs the Balanced power plan"
+            ),
+            (
+                "guest.timer",
+                Status::Pass,
+                "Windows' timer runs at 1.000 ms (finest 0.500 ms)"
+            ),
+            (
+                "guest.looking_glass",
+                Status::Fail,
+                "The Looking Glass host service is stopped"
+            ),
         ]
+    );
+    let lg = f.iter().find(|x| x.id == "guest.looking_glass").unwrap();
+    assert!(
+        lg.evidence[1]
+            .value
+            .contains("Unable to find the IVSHMEM device"),
+        "{lg:#?}"
     );
     let asked = link.asked.lock().unwrap();
     assert!(
@@ -493,6 +531,11 @@ fn a_code_43_gpu_fails_with_its_why() {
         8,
         "ERROR: The system was unable to find the specified registry key or value.\r\n",
     ));
+    replies.extend(exec_replies(
+        9,
+        &fixture("powercfg-getactivescheme-highperf-win11.txt"),
+    ));
+    replies.extend(exec_replies(10, "156250 5000 156250\r\n"));
     let link = Recorded {
         replies: Mutex::new(replies),
         asked: Mutex::new(Vec::new()),
@@ -503,7 +546,13 @@ fn a_code_43_gpu_fails_with_its_why() {
         device_id: 0x744c,
         name: "Navi 31 [Radeon RX 7900 XT/7900 XTX]".into(),
     }];
-    let f = guest_findings(&link, &passed);
+    let f = guest_findings(&link, &passed, false);
+    let power = f.iter().find(|x| x.id == "guest.power").unwrap();
+    assert_eq!(power.status, Status::Pass, "{power:#?}");
+    assert!(
+        !f.iter().any(|x| x.id == "guest.looking_glass"),
+        "no Looking Glass in this VM"
+    );
     let gpu = f.iter().find(|x| x.id == "guest.function").unwrap();
     assert_eq!(gpu.status, Status::Fail, "{gpu:#?}");
     assert!(

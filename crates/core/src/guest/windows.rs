@@ -101,3 +101,97 @@ pub fn msi_key(instance_id: &str) -> String {
         "HKLM\\SYSTEM\\CurrentControlSet\\Enum\\{instance_id}\\Device Parameters\\Interrupt Management\\MessageSignaledInterruptProperties"
     )
 }
+
+/// `powercfg /getactivescheme`: `Power Scheme GUID: 381b4222-…  (Balanced)`
+/// → (GUID, name).
+pub fn active_scheme(text: &str) -> Option<(String, String)> {
+    text.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("Power Scheme GUID:")?.trim();
+        let (guid, name) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let name = name.trim().trim_start_matches('(').trim_end_matches(')');
+        (guid.len() == 36).then(|| (guid.to_ascii_lowercase(), name.to_string()))
+    })
+}
+
+/// The timer query's line `MIN MAX CURRENT` (ntdll's NtQueryTimerResolution,
+/// in 100 ns units: the coarsest, the finest and the current period).
+pub fn timer_resolution(text: &str) -> Option<(u32, u32, u32)> {
+    text.lines().find_map(|l| {
+        let v: Vec<u32> = l
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (v.len() == 3 && v.iter().all(|n| *n > 0)).then(|| (v[0], v[1], v[2]))
+    })
+}
+
+/// A Windows service's state from `sc.exe query NAME`, `None` when it is
+/// not installed (sc's error 1060).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceState {
+    Running,
+    /// Any other state sc names (STOPPED, START_PENDING, …).
+    Other(String),
+}
+
+/// `sc.exe query` prints `        STATE              : 4  RUNNING`; a
+/// service that does not exist fails with `FAILED 1060`.
+pub fn service_state(text: &str) -> Option<Option<ServiceState>> {
+    if text.contains("1060") {
+        return Some(None);
+    }
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "STATE").then_some(())?;
+        let word = v.split_whitespace().nth(1)?.to_string();
+        Some(Some(if word == "RUNNING" {
+            ServiceState::Running
+        } else {
+            ServiceState::Other(word)
+        }))
+    })
+}
+
+/// The last error line of a Looking Glass host log (`[E]` lines).
+pub fn last_log_error(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with("[E]"))
+        .map(|l| l.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parsers_read_windows_words_and_refuse_garbage() {
+        assert_eq!(
+            active_scheme(
+                "Power Scheme GUID: 8C5E7FDA-E8BF-4A96-9A85-A6E23A8C635C  (High performance)\r\n"
+            ),
+            Some((
+                "8c5e7fda-e8bf-4a96-9a85-a6e23a8c635c".into(),
+                "High performance".into()
+            ))
+        );
+        assert_eq!(active_scheme("Access is denied.\r\n"), None);
+        assert_eq!(
+            timer_resolution("156250 5000 10000\r\n"),
+            Some((156_250, 5_000, 10_000))
+        );
+        assert_eq!(timer_resolution("Add-Type : error\r\n0 0 0\r\n"), None);
+        let missing = "[SC] EnumQueryServicesStatus:OpenService FAILED 1060:\r\n\r\nThe specified service does not exist as an installed service.\r\n";
+        assert_eq!(service_state(missing), Some(None));
+        assert_eq!(
+            service_state("        STATE              : 4  RUNNING \r\n"),
+            Some(Some(ServiceState::Running))
+        );
+        assert_eq!(service_state("garbage"), None);
+        assert_eq!(
+            last_log_error("[I] a\n[E] b\n[I] c\n").as_deref(),
+            Some("[E] b")
+        );
+        assert_eq!(last_log_error(""), None);
+    }
+}

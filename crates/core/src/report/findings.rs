@@ -68,9 +68,15 @@ pub fn domain_findings(
             hypervisor: hv,
             domain: name,
         };
+        // Looking Glass's shared memory (ivshmem, or the kvmfr device) in
+        // the running definition: its host service should run in Windows.
+        let lg = hv
+            .domain_xml_live(name)
+            .is_ok_and(|x| x.contains("looking-glass") || x.contains("/dev/kvmfr"));
         out.extend(super::guest::guest_findings(
             &link,
             &passed_functions(snap, &live),
+            lg,
         ));
     }
     out

@@ -1,7 +1,8 @@
 //! The checks inside a running Windows VM, read through its guest agent:
 //! which Windows it is, each passed-through function as Windows sees it
 //! (Code 43 and the other problem codes, from pnputil), and whether it runs
-//! on message-signalled interrupts (MSI, from the registry). Each with its
+//! on message-signalled interrupts (MSI, from the registry), then Windows'
+//! power plan, timer and Looking Glass service (guest_settings.rs). Each with its
 //! evidence, why and fix, like the host's checks. `check --domain` and the
 //! app's VM findings get them from `domain_findings`.
 
@@ -29,8 +30,14 @@ pub struct PassedFunction {
 const PNPUTIL: &str = "C:\\Windows\\System32\\pnputil.exe";
 const REG: &str = "C:\\Windows\\System32\\reg.exe";
 
-/// The in-guest findings of a running VM whose functions are `passed`.
-pub fn guest_findings(link: &dyn AgentLink, passed: &[PassedFunction]) -> Vec<Finding> {
+/// The in-guest findings of a running VM whose functions are `passed`;
+/// `looking_glass`: the VM has Looking Glass's shared memory, so its host
+/// service should run in Windows.
+pub fn guest_findings(
+    link: &dyn AgentLink,
+    passed: &[PassedFunction],
+    looking_glass: bool,
+) -> Vec<Finding> {
     let agent = Agent::new(link, AGENT_TIMEOUT_S);
     let os = match agent.osinfo() {
         Ok(os) => os,
@@ -85,6 +92,11 @@ pub fn guest_findings(link: &dyn AgentLink, passed: &[PassedFunction]) -> Vec<Fi
         if let Some(d) = seen {
             out.push(msi_finding(&agent, f, d));
         }
+    }
+    out.push(super::guest_settings::power_finding(&agent));
+    out.push(super::guest_settings::timer_finding(&agent));
+    if looking_glass {
+        out.push(super::guest_settings::looking_glass_finding(&agent));
     }
     out
 }

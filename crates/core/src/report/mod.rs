@@ -12,6 +12,7 @@
 pub mod device;
 pub mod findings;
 pub mod guest;
+pub mod guest_settings;
 pub mod libvirt;
 pub mod lifecycle;
 pub mod next_step;

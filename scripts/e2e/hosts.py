@@ -305,7 +305,93 @@ bootctl list --no-pager || true
     boot_once=True,
 )
 
-HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI)}
+# The desktop a user clicks in (issue 42): GRUB-on-UEFI's boot path with a
+# graphical session. Xorg with its modesetting driver on the machine's
+# virtio-vga (virtio-gpu's KMS, no 3D): the screen a user's monitor shows,
+# which QMP's screendump photographs from outside; Xvfb or the dummy driver
+# would leave logind without a seat's display and the screenshots to the
+# guest. No compositor (weston would want GL under TCG). The app's GL is
+# mesa's llvmpipe (software, as a machine without a GPU driver has it).
+# lightdm logs "desk" in automatically (a logind session on seat0, active:
+# polkit's allow_active holds); openbox is the window manager (the agent's
+# dialog gets the focus xdotool types into); mate-polkit the agent (GTK 3,
+# so its dialog is on AT-SPI without GTK 2's gail modules that lxpolkit
+# would need). desk is in group sudo (Debian's polkit takes it as an admin)
+# and libvirt (the app talks to qemu:///system as the user).
+DESKTOP_USER = "desk"
+DESKTOP_PASSWORD = "desk-e2e-pw"
+DESKTOP_PACKAGES = [
+    "xserver-xorg-core", "xserver-xorg-input-libinput", "xauth", "lightdm", "lightdm-gtk-greeter",
+    "openbox", "dbus-user-session", "at-spi2-core", "python3-pyatspi", "python3-gi", "xdotool",
+    "mate-polkit", "libglib2.0-bin", "fonts-dejavu-core", "x11-utils",
+    # What eframe (glow, winit on X11) opens at run time: the .deb's
+    # Depends do not name them (they are dlopen'ed).
+    "libgl1-mesa-dri", "libegl1", "libgl1", "libx11-xcb1", "libxcursor1", "libxrandr2", "libxi6",
+    "libxkbcommon-x11-0",
+]
+# The user, its automatic login and its session's autostart: the agent,
+# and e2e-session, the harness's hand inside the session (what it runs is
+# in the session's scope, so polkit finds the session and its agent for
+# the app the driver starts). The screen never blanks.
+DESKTOP_SESSION = r"""
+chroot "$1" useradd -m -s /bin/bash -G sudo,libvirt $USER
+echo "$USER:$PASSWORD" | chroot "$1" chpasswd
+mkdir -p "$1/etc/lightdm/lightdm.conf.d" "$1/etc/X11/xorg.conf.d"
+printf '[Seat:*]
+autologin-user=%s
+autologin-user-timeout=0
+autologin-session=openbox
+' "$USER"   > "$1/etc/lightdm/lightdm.conf.d/50-e2e-autologin.conf"
+printf 'Section "ServerFlags"
+  Option "BlankTime" "0"
+  Option "StandbyTime" "0"
+  Option "SuspendTime" "0"
+  Option "OffTime" "0"
+EndSection
+'   > "$1/etc/X11/xorg.conf.d/10-e2e-noblank.conf"
+ln -sf /lib/systemd/system/lightdm.service "$1/etc/systemd/system/display-manager.service"
+ln -sf /lib/systemd/system/graphical.target "$1/etc/systemd/system/default.target"
+cat > "$1/usr/local/bin/e2e-session" <<'SH'
+#!/bin/sh
+# In the desktop user's session: runs what a boot's step puts into
+# $XDG_RUNTIME_DIR/e2e/request (as this user), its output in driver.log,
+# its exit code in rc.
+d=$XDG_RUNTIME_DIR/e2e
+mkdir -p "$d"
+env > "$d/env.txt"
+: > "$d/ready"
+while :; do
+  if [ -f "$d/request" ]; then
+    mv "$d/request" "$d/running"
+    sh "$d/running" > "$d/driver.log" 2>&1
+    echo $? > "$d/rc.tmp" && mv "$d/rc.tmp" "$d/rc"
+  fi
+  sleep 1
+done
+SH
+chmod 755 "$1/usr/local/bin/e2e-session"
+mkdir -p "$1/home/$USER/.config/openbox"
+cat > "$1/home/$USER/.config/openbox/autostart" <<'SH'
+/usr/libexec/polkit-mate-authentication-agent-1 &
+/usr/local/bin/e2e-session &
+SH
+chroot "$1" chown -R $USER:$USER /home/$USER/.config
+"""
+
+DESKTOP = Host(
+    name="desktop",
+    title="Debian 12, UEFI, GRUB, initramfs-tools, Xorg on virtio-vga, lightdm's automatic login, openbox, mate-polkit",
+    firmware="uefi",
+    packages=["initramfs-tools", "grub-efi-amd64", "dosfstools"] + DESKTOP_PACKAGES,
+    customize=GRUB_DEFAULTS + GRUB_ONE_SCREEN + ESP_FSTAB
+    + DESKTOP_SESSION.replace("$USER", DESKTOP_USER).replace("$PASSWORD", DESKTOP_PASSWORD),
+    provision=GRUB_UEFI.provision,
+    apply_with="pkexec",
+    cases=("window-journey", "window-cancel", "window-wrong-password", "window-killed"),
+    boot_once=True,
+)
+
+HOSTS = {h.name: h for h in (GRUB, SDBOOT, GRUB_UEFI, SECUREBOOT, UKI, DESKTOP)}
 
 # Every boot path here boots the click's entry once: systemd-boot (`bootctl
 # set-oneshot`) and GRUB (`grub-reboot`, where GRUB can write its environment

@@ -13,6 +13,7 @@ and the power cut at the moments a user's machine can lose it.
     scripts/e2e/run.py --host grub-uefi --case kernel-update   # dpkg installs a newer kernel
     scripts/e2e/run.py --host grub --case tried-once-fails     # the tried boot dies: the old setup next
     scripts/e2e/run.py --host grub --case twins                # two identical cards, bound by address
+    scripts/e2e/run.py --host desktop --case window-journey    # the journey through the app's window
 
 Needs root (mmdebstrap, chroot) and the packages scripts/e2e/setup.sh
 installs. Images are cached in target/e2e/images by their recipe's hash;
@@ -35,6 +36,7 @@ sys.path.insert(0, str(HERE))
 
 import hosts  # noqa: E402
 import boot_cases  # noqa: E402
+import desktop_cases  # noqa: E402
 import gpu_cases  # noqa: E402
 import image  # noqa: E402
 import journey  # noqa: E402
@@ -44,7 +46,8 @@ from log import phase, say, set_prefix, summary  # noqa: E402
 
 TOP = HERE.parent.parent
 CASES = ["journey", "tried-then-undone", "cut-bootcfg", "cut-initramfs", "cut-after-apply", "single-gpu", "shared-gpu",
-         "kernel-update", "two-kernels", "tried-once-fails", "twins"]
+         "kernel-update", "two-kernels", "tried-once-fails", "twins",
+         "window-journey", "window-cancel", "window-wrong-password", "window-killed"]
 # The machine each case boots (qemu.py): the single-GPU case has no
 # virtio-vga, the identical-cards case a second QEMU VGA in its place.
 MACHINE = {"single-gpu": "one-gpu", "twins": "twins"}
@@ -103,6 +106,8 @@ def run_case(host, case, disk, deb, runs):
             boot_cases.tried_once_fails(guest, host.apply_with)
         elif case == "twins":
             boot_cases.twins(guest, host.apply_with)
+        elif case.startswith("window-"):
+            desktop_cases.run(guest, case)
         else:
             journey.cut(guest, host.apply_with, case)
         ok, why = True, []

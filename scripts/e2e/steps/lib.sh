@@ -747,3 +747,46 @@ step_shared_vm() {
     [ ! -e "$SH_HOOK" ] || fail "the hook is still there after the undo"
     [ ! -e "$SH_RULE" ] || fail "the udev rule is still there after the undo"
 }
+
+# The desktop host (issue 42): a phase of the journey through the app's
+# window, driven as the desktop's user inside its session by
+# scripts/e2e/desktop/drive.py. e2e-session (the session's autostart) runs
+# what is put into its folder; this waits for it and keeps its log.
+# $DESKTOP_USER and $DESKTOP_PASSWORD come from the case (hosts.py).
+step_window() {
+    phase=$1
+    uid=$(id -u "$DESKTOP_USER") || fail "no user $DESKTOP_USER"
+    d=/run/user/$uid/e2e
+    note "the window: $phase (as $DESKTOP_USER in its session)"
+    i=0; while [ ! -e "$d/ready" ] && [ "$i" -lt 600 ]; do sleep 2; i=$((i + 2)); done
+    if [ ! -e "$d/ready" ]; then
+        loginctl list-sessions --no-pager; systemctl status lightdm --no-pager | tail -n 20
+        tail -n 30 /var/log/lightdm/*.log 2>/dev/null
+        fail "no desktop session for $DESKTOP_USER after 600 s"
+    fi
+    echo "the session came up ${i} s after the step began"
+    for s in $(loginctl list-sessions --no-legend | awk '{print $1}'); do
+        loginctl show-session "$s" -p Name -p Seat -p Type -p Class -p Active -p State --no-pager | tr '\n' ' '; echo
+    done | tee "$OUT/window/sessions-$phase.txt"
+    rm -f "$d/rc"
+    printf 'exec python3 /mnt/ctl/desktop/drive.py %s /mnt/ctl/out/window %s\n' "$phase" "$DESKTOP_PASSWORD" > "$d/request.tmp"
+    chown "$uid" "$d/request.tmp"
+    mv "$d/request.tmp" "$d/request"
+    i=0; while [ ! -e "$d/rc" ] && [ "$i" -lt 3000 ]; do sleep 5; i=$((i + 5)); done
+    cp "$d/driver.log" "$OUT/window/$phase-driver.log" 2>/dev/null
+    cp "$d/env.txt" "$OUT/window/session-env.txt" 2>/dev/null
+    journalctl -b --no-pager -t polkitd -t pkexec -t polkit-agent-helper-1 > "$OUT/window/$phase-polkit.log" 2>&1
+    cat "$d/driver.log"
+    [ -e "$d/rc" ] || fail "the driver did not end in 3000 s"
+    echo "the driver exited $(cat "$d/rc")"
+}
+
+# Every libvirt domain the window made, undefined (the journey's own VM;
+# its definition under /etc would not be as before).
+step_forget_vms() {
+    for v in $(virsh -c qemu:///system list --all --name); do
+        virsh -c qemu:///system destroy "$v" >/dev/null 2>&1
+        virsh -c qemu:///system undefine "$v" --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine "$v"
+        echo "undefined the VM '$v'"
+    done
+}

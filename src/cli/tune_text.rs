@@ -124,6 +124,7 @@ pub fn status_text(list: &[EntryStatus]) -> String {
             Standing::RolledBack => "rolled back",
             Standing::Undone => "undone",
             Standing::Interrupted => "INTERRUPTED (tune undo --last restores the host)",
+            Standing::Running => "STILL RUNNING (its helper goes on to its end; wait for it)",
         };
         let _ = writeln!(
             s,

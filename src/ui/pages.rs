@@ -189,6 +189,9 @@ pub struct TuningRuntime {
     pub single_gpu: Option<Vec<crate::finding::Finding>>,
     pub status_job: Slot<Vec<crate::tuning::status::EntryStatus>>,
     pub status: Vec<crate::tuning::status::EntryStatus>,
+    /// A transaction still running (its app was closed while its helper
+    /// went on): the journal read again, apart from the page's jobs.
+    pub watch_job: Slot<Vec<crate::tuning::status::EntryStatus>>,
     /// The journal was read since the last change.
     pub status_asked: bool,
     /// The helper's lines while it runs.
@@ -215,6 +218,7 @@ impl Default for TuningRuntime {
             single_gpu: None,
             status_job: Slot::new("reading the journal"),
             status: Vec::new(),
+            watch_job: Slot::new("following a tuning that still runs"),
             status_asked: false,
             run: None,
             lines: Vec::new(),

@@ -63,6 +63,7 @@ mod gui_snapshots;
 mod gui_tuning;
 mod gui_tuning_defaults;
 mod gui_tuning_failure;
+mod gui_tuning_interrupted;
 mod gui_tuning_keep;
 mod gui_tuning_pkexec;
 mod gui_wizard;

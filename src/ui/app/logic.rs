@@ -65,6 +65,9 @@ impl App {
         if let Some(Ok(s)) = t.status_job.poll() {
             t.status = s;
         }
+        if let Some(Ok(s)) = t.watch_job.poll() {
+            t.status = s;
+        }
         if let Some(Ok(f)) = t.single_gpu_job.poll() {
             t.single_gpu = Some(f);
         }
@@ -128,6 +131,25 @@ impl App {
                 .cloned();
             let _ = self.tuning.single_gpu_job.start(
                 move || crate::report::single_gpu::for_gpus(&r, &snap, gpu.as_deref()),
+                self.wake(),
+            );
+        }
+        // A transaction still running (the app that started it was closed
+        // while its helper went on): its journal read again every two
+        // seconds until it ends, apart from the page's jobs.
+        let t = &self.tuning;
+        if t.status
+            .iter()
+            .any(|s| s.standing == crate::tuning::status::Standing::Running)
+            && !t.watch_job.is_busy()
+            && !t.status_job.is_busy()
+        {
+            let r = root.clone();
+            let _ = self.tuning.watch_job.start(
+                move || {
+                    std::thread::sleep(Duration::from_secs(2));
+                    jobs::tuning_status(&r)
+                },
                 self.wake(),
             );
         }

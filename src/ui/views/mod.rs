@@ -12,4 +12,5 @@ pub mod troubleshoot;
 pub mod tuning;
 pub mod tuning_gpu_mode;
 pub mod tuning_inputs;
+pub mod tuning_journal;
 pub mod wizard;

@@ -12,7 +12,6 @@ use crate::parse::cpulist::format_cpulist;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
 use crate::tuning::plan::plan;
-use crate::tuning::status::Standing;
 use crate::ui::app::Command;
 use crate::ui::pages::TuningRuntime;
 use crate::ui::state::{State, TuningChoices};
@@ -384,77 +383,6 @@ fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
     }
 }
 
-fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>) {
-    ui.label(RichText::new("Applied before").heading());
-    if rt.status.is_empty() {
-        ui.weak("Nothing applied by VFIO Assistant on this host yet.");
-    }
-    for e in rt.status.iter().rev() {
-        ui.horizontal_wrapped(|ui| {
-            let (word, color) = match e.standing {
-                Standing::Applied => ("applied", theme::GOOD),
-                Standing::WaitingForReboot => ("waiting for a reboot", theme::WARN),
-                Standing::TookEffect => ("took effect", theme::GOOD),
-                Standing::DidNotTake => ("did not take", theme::BAD),
-                Standing::RolledBack => ("rolled back", theme::muted(ui)),
-                Standing::Undone => ("undone", theme::muted(ui)),
-                Standing::Interrupted => ("interrupted", theme::BAD),
-            };
-            crate::ui::widgets::badges::badge_ui(ui, word, color);
-            ui.label(format!("{}: {}", e.id, ChangeId::joined(&e.changes)));
-            let undoable = matches!(e.standing, Standing::Applied | Standing::WaitingForReboot | Standing::TookEffect | Standing::DidNotTake | Standing::Interrupted);
-            let label = if e.standing == Standing::Interrupted {
-                "Restore the host"
-            } else {
-                "Undo"
-            };
-            if undoable
-                && ui
-                    .add_enabled(!rt.is_running(), egui::Button::new(label))
-                    .on_hover_text("Puts every file back byte for byte and every value as it was, and the boot files as they were (rebuilt where something else changed them since).")
-                    .clicked()
-            {
-                out.push(Command::TuningUndo { id: e.id.clone() });
-            }
-        });
-        if !e.pending_tokens.is_empty() {
-            ui.weak(format!(
-                "  not in /proc/cmdline yet: {}",
-                e.pending_tokens.join(" ")
-            ));
-        }
-        if let Some(d) = &e.detail {
-            ui.colored_label(theme::BAD, format!("  {d}"));
-        }
-        if let Some(t) = &e.tried_once {
-            ui.colored_label(theme::WARN, format!("  {t}"));
-        }
-        if let Some(req) = &e.keep
-            && ui
-                .add_enabled(!rt.is_running(), egui::Button::new("Keep it as the default"))
-                .on_hover_text("Writes the parameters this boot came up with into the default boot entry (or builds the default kernel image with them), as one more transaction you can undo.")
-                .clicked()
-        {
-            out.push(Command::TuningApply {
-                request: req.clone(),
-                steps: 2,
-            });
-        }
-        if !e.drifted.is_empty() {
-            ui.colored_label(
-                theme::WARN,
-                format!("  changed since: {}", e.drifted.join(", ")),
-            );
-        }
-        if !e.leftovers.is_empty() {
-            ui.colored_label(
-                theme::WARN,
-                format!("  still in the boot files: {}", e.leftovers.join("; ")),
-            );
-        }
-    }
-}
-
 pub fn tuning_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
@@ -466,6 +394,7 @@ pub fn tuning_ui(
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
         ui.heading("Host tuning");
         ui.label("What this host needs for a passthrough VM, applied as one transaction you can undo: files are written atomically and kept in a journal, a failure puts everything back, and boot changes are checked before you reboot.");
+        super::tuning_journal::unfinished_ui(ui, rt, out);
         super::tuning_inputs::inputs_ui(ui, snap, state);
         if let Some(checks) = &rt.single_gpu {
             ui.label(RichText::new("Before single-GPU passthrough").strong());
@@ -489,7 +418,7 @@ pub fn tuning_ui(
             Ok(p) => p,
             Err(e) => {
                 ui.colored_label(theme::BAD, format!("Cannot plan: {e}"));
-                journal_ui(ui, rt, out);
+                super::tuning_journal::journal_ui(ui, rt, out);
                 return;
             }
         };
@@ -557,7 +486,9 @@ pub fn tuning_ui(
         } else {
             ui.horizontal(|ui| {
                 let label = if live { "Apply (asks for your password)" } else { "Apply to this captured host's files" };
-                let apply = ui.add_enabled(!chosen.is_empty() && !rt.is_running(), egui::Button::new(RichText::new(label).strong()));
+                // Never a second transaction beside one still running.
+                let waiting = super::tuning_journal::one_still_runs(rt);
+                let apply = ui.add_enabled(!chosen.is_empty() && !rt.is_running() && !waiting, egui::Button::new(RichText::new(label).strong()));
                 if apply.clicked() {
                     let steps = p
                         .changes
@@ -570,6 +501,10 @@ pub fn tuning_ui(
                 if rt.is_running() {
                     ui.spinner();
                     ui.label("Applying…");
+                } else if waiting {
+                    // No spinner: the journal is read again every two
+                    // seconds (`watch_job`), and the page redrawn then.
+                    ui.colored_label(theme::WARN, "Waiting for the tuning still running (above) to end…");
                 }
             });
             // Its own choice, named again where it is applied.
@@ -587,6 +522,6 @@ pub fn tuning_ui(
             ui.weak(theme::detail(p.boot.recovery.clone()));
         }
         ui.separator();
-        journal_ui(ui, rt, out);
+        super::tuning_journal::journal_ui(ui, rt, out);
     });
 }

@@ -97,6 +97,15 @@ pub fn next_step(snap: &HostSnapshot, findings: &[Finding]) -> NextStep {
 /// The step to take now, with the user's pick of the VM's card (`chosen`:
 /// the Overview's choice, `check --gpu`) where the host has several.
 pub fn next_step_with(snap: &HostSnapshot, findings: &[Finding], chosen: Option<&str>) -> NextStep {
+    // A tuning still running (the app that started it was closed while its
+    // helper went on): waited for before anything else is done to the host.
+    if let Some(f) = findings.iter().find(|f| f.id == "tune.running") {
+        return from_finding(
+            f,
+            "The host is being changed right now: anything else done to it before that ends would race it.",
+            None,
+        );
+    }
     let failing = |f: &&Finding| f.status == Status::Fail;
     let blocker = BLOCKERS
         .iter()

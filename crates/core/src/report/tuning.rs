@@ -1,6 +1,7 @@
 //! The host's tuning transactions as findings: one interrupted by a power
 //! cut or a killed process (its before-state is in the journal, so one
-//! action restores the host), one whose entry systemd-boot booted once and
+//! action restores the host), one still running (the app that started it
+//! was closed: it is waited for, never restored), one whose entry systemd-boot booted once and
 //! that is not kept yet (the next reboot goes back to the old setup), and a
 //! rolled-back or undone one whose boot files still hold what it added. The Overview makes the first of these
 //! its next step, with the button that restores the host.
@@ -46,6 +47,17 @@ pub fn tuning_findings(root: &HostRoot) -> Vec<Finding> {
                 }
             }
             out.push(f);
+        } else if s.standing == Standing::Running {
+            out.push(
+                Finding::new(
+                    "tune.running",
+                    format!("A host tuning is still running ({})", s.id),
+                    Status::Warn,
+                )
+                .evidence(format!("{journal}/{}", s.id), s.detail.clone().unwrap_or_default())
+                .why("The app that started it was closed (or another window started it) while the helper changed the host; the helper goes on to its end by itself, and its journal says how it ended.")
+                .fix("Wait for it to end, then look again: the Tuning page (or `vfio-assistant tune status`) says how it ended — applied, or rolled back if a step failed. Nothing needs restoring, and nothing should be applied or undone before it ends."),
+            );
         } else if let (Some(words), Some(_)) = (&s.tried_once, &s.keep) {
             out.push(
                 Finding::new(

@@ -31,6 +31,7 @@ pub mod plan_error;
 pub mod play;
 pub mod preflight;
 pub mod records;
+pub mod running;
 pub mod shared_desktop;
 pub mod shared_gpu;
 pub mod single_gpu;

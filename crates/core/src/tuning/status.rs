@@ -32,6 +32,9 @@ pub enum Standing {
     /// The process died (a power cut, a kill) while applying or undoing:
     /// `tune undo` restores the host from the journal.
     Interrupted,
+    /// Its process is still applying or undoing it (the app that started
+    /// it was closed; the helper goes on to its end): wait, never restore.
+    Running,
 }
 
 /// What the boot configuration starts next, for a transaction that touched it.
@@ -224,7 +227,9 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
         .changes
         .iter()
         .any(|c| e.applied.contains(&c.id) && c.effect == Effect::AfterReboot);
+    let writer = super::running::writer_still_runs(&env.root, e);
     let standing = match e.state {
+        EntryState::Applying | EntryState::Undoing if writer.is_some() => Standing::Running,
         EntryState::Applying | EntryState::Undoing => Standing::Interrupted,
         EntryState::RolledBack => Standing::RolledBack,
         EntryState::Undone => Standing::Undone,
@@ -264,8 +269,21 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
         only: vec![crate::tuning::kinds::ChangeId::of(Kind::Cmdline)],
         ..e.request.clone()
     });
-    let detail = match e.state {
-        EntryState::Applying => Some(format!(
+    let at = e
+        .applied
+        .get(e.completed.len())
+        .map(|c| format!("; it is in '{c}'"))
+        .unwrap_or_default();
+    let detail = match (e.state, writer) {
+        (EntryState::Applying, Some(pid)) => Some(format!(
+            "Still being applied by process {pid}, after {} of {} changes{at}: it goes on to its end even when the app that started it was closed. Wait for it; its status says how it ended once it has.",
+            e.completed.len(),
+            e.applied.len(),
+        )),
+        (EntryState::Undoing, Some(pid)) => Some(format!(
+            "Still being undone by process {pid}: it goes on to its end even when the app that started it was closed. Wait for it; its status says how it ended once it has."
+        )),
+        (EntryState::Applying, None) => Some(format!(
             "Interrupted while applying (a power cut or a killed process), after {} of {} changes{}{}. `tune undo --last` restores the host as it was.",
             e.completed.len(),
             e.applied.len(),
@@ -280,7 +298,7 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
                 None => "",
             }
         )),
-        EntryState::Undoing => {
+        (EntryState::Undoing, None) => {
             Some("Interrupted while undoing: `tune undo --last` finishes the undo.".to_string())
         }
         _ => None,

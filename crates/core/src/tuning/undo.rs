@@ -285,6 +285,18 @@ pub fn undo(
 ) -> Result<Outcome, super::txn::ApplyError> {
     use super::txn::ApplyError;
     let mut entry = env.journal.load(id)?;
+    // Its helper still at work (the app that started it was closed): an
+    // undo now would race it. Its end is waited for.
+    if let Some(pid) = super::running::writer_still_runs(&env.root, &entry) {
+        return Err(ApplyError::Preflight(format!(
+            "{id} is still being {} by process {pid}: wait for it to end (tune status shows it), then undo it",
+            if entry.state == EntryState::Undoing {
+                "undone"
+            } else {
+                "applied"
+            }
+        )));
+    }
     let ids: Vec<ChangeId> = match entry.state {
         EntryState::Applied | EntryState::Undoing => entry.applied.clone(),
         // Interrupted: the changes that completed and the one that ran.

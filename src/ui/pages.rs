@@ -202,6 +202,9 @@ pub struct TuningRuntime {
     pub steps: usize,
     /// The last run's end: its exit code and words for it.
     pub ended: Option<(Option<i32>, Option<String>)>,
+    /// The last run's request as a command for a terminal (said when
+    /// pkexec could not run it).
+    pub terminal: String,
     /// Changes to select when the page opens from a Fix button.
     pub focus: Vec<String>,
     /// Tests: the helper to run on a captured root instead of the installed
@@ -224,6 +227,7 @@ impl Default for TuningRuntime {
             lines: Vec::new(),
             steps: 0,
             ended: None,
+            terminal: String::new(),
             focus: Vec::new(),
             helper: None,
         }

@@ -21,6 +21,21 @@
 /// Debian and Fedora ship them.
 pub const AGENTS: &str = "lxpolkit, mate-polkit, or polkit-gnome (Debian's policykit-1-gnome)";
 
+/// The request the helper was given, as a command to run in a terminal
+/// instead (where sudo asks): an undo is said as an undo, not as the
+/// page's apply.
+pub fn terminal_for(req: &crate::helper::HelperRequest) -> String {
+    use crate::helper::HelperRequest;
+    match req {
+        HelperRequest::Apply { request } => crate::ui::views::tuning::terminal_command(request),
+        HelperRequest::Undo { id, force } => format!(
+            "sudo vfio-assistant tune undo {id}{}",
+            if *force { " --force" } else { "" }
+        ),
+        HelperRequest::Status {} => "vfio-assistant tune status".to_string(),
+    }
+}
+
 /// The words for how the helper ended, or none when its own lines say it.
 /// `terminal` is the same request as a command to run in a terminal.
 pub fn helper_exit_words(code: Option<i32>, stderr: &str, terminal: &str) -> Option<String> {

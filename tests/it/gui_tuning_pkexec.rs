@@ -114,3 +114,51 @@ fn a_refused_password_says_nothing_changed() {
         ],
     );
 }
+
+/// An Undo refused the same way is said as an undo: the command for a
+/// terminal is the undo of that transaction, not the page's apply; the
+/// transaction stays applied.
+#[test]
+fn a_refused_undo_names_the_undo_to_run_instead() {
+    let dir = runtime_host();
+    let bin = tempfile::tempdir().unwrap();
+    let mut app = tuning_app(dir.path(), &[]);
+    // Applied first by the same code the helper runs, in this process.
+    app.tuning.helper = None;
+    let mut h = crate::support::gui::harness(app, [1280.0, 2400.0]);
+    let settled = |h: &mut egui_kittest::Harness<'static, vfio_assistant::ui::app::App>| {
+        wait_for(h, 60, |a| {
+            a.snapshot.is_some()
+                && a.tuning.facts.is_some()
+                && !a.tuning.is_running()
+                && !a.is_busy()
+        });
+    };
+    settled(&mut h);
+    h.get_by_label("Apply to this captured host's files")
+        .click();
+    settled(&mut h);
+    let id = h.state().tuning.status.last().unwrap().id.clone();
+    let after_apply = tree(dir.path());
+    h.state_mut().tuning.helper = Some(HelperProgram {
+        path: pkexec_that_ends(
+            bin.path(),
+            "Error executing command as another user: Not authorized\n\nThis incident has been reported.\n",
+            127,
+        ),
+        args: Vec::new(),
+    });
+    h.get_by_label("Undo").click();
+    settled(&mut h);
+    let words = h.state().tuning.ended.clone().unwrap().1.unwrap();
+    assert!(
+        words.starts_with("Not authorised")
+            && words.ends_with(&format!("sudo vfio-assistant tune undo {id}")),
+        "{words}"
+    );
+    h.get_by_label_contains(&format!("sudo vfio-assistant tune undo {id}"));
+    assert_eq!(
+        differ(&after_apply, &tree(dir.path())),
+        Vec::<String>::new()
+    );
+}

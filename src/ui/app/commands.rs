@@ -493,6 +493,7 @@ impl App {
         self.tuning.run = Some(rx);
         self.tuning.lines.clear();
         self.tuning.ended = None;
+        self.tuning.terminal = crate::ui::pkexec_words::terminal_for(&req);
         self.tuning.steps = steps;
         let spawned = std::thread::Builder::new()
             .name("helper".into())

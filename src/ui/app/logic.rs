@@ -77,10 +77,7 @@ impl App {
                 match m {
                     jobs::HelperMsg::Line(v) => t.lines.push(v),
                     jobs::HelperMsg::Exit(code, err) => {
-                        let terminal = crate::ui::views::tuning::terminal_command(
-                            &crate::ui::views::tuning::request_of(&self.state, Vec::new()),
-                        );
-                        t.ended = Some((code, jobs::helper_exit_words(code, &err, &terminal)));
+                        t.ended = Some((code, jobs::helper_exit_words(code, &err, &t.terminal)));
                         finished = true;
                     }
                     jobs::HelperMsg::NotStarted(why) => {

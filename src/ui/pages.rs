@@ -82,6 +82,10 @@ pub struct WizardRuntime {
     pub place: Option<(String, DiskPlace)>,
     /// The VM name a place was last asked for (asked once per name).
     pub place_asked: Option<String>,
+    /// What the Windows installer ISO holds (install::unattended::describe_iso),
+    /// for the path it was read from.
+    pub iso_job: Slot<(String, Result<String, String>)>,
+    pub iso_seen: Option<(String, Result<String, String>)>,
     pub vm: VmControl,
 }
 
@@ -107,6 +111,8 @@ impl WizardRuntime {
             place_job: Slot::new("looking for room for the disk"),
             place: None,
             place_asked: None,
+            iso_job: Slot::new("reading the Windows installer ISO"),
+            iso_seen: None,
             vm: VmControl::new(),
         }
     }

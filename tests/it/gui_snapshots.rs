@@ -81,6 +81,20 @@ fn every_page_of_the_demo_looks_as_kept() {
     h.snapshot_options("new-vm", &o);
     results.extend_harness(&mut h);
 
+    // The Storage step with "Install Windows for me" ticked: the account,
+    // the password (dots), the Looking Glass installer with Looking Glass on.
+    let mut unattended = on(Page::NewVm);
+    unattended.wizard.step = vfio_assistant::ui::wizard_state::Step::Storage;
+    unattended.wizard.looking_glass = true;
+    unattended.vm.install_iso = "/home/ada/Downloads/Win11_24H2_English_x64.iso".into();
+    unattended.vm.virtio_iso = "/home/ada/Downloads/virtio-win-0.1.266.iso".into();
+    unattended.vm.unattended = true;
+    unattended.vm.win_user = "ada".into();
+    unattended.vm.win_password.0 = "correct horse".into();
+    let mut h = demo(unattended);
+    h.snapshot_options("new-vm-unattended", &o);
+    results.extend_harness(&mut h);
+
     let mut t = on(Page::Troubleshoot);
     t.symptom = Some("stutter".into());
     let mut h = demo(t);

@@ -94,6 +94,10 @@ pub enum Command {
     DiskPlace {
         vm_name: String,
     },
+    /// Wizard: what the Windows installer ISO at `path` holds.
+    InspectIso {
+        path: String,
+    },
     /// Start / shut down / force off a domain, from a page's buttons.
     Vm {
         page: VmPage,
@@ -325,6 +329,18 @@ impl App {
                     .start(move || jobs::create_disk(&uri, &path, size_gib), wake)
                     .err()
             }
+            Command::InspectIso { path } => self
+                .wizard
+                .iso_job
+                .start(
+                    move || {
+                        let said =
+                            crate::install::unattended::describe_iso(std::path::Path::new(&path));
+                        (path, said)
+                    },
+                    wake,
+                )
+                .err(),
             Command::DiskPlace { vm_name } => {
                 self.wizard.place_asked = Some(vm_name.clone());
                 self.wizard

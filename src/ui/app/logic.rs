@@ -218,6 +218,9 @@ impl App {
         if let Some(Ok(place)) = w.place_job.poll() {
             w.place = Some(place);
         }
+        if let Some(Ok(seen)) = w.iso_job.poll() {
+            w.iso_seen = Some(seen);
+        }
         if let Some(r) = w.input_job.poll() {
             let r = r.and_then(|x| x);
             if let (Ok(found), Some(snap)) = (&r, &self.snapshot) {

@@ -20,7 +20,24 @@ pub const PAGES: &[PageSpec] = &[
         page: Page::Overview,
         title: "Overview",
         draw: |app, ui, snap, out| {
-            views::overview::overview_ui(ui, snap, &app.findings, app.state.vm_gpu.as_deref(), out)
+            let t = &app.troubleshoot;
+            let name = app.state.vm.name.trim();
+            let inside = views::inside_vm::InsideVm {
+                name,
+                read: t
+                    .vm_findings
+                    .as_ref()
+                    .filter(|_| t.vm.name.as_deref() == Some(name)),
+                busy: t.probe_job.is_busy(),
+            };
+            views::overview::overview_ui(
+                ui,
+                snap,
+                &app.findings,
+                app.state.vm_gpu.as_deref(),
+                &inside,
+                out,
+            )
         },
     },
     PageSpec {
@@ -86,7 +103,26 @@ pub const PAGES: &[PageSpec] = &[
                 busy: app.monitor_rt.latency_job.is_busy(),
                 live: app.shows_a_live_machine(),
             };
-            views::monitor::monitor_ui(ui, snap, &app.monitor, &mut app.state, mode, out)
+            let vm = app.state.vm.clone();
+            let ctl = &app.wizard.vm;
+            let said = match &ctl.done {
+                Some(Ok(crate::ui::jobs::VmDone::Install(m))) => Some(m.as_str()),
+                _ => None,
+            };
+            let install = vm.unattended.then(|| views::inside_vm::InstallView {
+                name: vm.name.trim(),
+                said,
+                busy: ctl.action.is_busy(),
+            });
+            views::monitor::monitor_ui(
+                ui,
+                snap,
+                &app.monitor,
+                &mut app.state,
+                mode,
+                install.as_ref(),
+                out,
+            )
         },
     },
     PageSpec {

@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod devices;
 pub mod findings;
+pub mod inside_vm;
 pub mod monitor;
 pub mod monitor_heat;
 pub mod overview;

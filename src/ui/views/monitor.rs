@@ -347,12 +347,18 @@ pub fn monitor_ui(
     v: &MonitorView,
     state: &mut State,
     mode: PageMode,
+    install: Option<&super::inside_vm::InstallView<'_>>,
     out: &mut Vec<Command>,
 ) {
     egui::ScrollArea::vertical()
         .id_salt("monitor_page")
         .auto_shrink(false)
-        .show(ui, |ui| page(ui, snap, v, state, mode, out));
+        .show(ui, |ui| {
+            if let Some(i) = install {
+                super::inside_vm::install_ui(ui, i, out);
+            }
+            page(ui, snap, v, state, mode, out)
+        });
 }
 
 /// The rows of "Busiest interrupt sources" and of the KVM exits, always.

@@ -166,6 +166,7 @@ pub fn overview_ui(
     s: &HostSnapshot,
     findings: &[Finding],
     chosen_gpu: Option<&str>,
+    inside: &super::inside_vm::InsideVm<'_>,
     out: &mut Vec<Command>,
 ) {
     egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
@@ -191,6 +192,7 @@ pub fn overview_ui(
                 ui.add_space(4.0);
             }
         });
+        card(ui, "Inside the VM", |ui| super::inside_vm::inside_vm_ui(ui, inside, out));
         card(ui, "Details", |ui| {
             let t = &s.topology.summary;
             ui.label(format!(

@@ -24,7 +24,13 @@ fn state_word(s: &Option<Result<DomainState, String>>) -> (String, egui::Color32
 
 /// An unattended install's two buttons: how far it is (the guest agent
 /// answers once Windows runs its first logon), and the media taken out.
-fn install_row(ui: &mut egui::Ui, page: VmPage, name: &str, busy: bool, out: &mut Vec<Command>) {
+pub fn install_row(
+    ui: &mut egui::Ui,
+    page: VmPage,
+    name: &str,
+    busy: bool,
+    out: &mut Vec<Command>,
+) {
     ui.horizontal(|ui| {
         ui.label("Unattended install");
         let mut push = |action| {

@@ -104,6 +104,41 @@ pub fn choose<'a>(
         .ok_or(None)
 }
 
+/// What an installer ISO holds, in one sentence for the wizard: the
+/// edition an unattended install would take and the others on the disc,
+/// or why it is not a Windows installer.
+pub fn describe_iso(path: &Path) -> Result<String, String> {
+    if !path.exists() {
+        return Err(format!(
+            "{} is not there: check the path, or choose the ISO with Browse…",
+            path.display()
+        ));
+    }
+    let media = inspect(path).map_err(|e| e.to_string())?;
+    let chosen = choose(&media.images, None).map_err(|_| {
+        format!(
+            "{}: no Windows 10 or 11 client edition for amd64 or arm64 on it",
+            path.display()
+        )
+    })?;
+    let others: Vec<&str> = media
+        .images
+        .iter()
+        .filter(|i| i.index != chosen.index)
+        .map(|i| i.name.as_str())
+        .collect();
+    Ok(format!(
+        "{} (build {}) will be installed{}",
+        chosen.name,
+        chosen.build,
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!("; the disc also holds {}", others.join(", "))
+        }
+    ))
+}
+
 /// The media beside the installer: `<dir>/<vm>-answer.iso`.
 pub fn default_out(windows_iso: &Path, vm: &str) -> PathBuf {
     let safe: String = vm

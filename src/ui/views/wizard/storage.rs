@@ -50,11 +50,36 @@ fn path_row(
 
 /// "Install Windows for me": the account, its password (in memory until
 /// Define puts it on the answer media) and the Looking Glass installer.
-fn unattended_ui(ui: &mut egui::Ui, w: &WizardState, vm: &mut VmModel, out: &mut Vec<Command>) {
+fn unattended_ui(
+    ui: &mut egui::Ui,
+    w: &WizardState,
+    vm: &mut VmModel,
+    rt: &WizardRuntime,
+    out: &mut Vec<Command>,
+) {
     ui.checkbox(&mut vm.unattended, "Install Windows for me")
         .on_hover_text("Define builds answer media beside the installer ISO: Windows installs with the virtio drivers, this host's language, keyboard and time zone, a local account, the guest tools, and MSI mode for the GPU, without questions.");
     if !vm.unattended {
         return;
+    }
+    // What the installer ISO holds, read once per path (a few reads of its
+    // UDF tree and install.wim's XML, on a worker thread).
+    let iso = vm.install_iso.trim().to_string();
+    if !iso.is_empty() {
+        match &rt.iso_seen {
+            Some((p, said)) if *p == iso => match said {
+                Ok(s) => {
+                    ui.colored_label(theme::GOOD, s);
+                }
+                Err(e) => {
+                    ui.colored_label(WARN, e);
+                }
+            },
+            _ if rt.iso_job.is_busy() => {
+                ui.weak("Reading the installer ISO…");
+            }
+            _ => out.push(Command::InspectIso { path: iso }),
+        }
     }
     ui.horizontal(|ui| {
         let l = ui.label("Windows account");
@@ -210,7 +235,7 @@ fn storage_step(
         PickField::VirtioIso,
         out,
     );
-    unattended_ui(ui, w, vm, out);
+    unattended_ui(ui, w, vm, rt, out);
     for n in w
         .needs(vm, vcpus)
         .iter()

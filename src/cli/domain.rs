@@ -47,6 +47,9 @@ pub enum DomainCommand {
     /// After an unattended install (`domain new --unattended`): take the
     /// installer, driver and answer CDs out and delete the answer media.
     InstallDone(LifeArgs),
+    /// Where the virtio-win driver disc is on this machine, or fetch
+    /// Fedora's (`--download --to PATH`, checked against its SHA-256).
+    VirtioWin(super::domain_install::VirtioArgs),
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +103,7 @@ impl DomainArgs {
             | DomainCommand::Stop(a)
             | DomainCommand::Destroy(a)
             | DomainCommand::InstallDone(a) => &mut a.connect,
+            DomainCommand::VirtioWin(_) => return,
         };
         if c.connect.is_none() {
             c.connect = Some(uri.to_string());
@@ -137,6 +141,7 @@ pub fn run(
         DomainCommand::Stop(a) => domain_life::run_stop(a, demo),
         DomainCommand::Destroy(a) => domain_life::run_destroy(a, demo),
         DomainCommand::InstallDone(a) => super::domain_install::run_install_done(a, demo),
+        DomainCommand::VirtioWin(v) => super::domain_install::run_virtio(root, v),
     }
 }
 

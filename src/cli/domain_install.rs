@@ -134,3 +134,56 @@ pub fn run_install_done(args: &LifeArgs, demo: bool) -> anyhow::Result<i32> {
         }
     }
 }
+
+#[derive(Debug, Args)]
+pub struct VirtioArgs {
+    /// Fetch Fedora's newest stable virtio-win disc (about 700 MB), checked
+    /// against the SHA-256 published beside it before it is kept.
+    #[arg(long, requires = "to")]
+    pub download: bool,
+    /// Where to save it (with --download).
+    #[arg(long, value_name = "PATH")]
+    pub to: Option<PathBuf>,
+}
+
+/// `domain virtio-win [--download --to PATH]`: where the disc is, or fetch it.
+pub fn run_virtio(root: &crate::sysroot::HostRoot, args: &VirtioArgs) -> anyhow::Result<i32> {
+    use crate::install::download::{Source, download};
+    if !args.download {
+        return match crate::install::virtio_win::find(root) {
+            Some(p) => {
+                outln!("{}", p.display())?;
+                Ok(0)
+            }
+            None => {
+                outln!(
+                    "No virtio-win disc where distributions put it (Fedora's virtio-win package: /usr/share/virtio-win/virtio-win.iso). Fetch Fedora's with `vfio-assistant domain virtio-win --download --to PATH`, or name one you have with --virtio-iso."
+                )?;
+                Ok(1)
+            }
+        };
+    }
+    let Some(to) = &args.to else {
+        anyhow::bail!("--download needs --to PATH");
+    };
+    let src = Source::stable();
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut last = 0u64;
+    let mut show = |b: u64, t: Option<u64>| {
+        let mib = b >> 20;
+        if mib >= last + 50 || t == Some(b) {
+            last = mib;
+            match t {
+                Some(t) => super::out::errln!("{mib} of {} MiB", t >> 20),
+                None => super::out::errln!("{mib} MiB"),
+            }
+        }
+    };
+    let p = download(&src, to, &mut show, &cancel)?;
+    outln!(
+        "{} (SHA-256 checked against {})",
+        p.display(),
+        src.checksum_url
+    )?;
+    Ok(0)
+}

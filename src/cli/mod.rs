@@ -161,7 +161,7 @@ impl Command {
                 D::List(l) => l.json,
                 D::Validate(v) => v.json,
                 D::Start(l) | D::Stop(l) | D::Destroy(l) | D::InstallDone(l) => l.json,
-                D::New(_) | D::Tune(_) | D::Define(_) => false,
+                D::New(_) | D::Tune(_) | D::Define(_) | D::VirtioWin(_) => false,
             },
             Command::Snapshot(_) => false,
             Command::Input(i) => match &i.command {

@@ -14,6 +14,7 @@ pub mod runtime;
 pub mod state;
 pub mod theme;
 pub mod views;
+pub mod virtio_fetch;
 pub mod vm_model;
 pub mod widgets;
 pub mod wizard_state;

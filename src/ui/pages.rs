@@ -86,6 +86,8 @@ pub struct WizardRuntime {
     /// for the path it was read from.
     pub iso_job: Slot<(String, Result<String, String>)>,
     pub iso_seen: Option<(String, Result<String, String>)>,
+    /// The virtio-win disc fetched on the user's click.
+    pub virtio_fetch: super::virtio_fetch::VirtioFetch,
     pub vm: VmControl,
 }
 
@@ -113,6 +115,7 @@ impl WizardRuntime {
             place_asked: None,
             iso_job: Slot::new("reading the Windows installer ISO"),
             iso_seen: None,
+            virtio_fetch: super::virtio_fetch::VirtioFetch::new(),
             vm: VmControl::new(),
         }
     }

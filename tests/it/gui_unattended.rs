@@ -167,3 +167,32 @@ fn a_disc_that_is_not_windows_is_refused_at_define_and_nothing_is_left() {
         .collect();
     assert!(left.is_empty(), "nothing half-made: {left:?}");
 }
+
+#[test]
+fn without_a_virtio_disc_the_step_offers_to_fetch_one_beside_the_installer() {
+    use vfio_assistant::ui::views::wizard::virtio_source::download_target;
+    let host = crate::support::hosts::good_host();
+    let snap = scan(&HostRoot::at(host.path())).unwrap();
+    let vm = VmModel {
+        install_iso: "/home/ada/isos/Win11.iso".into(),
+        ..VmModel::default()
+    };
+    assert_eq!(download_target(&vm), "/home/ada/isos/virtio-win.iso");
+    let state = State {
+        page: Page::NewVm,
+        wizard: WizardState {
+            step: Step::Storage,
+            uri: "test:///default".into(),
+            ..WizardState::default()
+        },
+        vm,
+        ..State::default()
+    };
+    let app = App::with_snapshot(snap, state);
+    let mut h = crate::support::gui::harness(app, [1200.0, 1000.0]);
+    h.run();
+    settle(&mut h);
+    // Offered, never started by itself: nothing runs until the click.
+    h.get_by_label("Download virtio-win from Fedora (about 700 MB)");
+    assert!(!h.state().wizard.virtio_fetch.job.is_busy());
+}

@@ -98,6 +98,11 @@ pub enum Command {
     InspectIso {
         path: String,
     },
+    /// Wizard: fetch the virtio-win disc to `to` (the user clicked), or stop.
+    DownloadVirtio {
+        to: String,
+    },
+    CancelVirtioDownload,
     /// Start / shut down / force off a domain, from a page's buttons.
     Vm {
         page: VmPage,
@@ -328,6 +333,12 @@ impl App {
                     .disk_job
                     .start(move || jobs::create_disk(&uri, &path, size_gib), wake)
                     .err()
+            }
+            Command::DownloadVirtio { to } => self.wizard.virtio_fetch.start(to, wake).err(),
+            Command::CancelVirtioDownload => {
+                let c = &self.wizard.virtio_fetch.cancel;
+                c.store(true, std::sync::atomic::Ordering::Relaxed);
+                None
             }
             Command::InspectIso { path } => self
                 .wizard

@@ -221,6 +221,13 @@ impl App {
         if let Some(Ok(seen)) = w.iso_job.poll() {
             w.iso_seen = Some(seen);
         }
+        if let Some(r) = w.virtio_fetch.job.poll() {
+            let r = r.and_then(|x| x);
+            if let Ok(p) = &r {
+                self.state.vm.virtio_iso = p.clone();
+            }
+            w.virtio_fetch.done = Some(r);
+        }
         if let Some(r) = w.input_job.poll() {
             let r = r.and_then(|x| x);
             if let (Ok(found), Some(snap)) = (&r, &self.snapshot) {

@@ -309,6 +309,7 @@ impl App {
             || w.disk_job.is_busy()
             || w.place_job.is_busy()
             || w.iso_job.is_busy()
+            || w.virtio_fetch.job.is_busy()
             || w.vm.action.is_busy()
             || w.vm.state_job.is_busy()
             || t.probe_job.is_busy()

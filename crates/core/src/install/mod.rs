@@ -4,6 +4,7 @@
 //! disc, the host's locale, and the install followed from the host.
 
 pub mod answer_media;
+pub mod download;
 mod extract;
 pub mod first_logon;
 pub mod for_domain;

@@ -15,6 +15,7 @@ mod network;
 mod review;
 mod storage;
 mod use_it;
+pub mod virtio_source;
 
 use crate::domain::from_host::prepare;
 use crate::domain::template::{NewDomain, new_windows};

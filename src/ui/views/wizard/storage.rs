@@ -15,7 +15,7 @@ pub const STEP: StepSpec = StepSpec {
     title: "Storage",
     draw: |ui, cx| {
         let vcpus = super::vcpus_of(cx.board);
-        storage_step(ui, (cx.w, cx.vm, vcpus), cx.rt, cx.out)
+        storage_step(ui, (cx.w, cx.vm, vcpus), cx.rt, cx.live, cx.out)
     },
 };
 
@@ -115,6 +115,7 @@ fn storage_step(
     ui: &mut egui::Ui,
     (w, vm, vcpus): (&mut WizardState, &mut VmModel, u32),
     rt: &WizardRuntime,
+    live: bool,
     out: &mut Vec<Command>,
 ) {
     ui.heading("Storage");
@@ -235,6 +236,7 @@ fn storage_step(
         PickField::VirtioIso,
         out,
     );
+    super::virtio_source::virtio_source_ui(ui, vm, rt, live, out);
     unattended_ui(ui, w, vm, rt, out);
     for n in w
         .needs(vm, vcpus)

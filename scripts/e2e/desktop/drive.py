@@ -29,7 +29,7 @@ DESKTOP_FILE = "/usr/share/applications/io.github.vfio_assistant.VfioAssistant.d
 CLICKABLE = {"push button", "toggle button", "check box", "radio button", "page tab", "link", "list item",
              "menu item", "button"}
 # What the Tuning page says when an apply (or undo, or keep) has ended.
-ENDED = (r"^Applied \(|^Undone: every file|^Nothing to do|^Nothing applied|^Refused, nothing changed|"
+ENDED = (r"^Applied \(|^Undone: every file|^Nothing to do:|^Nothing applied:|^Refused, nothing changed|"
          r"^Cancelled|^Not authorised|^No polkit|^pkexec did not run|^The helper ended")
 AGENT = r"polkit-mate|polkit.*agent"
 
@@ -166,7 +166,8 @@ class Run:
             if agent is None:
                 return None
             for x in a11y.find_all(agent, "password text"):
-                if "showing" in a11y.states(x):
+                # Not sensitive while PAM waits after a wrong password.
+                if {"showing", "sensitive"} <= a11y.states(x):
                     return agent, x
             return None
         return a11y.wait_for(get, timeout_s, 1)
@@ -205,7 +206,17 @@ class Run:
         return "pressed Cancel"
 
     def ended(self, timeout_s=1200):
-        w = self.words(ENDED, timeout_s)
+        """The page's last word on a run, once it no longer says Applying…
+        (closing the app before would interrupt the helper)."""
+        def get():
+            app = self.app()
+            if app is None:
+                return None
+            ts = a11y.texts(app)
+            if any(t.startswith("Applying") for t in ts):
+                return None
+            return next((t for t in ts if re.search(ENDED, t)), None)
+        w = a11y.wait_for(get, timeout_s, 3)
         if not w:
             raise Stop(f"no end said on the Tuning page in {timeout_s} s")
         return w
@@ -242,8 +253,23 @@ def apply_with_password(r, label="Apply"):
         raise Stop(f"{label} did not apply: {said}")
 
 
+def tick(r, pattern):
+    """A check box ticked (its "click"), and seen ticked afterwards."""
+    app = r.app()
+    box = need(app and a11y.find(app, "check box", pattern), f"no check box named /{pattern}/")
+    if "checked" not in a11y.states(box):
+        a11y.press(box)
+    box = a11y.wait_for(lambda: (lambda b: b if b and "checked" in a11y.states(b) else None)(
+        a11y.find(r.app(), "check box", pattern)), 30, 2)
+    return need(box and a11y.name(box), f"the check box /{pattern}/ is not ticked after its click")
+
+
 def phase_apply(r):
     open_and_tuning(r, via_next_step=True)
+    # The next step ticks the binding alone; the kernel's parameters too
+    # (GRUB boots them once from an entry of ours: the Keep after the
+    # reboot), as the CLI's journey applies the whole plan.
+    r.step("Tuning: tick the kernel parameters", lambda: tick(r, r"^Kernel parameters: "))
     apply_with_password(r)
 
 
@@ -274,11 +300,13 @@ def new_vm(r):
 
 
 def phase_undo(r):
-    """Both transactions undone, newest first (the keep, then the apply);
+    """Every transaction undone, newest first (the keep, then the apply);
     the second may not ask again (polkit's auth_admin_keep: five minutes
     for this app)."""
     open_and_tuning(r, via_next_step=False)
-    for n in (1, 2):
+    undos = len(a11y.wait_for(lambda: a11y.find_all(r.app(), "push button", r"^Undo$"), 120, 3) or [])
+    r.say(f"{undos} transaction(s) to undo")
+    for n in range(1, undos + 1):
         before = r.count(r"^undone$")
         r.step(f"Undo ({n})", lambda: r.click(r"^Undo$", 300))
         asked = a11y.wait_for(lambda: r.dialog(0) or r.count(r"^undone$") > before or None, 120, 2)

@@ -22,6 +22,15 @@ fn state_word(s: &Option<Result<DomainState, String>>) -> (String, egui::Color32
     }
 }
 
+/// What a VM button asks for, on `page`.
+fn vm_command(page: VmPage, name: &str, action: VmAction) -> Command {
+    Command::Vm {
+        page,
+        name: name.to_string(),
+        action,
+    }
+}
+
 /// An unattended install's two buttons: how far it is (the guest agent
 /// answers once Windows runs its first logon), and the media taken out.
 pub fn install_row(
@@ -33,13 +42,7 @@ pub fn install_row(
 ) {
     ui.horizontal(|ui| {
         ui.label("Unattended install");
-        let mut push = |action| {
-            out.push(Command::Vm {
-                page,
-                name: name.to_string(),
-                action,
-            })
-        };
+        let mut push = |action| out.push(vm_command(page, name, action));
         if ui
             .add_enabled(!busy, egui::Button::new("How far is it?"))
             .on_hover_text("Asks the VM's guest agent whether Windows has finished its first logon (guest tools, Looking Glass, MSI mode).")
@@ -74,13 +77,7 @@ pub fn vm_control_ui(
             let (word, color) = state_word(&vm.state);
             crate::ui::widgets::badges::badge_ui(ui, &word, color);
         }
-        let mut push = |action| {
-            out.push(Command::Vm {
-                page,
-                name: name.to_string(),
-                action,
-            })
-        };
+        let mut push = |action| out.push(vm_command(page, name, action));
         if ui
             .add_enabled(!busy && !running, egui::Button::new("Start"))
             .on_hover_text("Starts it (and the libvirt network it plugs into, if that is down). If it does not start, the reason and the fix show here.")

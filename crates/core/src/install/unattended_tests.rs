@@ -37,6 +37,21 @@ fn request(dir: &Path, win: PathBuf, virtio: PathBuf) -> UnattendRequest {
     }
 }
 
+/// Both discs made in `d` (the Windows one with `editions`, the virtio-win
+/// one with `versions` and maybe its guest tools), an out folder, and the
+/// request for them.
+fn discs(
+    d: &Path,
+    editions: &[(&str, &str, u32)],
+    versions: &[&str],
+    tools: bool,
+) -> UnattendRequest {
+    let win = windows_iso(d, editions);
+    let virtio = virtio_iso(d, versions, tools);
+    fs::create_dir_all(d.join("out")).expect("mkdir");
+    request(d, win, virtio)
+}
+
 /// Every file left in `dir` other than the inputs, recursively.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -54,16 +69,15 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn the_answer_media_holds_the_answer_the_drivers_and_the_scripts() {
     let d = tempfile::tempdir().expect("tempdir");
-    let win = windows_iso(
+    let mut req = discs(
         d.path(),
         &[
             ("Windows 11 Home", "Core", 22631),
             ("Windows 11 Pro", "Professional", 22631),
         ],
+        &["w10", "w11"],
+        true,
     );
-    let virtio = virtio_iso(d.path(), &["w10", "w11"], true);
-    fs::create_dir_all(d.path().join("out")).expect("mkdir");
-    let mut req = request(d.path(), win, virtio);
     let lg = d.path().join("looking-glass-host-setup.exe");
     fs::write(&lg, "MZ lg").expect("write");
     req.looking_glass_installer = Some(lg);
@@ -120,16 +134,15 @@ fn the_answer_media_holds_the_answer_the_drivers_and_the_scripts() {
 #[test]
 fn a_windows_10_iso_gets_windows_10_drivers_and_an_edition_by_name() {
     let d = tempfile::tempdir().expect("tempdir");
-    let win = windows_iso(
+    let mut req = discs(
         d.path(),
         &[
             ("Windows 10 Home", "Core", 19045),
             ("Windows 10 Pro", "Professional", 19045),
         ],
+        &["w10", "w11"],
+        true,
     );
-    let virtio = virtio_iso(d.path(), &["w10", "w11"], true);
-    fs::create_dir_all(d.path().join("out")).expect("mkdir");
-    let mut req = request(d.path(), win, virtio);
     req.edition = Some("windows 10 home".into());
     req.disk_bus = DiskBus::Scsi;
     let u = prepare(&host(d.path()), &req).expect("media built");
@@ -200,10 +213,12 @@ fn wrong_discs_are_refused_with_a_sentence_and_nothing_is_made() {
 #[test]
 fn a_virtio_disc_without_guest_tools_is_said() {
     let d = tempfile::tempdir().expect("tempdir");
-    let win = windows_iso(d.path(), &[("Windows 11 Pro", "Professional", 22631)]);
-    let virtio = virtio_iso(d.path(), &["w11"], false);
-    fs::create_dir_all(d.path().join("out")).expect("mkdir");
-    let mut req = request(d.path(), win, virtio);
+    let mut req = discs(
+        d.path(),
+        &[("Windows 11 Pro", "Professional", 22631)],
+        &["w11"],
+        false,
+    );
     req.disk_bus = DiskBus::Sata;
     let u = prepare(&host(d.path()), &req).expect("built");
     assert!(

@@ -24,6 +24,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs qemu-guest-agent"
     # genisoimage, xorriso and wimtools build the installer images (UDF, Joliet, WIM/ESD) the install tests read.
     pkgs="$pkgs genisoimage xorriso wimtools"
+    # curl fetches virtio-win (its test serves one on 127.0.0.1 with python3).
+    pkgs="$pkgs curl"
     # The package checks (scripts/package-check.sh): polkit for the helper's
     # action, man-db and bash-completion for what the .deb installs, Xvfb and
     # ImageMagick for a screenshot of the installed app, rpm to read the .rpm.

@@ -241,3 +241,50 @@ fn the_unattended_install_is_defined_started_read_by_ovmf_and_finished() {
     let _ = hv.destroy(&name);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A full disk where the answer media goes (a 128 KiB tmpfs in a private
+/// mount namespace, through `unshare`): `domain new --unattended` says
+/// xorriso's own reason and leaves nothing there, no staging folder, no
+/// half-written media holding the password.
+#[test]
+fn a_full_disk_is_said_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let win = vfio_assistant::install::test_media::windows_iso(
+        dir.path(),
+        &[("Windows 11 Pro", "Professional", 26100)],
+    );
+    let virtio = virtio_iso(dir.path(), &["w11"], true);
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let bin = env!("CARGO_BIN_EXE_vfio-assistant");
+    let script = format!(
+        "mount -t tmpfs -o size=128k tmpfs '{s}' && echo pw | '{bin}' domain new --name full --vcpus 1 --memory 512M --disk /var/lib/libvirt/images/full.qcow2 --iso '{w}' --virtio-iso '{v}' --unattended --user Ada --password-file - --answer-media '{s}/a.iso' --no-pin --no-trial --connect test:///default; echo \"exit $?\"; ls -A '{s}'",
+        s = small.display(),
+        w = win.display(),
+        v = virtio.display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "unshare (util-linux) runs: {stdout}{said}"
+    );
+    let mut lines = stdout.lines();
+    let exit = lines.next().unwrap_or_default();
+    assert!(exit == "exit 1" || exit == "exit 2", "{stdout}{said}");
+    assert!(
+        said.contains("exceeds free space"),
+        "xorriso's reason: {said}"
+    );
+    assert_eq!(
+        said.matches("xorriso could not write").count(),
+        1,
+        "said once: {said}"
+    );
+    let left: Vec<&str> = lines.filter(|l| !l.trim().is_empty()).collect();
+    assert!(left.is_empty(), "nothing left: {left:?}");
+}

@@ -36,12 +36,12 @@ pub enum BuildError {
     #[error(transparent)]
     Answer(#[from] AnswerError),
     #[error("reading the virtio-win disc: {0}")]
-    Drivers(#[from] MediaError),
-    #[error("{what} {path}: {source}")]
+    Drivers(MediaError),
+    #[error("{what} {path}: {err}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        err: std::io::Error,
     },
     #[error(
         "{0} is not a file, or is larger than 128 MiB: give the Looking Glass host installer (looking-glass-host-setup.exe)"
@@ -51,6 +51,12 @@ pub enum BuildError {
     NoXorriso(std::io::Error),
     #[error("xorriso could not write {path}: {stderr}")]
     Xorriso { path: PathBuf, stderr: String },
+}
+
+impl From<MediaError> for BuildError {
+    fn from(e: MediaError) -> Self {
+        BuildError::Drivers(e)
+    }
 }
 
 /// What goes on the media.
@@ -65,10 +71,10 @@ pub struct MediaRequest<'a> {
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BuildError + 'a {
-    move |source| BuildError::Io {
+    move |err| BuildError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        err,
     }
 }
 
@@ -149,9 +155,24 @@ pub fn build(req: &MediaRequest<'_>) -> Result<PathBuf, BuildError> {
         .map_err(BuildError::NoXorriso)?;
     if !out.status.success() || !image.is_file() {
         let stderr = String::from_utf8_lossy(&out.stderr);
+        // xorriso's own verdicts ("FAILURE : Image size … exceeds free
+        // space"), else its last line; never its banner.
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| {
+                ["FAILURE", "SORRY", "FATAL", "ABORT"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .collect();
+        let said = if said.is_empty() {
+            stderr.lines().last().unwrap_or("no message").to_string()
+        } else {
+            said.join(" / ")
+        };
         return Err(BuildError::Xorriso {
             path: req.out.to_path_buf(),
-            stderr: stderr.lines().rev().take(3).collect::<Vec<_>>().join(" / "),
+            stderr: said,
         });
     }
     fs::set_permissions(&image, fs::Permissions::from_mode(0o600))

@@ -53,11 +53,11 @@ pub enum DownloadError {
     },
     #[error("cancelled: nothing was kept")]
     Cancelled,
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {err}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        err: std::io::Error,
     },
 }
 
@@ -128,10 +128,10 @@ fn announced_size(url: &str) -> Option<u64> {
 }
 
 fn sha256_of(path: &Path) -> Result<String, DownloadError> {
-    let io = |source| DownloadError::Io {
+    let io = |err| DownloadError::Io {
         what: "reading",
         path: path.to_path_buf(),
-        source,
+        err,
     };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut h = Sha256::new();
@@ -167,10 +167,10 @@ pub fn download(
         .prefix(".virtio-win-")
         .suffix(".part")
         .tempfile_in(dir)
-        .map_err(|source| DownloadError::Io {
+        .map_err(|err| DownloadError::Io {
             what: "creating a file in",
             path: dir.to_path_buf(),
-            source,
+            err,
         })?;
     let total = announced_size(&src.url);
     let mut child = curl()
@@ -227,7 +227,7 @@ pub fn download(
     part.persist(to).map_err(|e| DownloadError::Io {
         what: "moving the download to",
         path: to.to_path_buf(),
-        source: e.error,
+        err: e.error,
     })?;
     Ok(to.to_path_buf())
 }

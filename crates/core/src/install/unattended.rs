@@ -53,10 +53,12 @@ pub struct Unattended {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("the Windows ISO {path}: {source}")]
-    WindowsIso { path: PathBuf, source: MediaError },
-    #[error("the virtio-win ISO {path}: {source}")]
-    VirtioIso { path: PathBuf, source: VirtioError },
+    // The causes are in the sentence, not chained: a chain would print
+    // them twice (`{:#}`).
+    #[error("the Windows ISO {path}: {why}")]
+    WindowsIso { path: PathBuf, why: MediaError },
+    #[error("the virtio-win ISO {path}: {why}")]
+    VirtioIso { path: PathBuf, why: VirtioError },
     #[error(transparent)]
     Answer(#[from] AnswerError),
     #[error("{iso} has no edition named \"{asked}\"; it has: {has}")]
@@ -68,7 +70,13 @@ pub enum InstallError {
     #[error("{0} holds no Windows 10 or 11 client edition for amd64 or arm64")]
     NoClientEdition(PathBuf),
     #[error("building the answer media: {0}")]
-    Build(#[from] BuildError),
+    Build(BuildError),
+}
+
+impl From<BuildError> for InstallError {
+    fn from(e: BuildError) -> Self {
+        InstallError::Build(e)
+    }
 }
 
 /// The edition to install: the one asked for, else Pro, else the first
@@ -161,9 +169,9 @@ pub fn default_out(windows_iso: &Path, vm: &str) -> PathBuf {
 /// account, both discs and the edition are known to be right.
 pub fn prepare(root: &HostRoot, req: &UnattendRequest) -> Result<Unattended, InstallError> {
     check_user(&req.user)?;
-    let media = inspect(&req.windows_iso).map_err(|source| InstallError::WindowsIso {
+    let media = inspect(&req.windows_iso).map_err(|why| InstallError::WindowsIso {
         path: req.windows_iso.clone(),
-        source,
+        why,
     })?;
     let edition = choose(&media.images, req.edition.as_deref()).map_err(|has| match has {
         Some(has) => InstallError::NoSuchEdition {
@@ -178,9 +186,9 @@ pub fn prepare(root: &HostRoot, req: &UnattendRequest) -> Result<Unattended, Ins
     } else {
         Windows::Ten
     };
-    let virtio_err = |source: VirtioError| InstallError::VirtioIso {
+    let virtio_err = |why: VirtioError| InstallError::VirtioIso {
         path: req.virtio_iso.clone(),
-        source,
+        why,
     };
     let virtio = IsoImage::open(&req.virtio_iso).map_err(|e| virtio_err(e.into()))?;
     let found = drivers(&virtio, windows, &edition.arch, req.disk_bus).map_err(virtio_err)?;

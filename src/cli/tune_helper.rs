@@ -8,10 +8,10 @@
 //! on is said with the one sudoers line that allows the helper.
 
 use super::out::{errln, outln};
-use crate::helper::HelperRequest;
-use crate::tuning::apply::Progress;
-use std::io::{BufRead, IsTerminal, Write};
-use std::process::{Command, Stdio};
+use crate::helper::client::{self, Heard};
+use crate::helper::{HelperReply, HelperRequest, ReplyResult};
+use std::io::IsTerminal;
+use std::process::Command;
 
 /// Whether this process is root (then it applies itself).
 pub fn is_root() -> bool {
@@ -27,43 +27,21 @@ pub fn run(req: &HelperRequest, json: bool) -> anyhow::Result<i32> {
     if !terminal {
         c.arg("-n");
     }
+    c.arg(&helper);
     let user = std::env::var("USER").unwrap_or_else(|_| "you".into());
-    let spawned = c
-        .arg(&helper)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(ch) => ch,
+    let ended = match client::run(c, req, &mut |h| print_heard(&h, json)) {
+        Ok(e) => e,
         Err(e) => {
             anyhow::bail!(
                 "changing the host needs root, and sudo could not be run ({e}): run this as root"
             )
         }
     };
-    let input = serde_json::to_vec(req)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&input);
-    }
     // Whether the helper itself spoke: sudo's refusals come before it runs.
-    let mut helper_spoke = false;
-    if let Some(out) = child.stdout.take() {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            helper_spoke = true;
-            print_line(&line, json);
-        }
-    }
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.by_ref().take(64 * 1024).read_to_string(&mut err);
-    }
-    let code = child.wait()?.code();
     ending(
-        code,
-        &err,
-        helper_spoke,
+        ended.code,
+        &ended.stderr,
+        ended.spoke,
         &user,
         &helper.display().to_string(),
     )
@@ -150,29 +128,44 @@ fn last_sudo_line(err: &str) -> &str {
         .trim_end_matches('.')
 }
 
-/// One of the helper's lines, as `tune` prints its own.
-fn print_line(line: &str, json: bool) {
-    if json {
-        let _ = outln!("{line}");
-        return;
-    }
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-        let _ = outln!("{line}");
-        return;
-    };
-    if let Ok(p) = serde_json::from_value::<Progress>(v.clone()) {
-        let _ = outln!("{}", super::tune_text::progress_line(&p));
-    } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-        errln!("vfio-assistant tune: {e}");
-    } else if let Some(r) = v.get("result") {
-        let state = r.get("state").and_then(|s| s.as_str()).unwrap_or("done");
-        let id = r.get("id").and_then(|s| s.as_str()).unwrap_or("");
-        let _ = outln!("{} {id}", state.replace('_', " "));
-        if let Some(f) = r.get("failure").and_then(|f| f.as_str()) {
-            let _ = outln!("  because: {f}");
+/// One of the helper's lines, as `tune` prints its own (with --json as it
+/// came).
+fn print_heard(heard: &Heard, json: bool) {
+    let reply = match heard {
+        Heard::Reply(r) if !json => r,
+        Heard::Reply(r) => {
+            let _ = outln!("{}", r.to_line());
+            return;
         }
-        if r.get("needs_reboot").and_then(|b| b.as_bool()) == Some(true) {
-            let _ = outln!("Reboot for the boot changes to take effect.");
+        Heard::Unreadable(line) => {
+            let _ = outln!("{line}");
+            return;
+        }
+    };
+    match reply {
+        HelperReply::Progress(p) => {
+            let _ = outln!("{}", super::tune_text::progress_line(p));
+        }
+        HelperReply::Error { error } => errln!("vfio-assistant tune: {error}"),
+        HelperReply::Result { result, .. } => {
+            let (state, id, failure, needs_reboot) = match result {
+                ReplyResult::Outcome(o) => {
+                    let state = serde_json::to_value(o.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| "done".into());
+                    (state, o.id.as_str(), o.failure.as_deref(), o.needs_reboot)
+                }
+                ReplyResult::Nothing(_) => ("nothing_to_do".into(), "", None, false),
+                ReplyResult::Status { .. } => ("done".into(), "", None, false),
+            };
+            let _ = outln!("{} {id}", state.replace('_', " "));
+            if let Some(f) = failure {
+                let _ = outln!("  because: {f}");
+            }
+            if needs_reboot {
+                let _ = outln!("Reboot for the boot changes to take effect.");
+            }
         }
     }
 }

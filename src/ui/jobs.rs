@@ -307,8 +307,8 @@ pub fn disk_place(uri: &str, vm_name: &str) -> crate::report::storage::DiskPlace
 /// What the helper said, line by line, then how it ended.
 #[derive(Debug, Clone)]
 pub enum HelperMsg {
-    /// One JSON line (a step's progress, the result, an error).
-    Line(serde_json::Value),
+    /// One line (a step's progress, the result, an error).
+    Line(crate::helper::client::Heard),
     /// It ended: the exit code and what it printed on stderr.
     Exit(Option<i32>, String),
     /// It could not be started at all.
@@ -340,11 +340,15 @@ pub fn run_helper(
     tx: std::sync::mpsc::Sender<HelperMsg>,
     wake: impl Fn() + Send + 'static,
 ) {
-    use std::io::{BufRead, Write};
+    use crate::helper::client::{self, Heard};
     // A test's program runs only on a captured root, never through pkexec.
     let (helper, args) = match program {
         Some(p) if !root.is_live() => (p.path.clone(), p.args.clone()),
         _ => (helper_path(), Vec::new()),
+    };
+    let mut heard = |h: Heard| {
+        let _ = tx.send(HelperMsg::Line(h));
+        wake();
     };
     // A captured or test root is written as this user, by the same code
     // the helper runs, in this process: the installed helper takes no
@@ -358,16 +362,12 @@ pub fn run_helper(
             asking_uid: None,
             through_sudo: false,
         };
-        let code = crate::helper::serve(&env, request, &mut |line| {
-            let v = serde_json::from_str(&line).unwrap_or(serde_json::Value::String(line));
-            let _ = tx.send(HelperMsg::Line(v));
-            wake();
-        });
+        let code = crate::helper::serve(&env, request, &mut |r| heard(Heard::Reply(r)));
         let _ = tx.send(HelperMsg::Exit(Some(code), String::new()));
         wake();
         return;
     }
-    let mut cmd = if let Some(t) = remote {
+    let cmd = if let Some(t) = remote {
         match t.helper_command() {
             Ok(c) => c,
             Err(e) => {
@@ -387,20 +387,8 @@ pub fn run_helper(
         c.args(&args).arg("--root").arg(root.base());
         c
     };
-    let input = match serde_json::to_vec(request) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = tx.send(HelperMsg::NotStarted(e.to_string()));
-            return;
-        }
-    };
-    let spawned = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
+    let ended = match client::run(cmd, request, &mut heard) {
+        Ok(e) => e,
         Err(e) => {
             let what = if root.is_live() {
                 "pkexec"
@@ -415,28 +403,12 @@ pub fn run_helper(
             return;
         }
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&input);
-    }
-    if let Some(out) = child.stdout.take() {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let v = serde_json::from_str(&line).unwrap_or(serde_json::Value::String(line));
-            let _ = tx.send(HelperMsg::Line(v));
-            wake();
-        }
-    }
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.by_ref().take(64 * 1024).read_to_string(&mut err);
-    }
-    let code = child.wait().ok().and_then(|s| s.code());
-    if let Some(words) = remote.and_then(|t| t.helper_words(code, &err)) {
+    if let Some(words) = remote.and_then(|t| t.helper_words(ended.code, &ended.stderr)) {
         let _ = tx.send(HelperMsg::NotStarted(words));
         wake();
         return;
     }
-    let _ = tx.send(HelperMsg::Exit(code, err));
+    let _ = tx.send(HelperMsg::Exit(ended.code, ended.stderr));
     wake();
 }
 

@@ -206,7 +206,7 @@ pub struct TuningRuntime {
     /// The helper's lines while it runs.
     pub run: Option<std::sync::mpsc::Receiver<super::jobs::HelperMsg>>,
     /// What the last run said, in order.
-    pub lines: Vec<serde_json::Value>,
+    pub lines: Vec<crate::helper::client::Heard>,
     /// How many steps the run has (for the progress bar).
     pub steps: usize,
     /// The last run's end: its exit code and words for it.

@@ -9,6 +9,9 @@
 
 use crate::support::gui::{harness, wait_for};
 use egui_kittest::kittest::Queryable;
+use vfio_assistant::helper::HelperReply;
+use vfio_assistant::helper::client::Heard;
+use vfio_assistant::tuning::apply::Progress;
 use vfio_assistant::ui::Source;
 use vfio_assistant::ui::app::App;
 use vfio_assistant::ui::state::{Page, State, TuningChoices};
@@ -51,11 +54,17 @@ fn the_demo_applies_its_defaults_on_its_captured_tree() {
         !a.tuning.is_running() && a.tuning.ended.is_some() && !a.is_busy()
     });
     let lines = h.state().tuning.lines.clone();
-    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| matches!(l.progress(), Some(Progress::Done { .. }))),
+        "{lines:?}"
+    );
     assert!(
         !lines
             .iter()
-            .any(|l| l.get("error").is_some() || l["event"] == "failed"),
+            .any(|l| matches!(l, Heard::Reply(HelperReply::Error { .. }))
+                || matches!(l.progress(), Some(Progress::Failed { .. }))),
         "{lines:?}"
     );
     h.get_by_label_contains("Applied (");

@@ -11,6 +11,7 @@ use crate::support::tuning::{differ, runtime_host, tree};
 use egui_kittest::SnapshotOptions;
 use egui_kittest::kittest::Queryable;
 use vfio_assistant::remote::{SshTarget, Via};
+use vfio_assistant::tuning::apply::Progress;
 use vfio_assistant::ui::app::App;
 use vfio_assistant::ui::state::{Page, State, TuningChoices};
 
@@ -58,7 +59,12 @@ fn another_machine_is_read_shown_and_tuned_from_the_app() {
             && !a.tuning.status.is_empty()
     });
     let lines = h.state().tuning.lines.clone();
-    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| matches!(l.progress(), Some(Progress::Done { .. }))),
+        "{lines:?}"
+    );
     let changed = differ(&before, &tree(host.path()));
     assert!(
         changed.iter().any(|p| p.contains("vfio-assistant")),

@@ -10,6 +10,7 @@ use crate::support::gui::wait_for;
 use crate::support::tuning::{differ, runtime_host, tree, tuning_app};
 use egui::accesskit::Role;
 use egui_kittest::kittest::Queryable;
+use vfio_assistant::tuning::apply::Progress;
 
 #[test]
 fn plan_apply_and_undo_from_the_page() {
@@ -53,7 +54,12 @@ fn plan_apply_and_undo_from_the_page() {
             && a.tuning.facts.is_some()
     });
     let lines = h.state().tuning.lines.clone();
-    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| matches!(l.progress(), Some(Progress::Done { .. }))),
+        "{lines:?}"
+    );
     h.get_by_label_contains("ok thp: /sys/kernel/mm/transparent_hugepage/enabled = madvise");
     h.get_by_label_contains("Applied (");
     let after = tree(dir.path());

@@ -8,6 +8,7 @@
 use crate::support::gui::wait_for;
 use crate::support::tuning::{differ, runtime_host, tree, tuning_app};
 use egui_kittest::kittest::Queryable;
+use vfio_assistant::tuning::apply::Progress;
 
 #[test]
 fn a_failing_step_shows_which_and_the_rollback() {
@@ -29,20 +30,25 @@ fn a_failing_step_shows_which_and_the_rollback() {
             && a.tuning.facts.is_some()
     });
     let lines = h.state().tuning.lines.clone();
-    let failed: Vec<_> = lines.iter().filter(|l| l["event"] == "failed").collect();
+    let failed: Vec<(&String, &String)> = lines
+        .iter()
+        .filter_map(|l| match l.progress() {
+            Some(Progress::Failed { step, why }) => Some((step, why)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(failed.len(), 1, "{lines:?}");
     assert!(
-        failed[0]["why"]
-            .as_str()
-            .unwrap()
-            .contains("injected failure at step 1"),
+        failed[0].1.contains("injected failure at step 1"),
         "{failed:?}"
     );
     // The step that failed, named; the one before it, undone; and the end.
-    let step = failed[0]["step"].as_str().unwrap();
+    let step = failed[0].0;
     h.get_by_label_contains(&format!("FAILED {step}: injected failure at step 1"));
     assert!(
-        lines.iter().any(|l| l["event"] == "rolled_back"),
+        lines
+            .iter()
+            .any(|l| matches!(l.progress(), Some(Progress::RolledBack { .. }))),
         "the first step was undone: {lines:?}"
     );
     h.get_by_label_contains("undone: ");

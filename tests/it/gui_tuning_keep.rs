@@ -9,6 +9,7 @@ use crate::support::boot_hosts::*;
 use crate::support::gui::wait_for;
 use crate::support::tuning::tuning_app;
 use egui_kittest::kittest::Queryable;
+use vfio_assistant::tuning::apply::Progress;
 use vfio_assistant::tuning::status::Standing;
 
 #[test]
@@ -30,7 +31,12 @@ fn the_keep_button_makes_the_entry_tried_once_the_default() {
         !a.tuning.is_running() && a.tuning.ended.is_some() && !a.is_busy()
     });
     let lines = h.state().tuning.lines.clone();
-    assert!(lines.iter().any(|l| l["event"] == "done"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| matches!(l.progress(), Some(Progress::Done { .. }))),
+        "{lines:?}"
+    );
     assert!(!ours_path.exists(), "the copy is gone");
     let entry = std::fs::read_to_string(r.join(SD_ENTRY)).unwrap();
     for t in opts

@@ -159,7 +159,7 @@ fn under_pkexec_the_user_who_asked_is_the_desktop_user() {
         }),
     };
     let mut lines = Vec::new();
-    let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l));
+    let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l.to_line()));
     assert_eq!(code, 0, "{lines:#?}");
     let conf = std::fs::read_to_string(dir.path().join("etc/libvirt/qemu.conf")).unwrap();
     assert!(
@@ -225,7 +225,7 @@ fn through_sudo_qemu_as_the_user_and_force_are_refused() {
         ),
     ] {
         let mut lines = Vec::new();
-        let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l));
+        let code = vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l.to_line()));
         assert_eq!(code, 2, "{lines:#?}");
         assert!(lines.concat().contains(want), "{lines:#?}");
     }
@@ -238,7 +238,7 @@ fn through_sudo_qemu_as_the_user_and_force_are_refused() {
     };
     let mut lines = Vec::new();
     assert_eq!(
-        vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l)),
+        vfio_assistant::helper::serve(&env, &req, &mut |l| lines.push(l.to_line())),
         0,
         "{lines:#?}"
     );

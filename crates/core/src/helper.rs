@@ -11,7 +11,7 @@
 
 use crate::host::scan;
 use crate::sysroot::HostRoot;
-use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
+use crate::tuning::apply::{ApplyError, Env, apply, undo};
 use crate::tuning::facts::gather;
 use crate::tuning::journal::{EntryState, valid_id};
 use crate::tuning::model::Request;
@@ -19,6 +19,10 @@ use crate::tuning::plan::plan;
 use crate::tuning::status::status;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+
+pub mod client;
+pub mod reply;
+pub use reply::{HelperReply, ReplyResult};
 
 /// The most a request may be.
 pub const MAX_REQUEST: usize = 1 << 20;
@@ -211,47 +215,45 @@ pub fn refused_through_sudo(req: &HelperRequest) -> Option<Refusal> {
     }
 }
 
-/// Run one request; each line goes to `out`. The exit code: 0 done, 1
-/// rolled back (or an undo that could not restore everything), 2 refused.
-pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) -> i32 {
+/// Run one request; each reply goes to `out` (the helper writes each as a
+/// line, `HelperReply::to_line`). The exit code: 0 done, 1 rolled back (or
+/// an undo that could not restore everything), 2 refused.
+pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(HelperReply)) -> i32 {
     if env.through_sudo
         && let Some(why) = refused_through_sudo(req)
     {
-        out(serde_json::json!({ "error": why.to_string() }).to_string());
+        out(HelperReply::error(why.to_string()));
         return 2;
     }
     let run_commands = env.root.is_live();
     let mut e = Env::new(env.root.clone(), env.journal.clone(), run_commands);
     e.fail_at = env.fail_at;
     e.pause_at = env.pause_at;
-    let mut line = |v: serde_json::Value| out(v.to_string());
-    let mut progress = |p: Progress| {
-        if let Ok(v) = serde_json::to_value(&p) {
-            line(v);
-        }
-    };
+    let ended =
+        |result: ReplyResult, recovery: Option<String>| HelperReply::Result { result, recovery };
     match req {
         HelperRequest::Status {} => {
-            let s = status(&e);
-            out(serde_json::json!({ "result": { "status": s } }).to_string());
+            out(ended(ReplyResult::Status { status: status(&e) }, None));
             0
         }
-        HelperRequest::Undo { id, force } => match undo(&e, id, *force, &mut progress) {
-            Ok(o) => {
-                let code = if o.failure.is_some() { 1 } else { 0 };
-                out(serde_json::json!({ "result": o }).to_string());
-                code
+        HelperRequest::Undo { id, force } => {
+            match undo(&e, id, *force, &mut |p| out(HelperReply::Progress(p))) {
+                Ok(o) => {
+                    let code = if o.failure.is_some() { 1 } else { 0 };
+                    out(ended(ReplyResult::Outcome(o), None));
+                    code
+                }
+                Err(err) => {
+                    out(HelperReply::error(err.to_string()));
+                    2
+                }
             }
-            Err(err) => {
-                out(serde_json::json!({ "error": err.to_string() }).to_string());
-                2
-            }
-        },
+        }
         HelperRequest::Apply { request } => {
             let snap = match scan(&env.root) {
                 Ok(s) => s,
                 Err(err) => {
-                    out(serde_json::json!({ "error": format!("{err:#}") }).to_string());
+                    out(HelperReply::error(format!("{err:#}")));
                     return 2;
                 }
             };
@@ -267,7 +269,7 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
             let mut p = match plan(&snap, &facts, request) {
                 Ok(p) => p,
                 Err(err) => {
-                    out(serde_json::json!({ "error": err.to_string() }).to_string());
+                    out(HelperReply::error(err.to_string()));
                     return 2;
                 }
             };
@@ -279,26 +281,28 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(String)) 
                 }
             }
             if p.changes.is_empty() {
-                out(
-                    serde_json::json!({ "result": { "id": null, "state": "nothing_to_do" } })
-                        .to_string(),
-                );
+                out(HelperReply::nothing_to_do());
                 return 0;
             }
-            match apply(&e, &facts, &p, request, &mut progress) {
+            match apply(&e, &facts, &p, request, &mut |p| {
+                out(HelperReply::Progress(p))
+            }) {
                 Ok(o) => {
                     let code = if o.state == EntryState::Applied { 0 } else { 1 };
-                    out(
-                        serde_json::json!({ "result": o, "recovery": p.boot.recovery }).to_string(),
-                    );
+                    out(ended(
+                        ReplyResult::Outcome(o),
+                        Some(p.boot.recovery.clone()),
+                    ));
                     code
                 }
                 Err(ApplyError::Preflight(why)) => {
-                    out(serde_json::json!({ "error": format!("refused before changing anything: {why}") }).to_string());
+                    out(HelperReply::error(format!(
+                        "refused before changing anything: {why}"
+                    )));
                     2
                 }
                 Err(err) => {
-                    out(serde_json::json!({ "error": err.to_string() }).to_string());
+                    out(HelperReply::error(err.to_string()));
                     2
                 }
             }

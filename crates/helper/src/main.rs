@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use vfio_assistant_core::helper::{HelperEnv, read_request, serve};
+use vfio_assistant_core::helper::{HelperEnv, HelperReply, read_request, serve};
 use vfio_assistant_core::sysroot::HostRoot;
 
 use std::io::Write;
@@ -25,7 +25,7 @@ fn say(line: &str) {
 }
 
 fn refuse(why: &str) -> ExitCode {
-    say(&serde_json::json!({ "error": why }).to_string());
+    say(&HelperReply::error(why).to_line());
     ExitCode::from(2)
 }
 
@@ -203,6 +203,6 @@ fn main() -> ExitCode {
         through_sudo: asked.through_sudo(),
     };
     vfio_assistant_core::tuning::apply::keep_on_hangup();
-    let code = serve(&env, &req, &mut |line| say(&line));
+    let code = serve(&env, &req, &mut |reply| say(&reply.to_line()));
     ExitCode::from(u8::try_from(code).unwrap_or(2))
 }

@@ -75,7 +75,7 @@ impl App {
         if let Some(rx) = &t.run {
             while let Ok(m) = rx.try_recv() {
                 match m {
-                    jobs::HelperMsg::Line(v) => t.lines.push(v),
+                    jobs::HelperMsg::Line(h) => t.lines.push(h),
                     jobs::HelperMsg::Exit(code, err) => {
                         t.ended = Some((code, jobs::helper_exit_words(code, &err, &t.terminal)));
                         finished = true;

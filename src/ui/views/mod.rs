@@ -14,4 +14,5 @@ pub mod tuning;
 pub mod tuning_gpu_mode;
 pub mod tuning_inputs;
 pub mod tuning_journal;
+pub mod tuning_progress;
 pub mod wizard;

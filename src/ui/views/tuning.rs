@@ -280,109 +280,6 @@ fn group_ui(
     ui.add_space(6.0);
 }
 
-fn progress_ui(ui: &mut egui::Ui, rt: &TuningRuntime, recovery: &str) {
-    if rt.lines.is_empty() && rt.ended.is_none() {
-        return;
-    }
-    let done = rt
-        .lines
-        .iter()
-        .filter(|l| l["event"] == "done" || l["event"] == "refused")
-        .count();
-    if rt.steps > 0 {
-        ui.add(
-            egui::ProgressBar::new(done as f32 / rt.steps.max(1) as f32)
-                .text(format!("{done} of {} steps", rt.steps)),
-        );
-    }
-    for l in &rt.lines {
-        let (text, color) = match l["event"].as_str() {
-            Some("started") => continue,
-            Some("done") => (
-                format!("ok {}", l["step"].as_str().unwrap_or("")),
-                theme::GOOD,
-            ),
-            Some("refused") => (
-                format!(
-                    "– {}: refused by the kernel ({}), recorded",
-                    l["step"].as_str().unwrap_or(""),
-                    l["why"].as_str().unwrap_or("")
-                ),
-                theme::WARN,
-            ),
-            Some("failed") => (
-                format!(
-                    "FAILED {}: {}",
-                    l["step"].as_str().unwrap_or(""),
-                    l["why"].as_str().unwrap_or("")
-                ),
-                theme::BAD,
-            ),
-            Some("rolled_back") => (
-                format!("undone: {}", l["step"].as_str().unwrap_or("")),
-                theme::WARN,
-            ),
-            Some("verified") => {
-                let detail = l["detail"].as_str().unwrap_or("");
-                // Not looked at yet (no rebuild ran, or only a boot can
-                // tell): neither green nor red.
-                let waits = detail.starts_with("not checked") || detail == "after the reboot";
-                let (word, color) = match (l["ok"] == true, waits) {
-                    (false, _) => ("NOT verified", theme::BAD),
-                    (true, true) => ("to verify", theme::muted(ui)),
-                    (true, false) => ("verified", theme::GOOD),
-                };
-                (
-                    format!("{word} {}: {detail}", l["what"].as_str().unwrap_or("")),
-                    color,
-                )
-            }
-            _ if l.get("error").is_some() => (
-                format!(
-                    "Refused, nothing changed: {}",
-                    l["error"].as_str().unwrap_or("")
-                ),
-                theme::BAD,
-            ),
-            _ if l.get("result").is_some() => {
-                let r = &l["result"];
-                let state = r["state"].as_str().unwrap_or("");
-                match state {
-                    "applied" if r["needs_reboot"] == true => (
-                        format!(
-                            "Applied ({}). Reboot for the boot changes. {recovery}",
-                            r["id"].as_str().unwrap_or("")
-                        ),
-                        theme::GOOD,
-                    ),
-                    "applied" => (
-                        format!("Applied ({}).", r["id"].as_str().unwrap_or("")),
-                        theme::GOOD,
-                    ),
-                    "undone" => ("Undone: every file and value is back.".into(), theme::GOOD),
-                    "nothing_to_do" => (
-                        "Nothing to do: this host already has all of it.".into(),
-                        theme::GOOD,
-                    ),
-                    "rolled_back" => (
-                        format!(
-                            "Nothing applied: {}. Everything before it was put back.",
-                            r["failure"].as_str().unwrap_or("a step failed")
-                        ),
-                        theme::BAD,
-                    ),
-                    _ => (l.to_string(), theme::muted(ui)),
-                }
-            }
-            _ => (l.to_string(), theme::muted(ui)),
-        };
-        ui.colored_label(color, theme::detail(text));
-    }
-    if let Some((_, Some(words))) = &rt.ended {
-        ui.colored_label(theme::WARN, theme::detail(words));
-    }
-}
-
 pub fn tuning_ui(
     ui: &mut egui::Ui,
     snap: &HostSnapshot,
@@ -515,7 +412,7 @@ pub fn tuning_ui(
             }
             ui.weak(theme::detail(format!("or in a terminal: {}", terminal_command(&request_of(state, chosen)))));
         }
-        progress_ui(ui, rt, &p.boot.recovery);
+        super::tuning_progress::progress_ui(ui, rt, &p.boot.recovery);
         let automated = !matches!(p.boot.loader.as_str(), "unknown" | "bootc" | "uki");
         // After an apply its last line says it already.
         if p.needs_reboot() && automated && rt.ended.is_none() {

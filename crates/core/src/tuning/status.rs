@@ -14,9 +14,9 @@ use super::txn::Env;
 use super::undo::drift;
 use super::verify::{entries_check, initramfs_check};
 use crate::sysroot::HostPath;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Standing {
     /// Applied; everything takes effect now.
@@ -38,7 +38,7 @@ pub enum Standing {
 }
 
 /// What the boot configuration starts next, for a transaction that touched it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NextBoot {
     /// The setup from before the transaction.
@@ -49,7 +49,7 @@ pub enum NextBoot {
     Mixed,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryStatus {
     pub id: String,
     pub created: u64,

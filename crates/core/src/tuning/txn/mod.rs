@@ -102,7 +102,7 @@ pub enum Progress {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub id: String,
     pub state: EntryState,

@@ -13,6 +13,7 @@ use crate::parse::cpulist::parse_cpulist;
 use crate::parse::values::parse_memory_mib;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
+use crate::tuning::asked::Asked;
 use crate::tuning::facts::gather;
 use crate::tuning::journal::{EntryState, JournalError};
 use crate::tuning::kinds::ChangeId;
@@ -218,8 +219,9 @@ fn parse_sriov(s: &str) -> Result<(String, u32), String> {
     Ok((a.to_string(), n))
 }
 
+/// The request the flags make (`Asked::request`, as the window's).
 fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
-    Request {
+    Asked {
         gpus: a.gpus.clone(),
         devices: a.devices.clone(),
         vcpus: a.vcpus,
@@ -228,15 +230,10 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
         hugepages_1g: a.hugepages_1g,
         sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
-        isolation_hook: a.isolate_vm.is_some(),
+        isolate_vm: a.isolate_vm.clone(),
         host_keeps_vm_cpus: a.no_isolcpus,
-        vm: a
-            .isolate_vm
-            .clone()
-            .or_else(|| a.single_gpu.clone())
-            .or_else(|| a.shared_gpu.clone()),
-        single_gpu: a.single_gpu.is_some(),
-        shared_gpu: a.shared_gpu.is_some(),
+        single_gpu_vm: a.single_gpu.clone(),
+        shared_gpu_vm: a.shared_gpu.clone(),
         shared_stop_units: a.shared_stop.clone(),
         looking_glass_mib: a
             .looking_glass
@@ -250,6 +247,7 @@ fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
                 .find_map(|k| std::env::var(k).ok().filter(|u| u != "root"))
         }),
     }
+    .request()
 }
 
 pub(super) fn env(root: &HostRoot, journal: &Option<PathBuf>, run_commands: bool) -> Env {
@@ -284,11 +282,7 @@ fn make_plan(root: &HostRoot, req: &Request, run_commands: bool) -> Result<Plan,
     let facts = gather(root);
     let mut p = plan(&snap, &facts, req).map_err(|e| (2, e.to_string()))?;
     if !run_commands {
-        for c in &mut p.changes {
-            for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
-                cmd.run = false;
-            }
-        }
+        p.list_commands_only();
     }
     Ok(p)
 }

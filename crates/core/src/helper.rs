@@ -274,11 +274,7 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(HelperRep
                 }
             };
             if !run_commands {
-                for c in &mut p.changes {
-                    for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
-                        cmd.run = false;
-                    }
-                }
+                p.list_commands_only();
             }
             if p.changes.is_empty() {
                 out(HelperReply::nothing_to_do());

@@ -9,12 +9,13 @@
 
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
+use crate::tuning::asked::Asked;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
 use crate::tuning::plan::plan;
 use crate::ui::app::Command;
 use crate::ui::pages::TuningRuntime;
-use crate::ui::state::{State, TuningChoices};
+use crate::ui::state::State;
 use crate::ui::theme;
 use egui::RichText;
 
@@ -35,27 +36,24 @@ pub fn vm_cards(state: &State) -> Vec<String> {
 /// when hugepages are to be reserved.
 pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
     let c = &state.tuning;
-    let board_cpus = board_cpus(state);
     let vcpus = state.board.vcpus as usize;
-    Request {
+    // A VM named in a box: none when the box is empty.
+    let named = |v: &str| Some(v.trim().to_string()).filter(|v| !v.is_empty());
+    Asked {
         gpus: vm_cards(state),
         devices: state.vm.devices.clone(),
-        vcpus: (vcpus > 0 && board_cpus.is_none()).then_some(vcpus),
-        cpus: board_cpus,
+        vcpus: (vcpus > 0).then_some(vcpus),
+        cpus: board_cpus(state),
         memory_mib: c
             .reserve_hugepages
             .then(|| state.vm.memory_for(None).saturating_mul(1024)),
         hugepages_1g: c.hugepages_1g,
         sriov: c.sriov.clone(),
         only,
-        isolation_hook: !c.isolate_vm.trim().is_empty(),
+        isolate_vm: named(&c.isolate_vm),
         host_keeps_vm_cpus: !c.boot_isolation,
-        vm: [&c.isolate_vm, &c.single_gpu_vm, &c.shared_gpu_vm]
-            .iter()
-            .map(|v| v.trim().to_string())
-            .find(|v| !v.is_empty()),
-        single_gpu: single_gpu_on(c),
-        shared_gpu: super::tuning_gpu_mode::shared_on(c),
+        single_gpu_vm: named(&c.single_gpu_vm),
+        shared_gpu_vm: named(&c.shared_gpu_vm),
         shared_stop_units: super::tuning_gpu_mode::stop_units(c),
         looking_glass_mib: (c.looking_glass_mib > 0).then_some(c.looking_glass_mib),
         kvmfr: c.kvmfr && c.looking_glass_mib > 0,
@@ -66,14 +64,7 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
             .then(|| std::env::var("USER").ok())
             .flatten(),
     }
-}
-
-/// Single-GPU passthrough asked for, for the same VM as the isolation
-/// hook when both are (one VM's hooks).
-fn single_gpu_on(c: &TuningChoices) -> bool {
-    let s = c.single_gpu_vm.trim();
-    let i = c.isolate_vm.trim();
-    !s.is_empty() && (i.is_empty() || i == s)
+    .request()
 }
 
 /// The same as a command line, for "or in a terminal".
@@ -322,11 +313,7 @@ pub fn tuning_ui(
         if !live {
             // A captured host's changes are written into its tree; commands
             // are listed, not run (as `tune --root`).
-            for c in &mut p.changes {
-                for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
-                    cmd.run = false;
-                }
-            }
+            p.list_commands_only();
         }
         let word = |s: &str| if s == "unknown" { "not recognised".to_string() } else { s.to_string() };
         ui.label(format!("Boot loader: {} · initramfs generator: {}", word(&p.boot.loader), word(&p.boot.initramfs)))

@@ -16,6 +16,7 @@
 
 pub mod apply;
 pub mod artifacts;
+pub mod asked;
 pub mod boot;
 pub mod boot_plan;
 pub mod capture_fit;

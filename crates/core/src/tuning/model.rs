@@ -331,4 +331,16 @@ impl Plan {
     pub fn needs_reboot(&self) -> bool {
         self.changes.iter().any(|c| c.effect == Effect::AfterReboot)
     }
+
+    /// Every command (and undo command) listed, not run: a captured host's
+    /// tree (`--root`, the window on a snapshot) or a dry run, where the
+    /// transaction records them only. The one place that says so, for the
+    /// CLI, the helper and the window.
+    pub fn list_commands_only(&mut self) {
+        for c in &mut self.changes {
+            for cmd in c.commands.iter_mut().chain(c.undo_commands.iter_mut()) {
+                cmd.run = false;
+            }
+        }
+    }
 }

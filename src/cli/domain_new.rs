@@ -237,7 +237,7 @@ fn parse_network(s: &str) -> Result<Network, String> {
         None if s == "none" => Ok(Network::None),
         Some(("bridge", br)) if !br.is_empty() => Ok(Network::Bridge(br.into())),
         Some(("macvtap", dev)) if !dev.is_empty() => Ok(Network::Macvtap(dev.into())),
-        Some(("vf", addr)) if crate::domain::hostdev::PciAddr::parse(addr).is_some() => {
+        Some(("vf", addr)) if crate::domain::hostdev::PciAddr::parse(addr.trim()).is_some() => {
             Ok(Network::Vf(addr.into()))
         }
         _ => Err(format!(

@@ -8,6 +8,7 @@
 //! and was rolled back, 2 bad input or a refusal before anything changed.
 
 use super::out::{errln, out, outln};
+use crate::host::pci_addr::{NotPciAddr, PciAddr};
 use crate::host::scan;
 use crate::parse::cpulist::parse_cpulist;
 use crate::parse::values::parse_memory_mib;
@@ -65,10 +66,10 @@ impl TuneArgs {
 pub struct RequestArgs {
     /// A GPU for the VM (its whole passthrough set goes with it). Repeatable.
     #[arg(long = "gpu", value_name = "ADDR")]
-    pub gpus: Vec<String>,
+    pub gpus: Vec<PciAddr>,
     /// Another device for the VM. Repeatable.
     #[arg(long = "device", value_name = "ADDR")]
-    pub devices: Vec<String>,
+    pub devices: Vec<PciAddr>,
     /// vCPUs, for the pinning planner (which host CPUs the VM gets).
     #[arg(long, conflicts_with = "cpus")]
     pub vcpus: Option<usize>,
@@ -83,7 +84,7 @@ pub struct RequestArgs {
     pub hugepages_1g: bool,
     /// SR-IOV virtual functions: ADDR=N. Repeatable.
     #[arg(long = "sriov", value_name = "ADDR=N", value_parser = parse_sriov)]
-    pub sriov: Vec<(String, u32)>,
+    pub sriov: Vec<(PciAddr, u32)>,
     /// Dynamic isolation: a libvirt hook keeps the host's own tasks off the
     /// VM's CPUs only while the VM NAME runs (instead of isolcpus at boot).
     #[arg(long, value_name = "NAME")]
@@ -209,26 +210,31 @@ fn parse_memory(s: &str) -> Result<u64, String> {
     parse_memory_mib(s).map_err(|e| e.0)
 }
 
-fn parse_sriov(s: &str) -> Result<(String, u32), String> {
+fn parse_sriov(s: &str) -> Result<(PciAddr, u32), String> {
     let (a, n) = s
         .split_once('=')
         .ok_or_else(|| format!("{s:?}: use ADDRESS=COUNT, e.g. 0000:03:00.0=4"))?;
+    let a: PciAddr = a.parse().map_err(|e: NotPciAddr| e.to_string())?;
     let n: u32 = n
         .parse()
         .map_err(|_| format!("{n:?} is not a number of virtual functions"))?;
-    Ok((a.to_string(), n))
+    Ok((a, n))
 }
 
 /// The request the flags make (`Asked::request`, as the window's).
 fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
     Asked {
-        gpus: a.gpus.clone(),
-        devices: a.devices.clone(),
+        gpus: a.gpus.iter().map(PciAddr::to_string).collect(),
+        devices: a.devices.iter().map(PciAddr::to_string).collect(),
         vcpus: a.vcpus,
         cpus: a.cpus.as_ref().map(|c| c.0.clone()),
         memory_mib: a.memory,
         hugepages_1g: a.hugepages_1g,
-        sriov: a.sriov.iter().cloned().collect::<BTreeMap<_, _>>(),
+        sriov: a
+            .sriov
+            .iter()
+            .map(|(pf, n)| (pf.to_string(), *n))
+            .collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
         isolate_vm: a.isolate_vm.clone(),
         host_keeps_vm_cpus: a.no_isolcpus,

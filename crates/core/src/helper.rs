@@ -73,17 +73,7 @@ pub enum Refusal {
 
 /// A PCI address as sysfs spells it (`0000:0b:00.0`) or short (`0b:00.0`).
 fn pci_address(a: &str) -> bool {
-    let parts: Vec<&str> = a.split(':').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    let (bus, rest) = match parts.as_slice() {
-        [d, b, r] if hex(d, 4) => (*b, *r),
-        [b, r] => (*b, *r),
-        _ => return false,
-    };
-    let Some((slot, func)) = rest.split_once('.') else {
-        return false;
-    };
-    hex(bus, 2) && hex(slot, 2) && func.len() == 1 && func.chars().all(|c| ('0'..='7').contains(&c))
+    crate::host::pci_addr::PciAddr::parse(a).is_some()
 }
 
 /// Check every value a caller gave before the host is even read.

@@ -8,31 +8,9 @@ use super::xml::Element;
 use crate::host::pci::{full_address, slot_of};
 use std::collections::BTreeMap;
 
-/// A PCI address split into its parts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PciAddr {
-    pub domain: u16,
-    pub bus: u8,
-    pub slot: u8,
-    pub function: u8,
-}
+pub use crate::host::pci_addr::PciAddr;
 
 impl PciAddr {
-    /// `0000:0a:00.1` or `0a:00.1`.
-    pub fn parse(addr: &str) -> Option<PciAddr> {
-        let full = full_address(addr.trim());
-        let (dom, rest) = full.split_once(':')?;
-        let (bus, rest) = rest.split_once(':')?;
-        let (slot, func) = rest.split_once('.')?;
-        let addr = PciAddr {
-            domain: u16::from_str_radix(dom, 16).ok()?,
-            bus: u8::from_str_radix(bus, 16).ok()?,
-            slot: u8::from_str_radix(slot, 16).ok()?,
-            function: u8::from_str_radix(func, 16).ok()?,
-        };
-        (addr.slot < 32 && addr.function < 8).then_some(addr)
-    }
-
     fn set_on(&self, el: &mut Element) {
         el.set_attr("domain", &format!("0x{:04x}", self.domain));
         el.set_attr("bus", &format!("0x{:02x}", self.bus));
@@ -45,7 +23,7 @@ impl PciAddr {
 pub fn cards(set: &[String]) -> Result<Vec<Vec<PciAddr>>, crate::parse::ParseError> {
     let mut by_slot: BTreeMap<String, Vec<PciAddr>> = BTreeMap::new();
     for a in set {
-        let p = PciAddr::parse(a)
+        let p = PciAddr::parse(a.trim())
             .ok_or_else(|| crate::parse::ParseError(format!("'{a}' is not a PCI address")))?;
         by_slot
             .entry(slot_of(&full_address(a)).to_string())

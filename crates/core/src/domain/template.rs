@@ -297,7 +297,7 @@ fn devices(spec: &WindowsSpec, x: &mut String, edits: &mut Vec<Edit>) {
             format!("<source dev='{}' mode='bridge'/>", esc(dev)),
         )),
         Network::Vf(addr) => {
-            if let Some(a) = super::hostdev::PciAddr::parse(addr) {
+            if let Some(a) = super::hostdev::PciAddr::parse(addr.trim()) {
                 let _ = writeln!(
                     x,
                     "    <interface type='hostdev' managed='yes'>\n      <source>\n        <address type='pci' domain='0x{:04x}' bus='0x{:02x}' slot='0x{:02x}' function='0x{:x}'/>\n      </source>\n    </interface>",

@@ -17,6 +17,7 @@ pub mod iommu;
 pub mod kernel;
 pub mod numa;
 pub mod pci;
+pub mod pci_addr;
 pub mod pci_names;
 pub mod signing;
 pub mod system;

@@ -14,16 +14,10 @@ use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// `DDDD:BB:DD.F`, the way sysfs names a PCI function.
+/// `DDDD:BB:DD.F`, the way sysfs names a PCI function (`PciAddr`'s grammar,
+/// the domain spelled).
 pub fn is_pci_address(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && name
-            .char_indices()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+    name.len() == 12 && super::pci_addr::PciAddr::parse(name).is_some()
 }
 
 /// An address as users type it (`01:00.0`) in sysfs form (`0000:01:00.0`).

@@ -219,6 +219,19 @@ pub struct TuningRuntime {
     /// Tests: the helper to run on a captured root instead of the installed
     /// one (`VFIO_ASSISTANT_HELPER` names it for a whole process).
     pub helper: Option<super::jobs::HelperProgram>,
+    /// The page's plan and the request it was made for: drawn every frame,
+    /// planned again only when the choices change (or the host's facts or
+    /// snapshot, `forget_plan`).
+    plan_memo: std::cell::RefCell<Option<PlanMemo>>,
+    /// How many plans the page has made (tests count them).
+    pub plans_made: std::cell::Cell<usize>,
+}
+
+/// A plan the Tuning page made, for the request and mode it was made for.
+struct PlanMemo {
+    request: crate::tuning::model::Request,
+    live: bool,
+    plan: std::rc::Rc<Result<crate::tuning::model::Plan, crate::tuning::plan::PlanError>>,
 }
 
 impl Default for TuningRuntime {
@@ -239,6 +252,8 @@ impl Default for TuningRuntime {
             terminal: String::new(),
             focus: Vec::new(),
             helper: None,
+            plan_memo: Default::default(),
+            plans_made: Default::default(),
         }
     }
 }
@@ -246,5 +261,45 @@ impl Default for TuningRuntime {
 impl TuningRuntime {
     pub fn is_running(&self) -> bool {
         self.run.is_some()
+    }
+
+    /// The plan for `request` on `snap` with `facts` (commands listed, not
+    /// run, unless `live`): the one made before for the same request, else
+    /// made now and kept. (Pure: no I/O, as a view needs.)
+    pub fn plan_for(
+        &self,
+        snap: &crate::host::HostSnapshot,
+        facts: &crate::tuning::facts::TuneFacts,
+        request: &crate::tuning::model::Request,
+        live: bool,
+    ) -> std::rc::Rc<Result<crate::tuning::model::Plan, crate::tuning::plan::PlanError>> {
+        let mut memo = self.plan_memo.borrow_mut();
+        if let Some(m) = memo
+            .as_ref()
+            .filter(|m| m.request == *request && m.live == live)
+        {
+            return m.plan.clone();
+        }
+        let mut planned = crate::tuning::plan::plan(snap, facts, request);
+        if let Ok(p) = &mut planned
+            && !live
+        {
+            // A captured host's changes are written into its tree; commands
+            // are listed, not run (as `tune --root`).
+            p.list_commands_only();
+        }
+        self.plans_made.set(self.plans_made.get() + 1);
+        let plan = std::rc::Rc::new(planned);
+        *memo = Some(PlanMemo {
+            request: request.clone(),
+            live,
+            plan: plan.clone(),
+        });
+        plan
+    }
+
+    /// The host's facts or snapshot changed: the next frame plans again.
+    pub fn forget_plan(&self) {
+        self.plan_memo.replace(None);
     }
 }

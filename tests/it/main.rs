@@ -66,6 +66,7 @@ mod gui_tuning_failure;
 mod gui_tuning_interrupted;
 mod gui_tuning_keep;
 mod gui_tuning_pkexec;
+mod gui_tuning_plan_cache;
 mod gui_unattended;
 mod gui_wizard;
 mod gui_wizard_faces;

@@ -61,6 +61,7 @@ impl App {
         let t = &mut self.tuning;
         if let Some(Ok(f)) = t.facts_job.poll() {
             t.facts = Some(f);
+            t.forget_plan();
         }
         if let Some(Ok(s)) = t.status_job.poll() {
             t.status = s;
@@ -171,6 +172,7 @@ impl App {
                     ));
                 }
                 self.snapshot = Some(std::sync::Arc::new(snap));
+                self.tuning.forget_plan();
                 self.findings = std::sync::Arc::new(findings);
                 self.error = None;
                 self.scanning = None;

@@ -4,15 +4,15 @@
 //! one switchable off; one Apply button that runs the privileged helper
 //! (through pkexec) with a progress line per step as they happen, then the
 //! verification and, when a reboot is needed, how to get back if it fails;
-//! and the journal with Undo. The plan is rebuilt every frame from the
-//! host's facts (read once off the UI thread) and the choices at the top.
+//! and the journal with Undo. The plan is made from the host's facts (read
+//! once off the UI thread) and the choices at the top, once per request
+//! (`TuningRuntime::plan_for`), not once per frame.
 
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
 use crate::tuning::asked::Asked;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
-use crate::tuning::plan::plan;
 use crate::ui::app::Command;
 use crate::ui::pages::TuningRuntime;
 use crate::ui::state::State;
@@ -302,7 +302,9 @@ pub fn tuning_ui(
             return;
         };
         let req = request_of(state, Vec::new());
-        let mut p = match plan(snap, facts, &req) {
+        // Planned once per request (and host), not once per frame.
+        let planned = rt.plan_for(snap, facts, &req, live);
+        let p = match planned.as_ref() {
             Ok(p) => p,
             Err(e) => {
                 ui.colored_label(theme::BAD, format!("Cannot plan: {e}"));
@@ -310,11 +312,6 @@ pub fn tuning_ui(
                 return;
             }
         };
-        if !live {
-            // A captured host's changes are written into its tree; commands
-            // are listed, not run (as `tune --root`).
-            p.list_commands_only();
-        }
         let word = |s: &str| if s == "unknown" { "not recognised".to_string() } else { s.to_string() };
         ui.label(format!("Boot loader: {} · initramfs generator: {}", word(&p.boot.loader), word(&p.boot.initramfs)))
             .on_hover_text(p.boot.evidence.iter().map(|e| format!("{} = {}", e.source, e.value)).collect::<Vec<_>>().join("\n"));
@@ -322,7 +319,7 @@ pub fn tuning_ui(
             ui.weak(theme::detail(n));
         }
         let focus = rt.focus.clone();
-        first_ticks(ui, snap, &p, &req, &focus, &mut state.tuning.off);
+        first_ticks(ui, snap, p, &req, &focus, &mut state.tuning.off);
         // A captured tree takes only what it holds: the rest unticked, said.
         let lacking: std::collections::BTreeMap<String, Vec<String>> = if live {
             Default::default()
@@ -345,9 +342,9 @@ pub fn tuning_ui(
             ui.colored_label(theme::WARN, w);
         }
         let (off, marks) = (&mut state.tuning.off, (focus.as_slice(), &lacking));
-        group_ui(ui, &p, Effect::Now, "Now", off, marks);
-        group_ui(ui, &p, Effect::AfterReboot, "After a reboot", off, marks);
-        group_ui(ui, &p, Effect::AtVmStart, "When the VM starts", off, marks);
+        group_ui(ui, p, Effect::Now, "Now", off, marks);
+        group_ui(ui, p, Effect::AfterReboot, "After a reboot", off, marks);
+        group_ui(ui, p, Effect::AtVmStart, "When the VM starts", off, marks);
         for m in &p.manual {
             egui::Frame::group(ui.style()).show(ui, |ui| {
                 ui.set_width(ui.available_width());

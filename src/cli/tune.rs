@@ -8,18 +8,17 @@
 //! and was rolled back, 2 bad input or a refusal before anything changed.
 
 use super::out::{errln, out, outln};
+use crate::host::HostSnapshot;
 use crate::host::pci_addr::{NotPciAddr, PciAddr};
-use crate::host::scan;
 use crate::parse::cpulist::parse_cpulist;
 use crate::parse::values::parse_memory_mib;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, Progress, apply, undo};
 use crate::tuning::asked::Asked;
-use crate::tuning::facts::gather;
 use crate::tuning::journal::{EntryState, JournalError};
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Plan, Request};
-use crate::tuning::plan::plan;
+use crate::tuning::prepare::{Prepared, prepare};
 use crate::tuning::status::status;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
@@ -282,41 +281,38 @@ pub fn run(root: &HostRoot, args: &TuneArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// The plan, with commands marked `run: false` where they will not run.
-fn make_plan(root: &HostRoot, req: &Request, run_commands: bool) -> Result<Plan, (i32, String)> {
-    let snap = scan(root).map_err(|e| (2, format!("{e:#}")))?;
-    let facts = gather(root);
-    let mut p = plan(&snap, &facts, req).map_err(|e| (2, e.to_string()))?;
-    if !run_commands {
-        p.list_commands_only();
-    }
-    Ok(p)
+/// The plan (commands marked `run: false` where they will not run) and
+/// what it was made from.
+fn make_plan(
+    root: &HostRoot,
+    req: &Request,
+    run_commands: bool,
+) -> Result<Prepared, (i32, String)> {
+    prepare(root, req, run_commands).map_err(|e| (2, format!("{e:#}")))
 }
 
 fn run_plan(root: &HostRoot, a: &RequestArgs, only: &[ChangeId]) -> anyhow::Result<i32> {
-    let p = match make_plan(root, &request(a, only), root.is_live()) {
-        Ok(p) => p,
+    let req = request(a, only);
+    let (snap, p) = match make_plan(root, &req, root.is_live()) {
+        Ok(Prepared { snap, plan, .. }) => (snap, plan),
         Err((code, why)) => return fail(a.json, code, &why),
     };
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&p)?)?;
     } else {
         out!("{}", super::tune_text::plan_text(&p))?;
-        out!("{}", single_gpu_text(root, &request(a, only)))?;
+        out!("{}", single_gpu_text(root, &snap, &req))?;
     }
     Ok(0)
 }
 
 /// With --single-gpu, the checks before it (report::single_gpu), as `check`
 /// shows findings; empty otherwise.
-fn single_gpu_text(root: &HostRoot, req: &Request) -> String {
+fn single_gpu_text(root: &HostRoot, snap: &HostSnapshot, req: &Request) -> String {
     if !req.single_gpu {
         return String::new();
     }
-    let Ok(snap) = scan(root) else {
-        return String::new();
-    };
-    let f = crate::report::single_gpu::for_gpus(root, &snap, req.gpus.first().map(String::as_str));
+    let f = crate::report::single_gpu::for_gpus(root, snap, req.gpus.first().map(String::as_str));
     let c = crate::checks::counts(&f);
     let body = super::check::render(&snap.root, &f, &c, true);
     let body = body.split_once('\n').map_or("", |(_, rest)| rest);
@@ -372,8 +368,12 @@ pub(super) struct How {
 pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::Result<i32> {
     let run_commands = root.is_live() && !a.dry_run;
     let json = a.json;
-    let p = match make_plan(root, &req, run_commands) {
-        Ok(p) => p,
+    let Prepared {
+        snap,
+        facts,
+        plan: p,
+    } = match make_plan(root, &req, run_commands) {
+        Ok(prepared) => prepared,
         Err((code, why)) => return fail(json, code, &why),
     };
     if p.changes.is_empty() {
@@ -393,14 +393,14 @@ pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::R
             outln!("{}", serde_json::to_string_pretty(&p)?)?;
         } else {
             out!("{}", super::tune_text::plan_text(&p))?;
-            out!("{}", single_gpu_text(root, &req))?;
+            out!("{}", single_gpu_text(root, &snap, &req))?;
             outln!("Dry run: nothing was changed.")?;
         }
         return Ok(0);
     }
     if !json {
         out!("{}", super::tune_text::plan_text(&p))?;
-        out!("{}", single_gpu_text(root, &req))?;
+        out!("{}", single_gpu_text(root, &snap, &req))?;
     }
     if !a.yes && !super::confirm(&apply_prompt(&p, &req))? {
         errln!("Nothing changed.");
@@ -414,7 +414,6 @@ pub(super) fn apply_request(root: &HostRoot, req: Request, a: &How) -> anyhow::R
         return super::tune_helper::run(&request, json);
     }
     let e = env(root, &a.journal, run_commands);
-    let facts = gather(root);
     crate::tuning::apply::keep_on_hangup();
     let mut out = printer(json);
     match apply(&e, &facts, &p, &req, &mut out) {

@@ -280,14 +280,9 @@ impl TuningRuntime {
         {
             return m.plan.clone();
         }
-        let mut planned = crate::tuning::plan::plan(snap, facts, request);
-        if let Ok(p) = &mut planned
-            && !live
-        {
-            // A captured host's changes are written into its tree; commands
-            // are listed, not run (as `tune --root`).
-            p.list_commands_only();
-        }
+        // A captured host's changes are written into its tree; commands
+        // are listed, not run (as `tune --root`).
+        let planned = crate::tuning::prepare::plan_to_run(snap, facts, request, live);
         self.plans_made.set(self.plans_made.get() + 1);
         let plan = std::rc::Rc::new(planned);
         *memo = Some(PlanMemo {

@@ -9,13 +9,11 @@
 //! no arguments at all (the test hooks exist only with the `test-hooks`
 //! feature). Protocol: docs/helper-protocol.md.
 
-use crate::host::scan;
 use crate::sysroot::HostRoot;
 use crate::tuning::apply::{ApplyError, Env, apply, undo};
-use crate::tuning::facts::gather;
 use crate::tuning::journal::{EntryState, valid_id};
 use crate::tuning::model::Request;
-use crate::tuning::plan::plan;
+use crate::tuning::prepare::{plan_to_run, read};
 use crate::tuning::status::status;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -240,14 +238,13 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(HelperRep
             }
         }
         HelperRequest::Apply { request } => {
-            let snap = match scan(&env.root) {
-                Ok(s) => s,
+            let (snap, facts) = match read(&env.root) {
+                Ok(r) => r,
                 Err(err) => {
                     out(HelperReply::error(format!("{err:#}")));
                     return 2;
                 }
             };
-            let facts = gather(&env.root);
             let mut request = request.clone();
             // Under pkexec or sudo the desktop user is whoever asked, not
             // what the request says (a request cannot make QEMU run as
@@ -256,16 +253,13 @@ pub fn serve(env: &HelperEnv, req: &HelperRequest, out: &mut dyn FnMut(HelperRep
                 request.desktop_user = facts.user_name(uid);
             }
             let request = &request;
-            let mut p = match plan(&snap, &facts, request) {
+            let p = match plan_to_run(&snap, &facts, request, run_commands) {
                 Ok(p) => p,
                 Err(err) => {
                     out(HelperReply::error(err.to_string()));
                     return 2;
                 }
             };
-            if !run_commands {
-                p.list_commands_only();
-            }
             if p.changes.is_empty() {
                 out(HelperReply::nothing_to_do());
                 return 0;

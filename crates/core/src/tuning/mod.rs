@@ -31,6 +31,7 @@ pub mod plan;
 pub mod plan_error;
 pub mod play;
 pub mod preflight;
+pub mod prepare;
 pub mod records;
 pub mod running;
 pub mod shared_desktop;

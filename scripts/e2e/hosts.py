@@ -328,6 +328,10 @@ DESKTOP_PACKAGES = [
     # Depends do not name them (they are dlopen'ed).
     "libgl1-mesa-dri", "libegl1", "libgl1", "libx11-xcb1", "libxcursor1", "libxrandr2", "libxi6",
     "libxkbcommon-x11-0",
+    # The New VM page's "Create the image" runs qemu-img: the .deb
+    # recommends it (apt installs recommends on a desktop; these images
+    # are built without).
+    "qemu-utils",
 ]
 # The user, its automatic login and its session's autostart: the agent,
 # and e2e-session, the harness's hand inside the session (what it runs is

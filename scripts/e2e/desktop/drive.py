@@ -311,8 +311,10 @@ def new_vm(r):
     r.step("New VM: Next", lambda: r.click(r"^Next$", 60))
     r.step("Storage: 1 GiB", lambda: r.number(r"^Size$", 1))
     r.step("Storage: Create the image", lambda: r.click(r"^Create the image$", 120))
-    r.step("Storage: created", lambda: need(r.words(r"^Created ", 300), "no 'Created …' after Create the image: "
-                                            + " | ".join(t for t in a11y.texts(r.app()) if "GiB" in t or "Cannot" in t)[:400]))
+    def created():
+        said = need(r.words(r"^Created |could not|Could not|cannot|Cannot|failed", 300), "nothing said after Create the image")
+        return need(said.startswith("Created ") and said, f"the image was not created: {said}")
+    r.step("Storage: created", created)
     for _ in range(4):  # Network, Use it, Features, Review
         r.step("New VM: Next", lambda: r.click(r"^Next$", 60))
     r.step("Review: Define in libvirt", lambda: r.click(r"^Define in libvirt$", 120))
@@ -381,13 +383,21 @@ def phase_killed(r):
     time.sleep(20)
     r.step("reopened", r.open_app)
     r.step("the Tuning page", lambda: r.page("Tuning"))
+    said = r"A tuning|interrupted|still running|Now in|Stopped in|Changes done|waiting for a reboot|took effect|Restore"
     r.step("what the reopened window says", lambda: need(" | ".join(
-        t for t in a11y.texts(r.app()) if re.search(r"interrupt|killed|closed|applied|took effect|waiting|Restore", t, re.I))[:600],
-        "nothing said of the apply"))
-    r.step("Undo (or Restore the host)", lambda: r.click(r"^(Undo|Restore the host)$", 120))
-    if r.dialog(90):
+        t for t in a11y.texts(r.app()) if re.search(said, t))[:600], "nothing said of the apply"))
+    # The helper goes on after the app is gone: nothing is undone before
+    # it ends (the page holds its buttons meanwhile).
+    r.step("the apply's end, seen from the reopened window", lambda: need(a11y.wait_for(
+        lambda: not r.words(r"still running", 1) and " | ".join(
+            t for t in a11y.texts(r.app()) if re.search(said, t))[:600], 1200, 5), "still running after 1200 s"))
+    before = r.count(r"^undone$")
+    r.step("Undo (or Restore the host)", lambda: r.click(r"^(Restore the host|Undo)$", 120))
+    asked = a11y.wait_for(lambda: r.dialog(0) or r.count(r"^undone$") > before or None, 120, 2)
+    if isinstance(asked, tuple):
         r.step("the agent asks; the password typed (undo)", lambda: r.answer(r.password))
-    r.step("undo, to its end", lambda: r.ended())
+    r.step("undo, to its end", lambda: need(a11y.wait_for(
+        lambda: r.count(r"^undone$") > before and r.words(ENDED, 1), 1200, 5), "no 'undone' in the journal"))
 
 
 PHASES = {"apply": phase_apply, "tuned": phase_tuned, "undo": phase_undo, "cancel": phase_cancel,

@@ -781,9 +781,21 @@ step_window() {
     echo "the driver exited $(cat "$d/rc")"
 }
 
-# Every libvirt domain the window made, undefined (the journey's own VM;
-# its definition under /etc would not be as before).
+# libvirt's "default" storage pool over /var/lib/libvirt/images, as
+# virt-manager's first start makes it: the New VM page creates its disk
+# through it (an ordinary user may not write into that folder: without a
+# pool the page says qemu-img's "Permission denied").
+step_default_pool() {
+    virsh -c qemu:///system pool-info default >/dev/null 2>&1 && return 0
+    virsh -c qemu:///system pool-define-as default dir --target /var/lib/libvirt/images >/dev/null || fail "pool-define-as default"
+    virsh -c qemu:///system pool-start default || fail "pool-start default"
+}
+
+# Every libvirt domain the window made, undefined, and the pool (their
+# definitions under /etc would not be as before).
 step_forget_vms() {
+    virsh -c qemu:///system pool-destroy default >/dev/null 2>&1
+    virsh -c qemu:///system pool-undefine default >/dev/null 2>&1 && echo "undefined the pool 'default'"
     for v in $(virsh -c qemu:///system list --all --name); do
         virsh -c qemu:///system destroy "$v" >/dev/null 2>&1
         virsh -c qemu:///system undefine "$v" --nvram >/dev/null 2>&1 || virsh -c qemu:///system undefine "$v"

@@ -312,8 +312,17 @@ def new_vm(r):
     r.step("Storage: 1 GiB", lambda: r.number(r"^Size$", 1))
     r.step("Storage: Create the image", lambda: r.click(r"^Create the image$", 120))
     def created():
-        said = need(r.words(r"^Created |could not|Could not|cannot|Cannot|failed", 300), "nothing said after Create the image")
-        return need(said.startswith("Created ") and said, f"the image was not created: {said}")
+        # Made: the page turns to "Use an image or block device I have"
+        # with the new image's path (it says no "Created …" then).
+        def made():
+            app = r.app()
+            use = app and a11y.find(app, "radio button", r"^Use an image or block device I have$")
+            if use is not None and "checked" in a11y.states(use):
+                return "the page now uses the image made (the radio turned to 'Use an image or block device I have')"
+            return r.words(r"^Created |could not|Could not|cannot|Cannot|failed", 1)
+        said = need(a11y.wait_for(made, 300, 3), "nothing said after Create the image")
+        return need(not re.search(r"could not|Could not|cannot|Cannot|failed", said) and said,
+                    f"the image was not created: {said}")
     r.step("Storage: created", created)
     for _ in range(4):  # Network, Use it, Features, Review
         r.step("New VM: Next", lambda: r.click(r"^Next$", 60))

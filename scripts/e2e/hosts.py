@@ -332,6 +332,9 @@ DESKTOP_PACKAGES = [
     # recommends it (apt installs recommends on a desktop; these images
     # are built without).
     "qemu-utils",
+    # libvirt's NAT network ('default', which the New VM page plugs the VM
+    # into) runs dnsmasq: a Recommends of libvirt-daemon-system.
+    "dnsmasq-base",
 ]
 # The user, its automatic login and its session's autostart: the agent,
 # and e2e-session, the harness's hand inside the session (what it runs is

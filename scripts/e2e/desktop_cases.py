@@ -122,7 +122,6 @@ step_status tuned
 # QEMU's TCG here aborts when it runs a KVM guest (qemu.py): the VM the
 # window starts is emulated, as the CLI journey's is.
 modprobe -r kvm_amd kvm_intel 2>/dev/null; modprobe -r kvm 2>/dev/null
-step_default_pool
 step_window tuned
 step_status kept-applied
 """)

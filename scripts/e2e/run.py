@@ -58,9 +58,13 @@ MACHINE = {"single-gpu": "one-gpu", "twins": "twins"}
 # instead (its keep is GRUB-on-UEFI's, proven on grub-uefi here and on
 # secureboot by --all). Longest first, so two guests at a time end together
 # (CI's stop 41 times: sdboot 1000 s, the GRUB journeys ~950 s with their
-# keep, uki 800 s, an undone try 730 s, the cut 420 s).
+# keep, uki 800 s, an undone try 730 s, the cut 420 s). The desktop's
+# window journey (issue 42: the click through the window, a polkit agent's
+# prompt, four boots) measured 545-700 s here: it fits beside the set
+# (CI's stop 48: 3084 s of its 80 minutes), so no case moved to --all.
 CI_SET = [("sdboot", "journey"), ("grub", "journey"), ("grub-uefi", "journey"),
-          ("uki", "journey"), ("secureboot", "tried-then-undone"), ("grub-uefi", "cut-bootcfg")]
+          ("uki", "journey"), ("desktop", "window-journey"), ("secureboot", "tried-then-undone"),
+          ("grub-uefi", "cut-bootcfg")]
 
 
 def the_deb(given):

@@ -139,6 +139,9 @@ pub fn status_text(list: &[EntryStatus]) -> String {
                 e.pending_tokens.join(" ")
             );
         }
+        for u in &e.unbound {
+            let _ = writeln!(s, "  not bound after the reboot: {u}");
+        }
         for d in e.detail.iter().chain(&e.tried_once) {
             let _ = writeln!(s, "  {d}");
         }

@@ -85,8 +85,20 @@ fn unnamed<'t>(within: &'t impl Queryable<'t, 't, Node<'t>>) -> Vec<String> {
             });
             found.push(format!("{:?} {at} after {before:?}", a.role()));
         }
+        // Disabled, and said so (AT-SPI's own state says ENABLED: a11y.rs).
+        if !a.is_hidden() && is_control(&a) && a.is_disabled() && !says_unavailable(&a) {
+            found.push(format!(
+                "{:?} {said:?} is disabled but not said 'unavailable'",
+                a.role()
+            ));
+        }
     }
     found
+}
+
+fn says_unavailable(a: &AccessKitNode<'_>) -> bool {
+    a.description()
+        .is_some_and(|d| d.starts_with("unavailable"))
 }
 
 /// Open every collapsed section, round after round (an opened one may hold
@@ -261,4 +273,35 @@ fn the_tuning_page_after_an_apply_is_named() {
         .map(|u| format!("X570 · Tuning after Apply: {u}"))
         .collect();
     assert_all_named(&found);
+}
+
+/// A disabled control is said to be one: the New VM page's first step has
+/// Back, which cannot go back, and the top bar's Rescan while it scans.
+#[test]
+fn a_disabled_control_is_said_unavailable() {
+    let mut h = harness(
+        App::with_source(Source::Demo, State::default(), || {}),
+        [1280.0, 800.0],
+    );
+    settle(&mut h);
+    h.get_by_role_and_label(Role::Button, Page::NewVm.title())
+        .click_accesskit();
+    settle(&mut h);
+    h.run();
+    let disabled: Vec<(String, Option<String>)> = h
+        .query_all(by().include_labels())
+        .map(|n| n.accesskit_node())
+        .filter(|a| is_control(a) && a.is_disabled())
+        .map(|a| (name(&a), a.description()))
+        .collect();
+    assert!(
+        !disabled.is_empty(),
+        "no disabled control on the first step"
+    );
+    for (n, d) in &disabled {
+        assert!(
+            d.as_deref().is_some_and(|d| d.starts_with("unavailable")),
+            "{n:?}: {d:?}"
+        );
+    }
 }

@@ -77,6 +77,10 @@ fn tokens_of(c: &vfio_assistant::tuning::model::Change) -> Vec<String> {
 fn reboot(r: &Path, n: u32, cmdline: &str) {
     put(r, "proc/sys/kernel/random/boot_id", &format!("b00t-{n}\n"));
     put(r, "proc/cmdline", &format!("{cmdline}\n"));
+    // Our entry's IDs: vfio-pci takes the card first.
+    if cmdline.contains("vfio_pci.ids=") {
+        card_taken_by_vfio(r);
+    }
 }
 
 /// The kernel line of the grub.cfg entry with this title prefix.

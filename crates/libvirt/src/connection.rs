@@ -281,6 +281,29 @@ impl Hypervisor for Libvirt {
         })
     }
 
+    fn create_default_pool(&self, path: &str) -> Result<(), VirtError> {
+        let action = format!("creating the storage pool 'default' at {path}");
+        let xml = format!(
+            "<pool type='dir'>\n  <name>default</name>\n  <target>\n    <path>{}</path>\n  </target>\n</pool>\n",
+            quick_xml::escape::escape(path)
+        );
+        let p = self
+            .conn
+            .define_storage_pool_xml(&xml, 0)
+            .map_err(wrap(&action))?;
+        // The folder made (an existing one is kept as it is), then started.
+        let started = p
+            .build(0)
+            .and_then(|_| p.create(0))
+            .and_then(|_| p.set_autostart(true));
+        if let Err(e) = started {
+            // Nothing half made left behind: the definition goes again.
+            let _ = p.undefine();
+            return Err(wrap(&action)(e));
+        }
+        Ok(())
+    }
+
     fn create_volume(
         &self,
         pool: &str,

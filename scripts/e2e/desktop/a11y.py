@@ -100,6 +100,19 @@ def states(x):
         return set()
 
 
+def usable(x):
+    """Enabled, as a user can tell: AT-SPI's SENSITIVE state, and the
+    app's description not starting with "unavailable" (AccessKit's AT-SPI
+    adapter 0.20 says ENABLED for a disabled button; the app says it in
+    the description, src/ui/widgets/a11y.rs)."""
+    st = states(x)
+    try:
+        d = x.description or ""
+    except Exception:
+        d = ""
+    return ("sensitive" in st or "enabled" in st) and not d.startswith("unavailable")
+
+
 def find_all(root, role_name=None, pattern=None):
     out = []
     for _, x in walk(root):

@@ -9,6 +9,8 @@ impl App {
     /// Draw everything into `ui`, then run what the views asked for.
     pub fn ui_content(&mut self, ui: &mut egui::Ui) {
         super::super::theme::ensure_readable(ui.ctx());
+        // Once per context (egui keeps one plugin of a type).
+        ui.ctx().add_plugin(crate::ui::widgets::a11y::DisabledSaid);
         egui::Panel::top("top_bar").show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.heading("VFIO Assistant");

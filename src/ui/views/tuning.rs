@@ -148,6 +148,8 @@ fn first_ticks(
     off: &mut Vec<String>,
 ) {
     let takes_screen = screen_taken(snap, req).is_some();
+    // What an asked-for change needs is ticked with it.
+    let focus = &p.with_needs(focus);
     ui.data_mut(|d| {
         let seen = d.get_temp_mut_or_default::<std::collections::BTreeSet<String>>(presented_id());
         for c in &p.changes {
@@ -187,9 +189,10 @@ fn change_ui(
     off: &mut Vec<String>,
     focus: bool,
     missing: &[String],
-) {
+) -> Option<String> {
     let id = c.id.to_string();
     let mut on = !off.contains(&id);
+    let mut unticked = None;
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.set_width(ui.available_width());
         // Wrapped: a title can be long (the keep names every parameter), and
@@ -203,11 +206,16 @@ fn change_ui(
                     off.retain(|x| *x != id);
                 } else {
                     off.push(id.clone());
+                    unticked = Some(id.clone());
                 }
             }
             ui.weak(format!("[{}]", c.id));
             if focus {
                 crate::ui::widgets::badges::badge_ui(ui, "asked for", theme::INFO);
+            }
+            for n in &c.needs {
+                ui.weak(format!("needs [{n}]"))
+                    .on_hover_text(format!("Does nothing without [{n}]: ticking this ticks that; unticking that unticks this."));
             }
         });
         if !missing.is_empty() {
@@ -248,8 +256,10 @@ fn change_ui(
             ui.colored_label(theme::WARN, theme::detail(n));
         }
     });
+    unticked
 }
 
+/// One group's changes; the id the user unticked in it this frame.
 fn group_ui(
     ui: &mut egui::Ui,
     p: &Plan,
@@ -257,18 +267,20 @@ fn group_ui(
     heading: &str,
     off: &mut Vec<String>,
     (focus, lacking): (&[String], &std::collections::BTreeMap<String, Vec<String>>),
-) {
+) -> Option<String> {
     let list: Vec<&Change> = p.changes.iter().filter(|c| c.effect == effect).collect();
     if list.is_empty() {
-        return;
+        return None;
     }
     ui.label(RichText::new(heading).heading());
+    let mut unticked = None;
     for c in list {
         let id = c.id.to_string();
         let missing = lacking.get(&id).map_or(&[][..], Vec::as_slice);
-        change_ui(ui, c, off, focus.contains(&id), missing);
+        unticked = change_ui(ui, c, off, focus.contains(&id), missing).or(unticked);
     }
     ui.add_space(6.0);
+    unticked
 }
 
 pub fn tuning_ui(
@@ -342,9 +354,12 @@ pub fn tuning_ui(
             ui.colored_label(theme::WARN, w);
         }
         let (off, marks) = (&mut state.tuning.off, (focus.as_slice(), &lacking));
-        group_ui(ui, p, Effect::Now, "Now", off, marks);
-        group_ui(ui, p, Effect::AfterReboot, "After a reboot", off, marks);
-        group_ui(ui, p, Effect::AtVmStart, "When the VM starts", off, marks);
+        let unticked = [(Effect::Now, "Now"), (Effect::AfterReboot, "After a reboot"), (Effect::AtVmStart, "When the VM starts")]
+            .into_iter()
+            .fold(None, |u, (effect, heading)| group_ui(ui, p, effect, heading, off, marks).or(u));
+        // A change and what it needs go together (Plan::keep_needs).
+        let kept_off: Vec<String> = unticked.into_iter().chain(lacking.keys().cloned()).collect();
+        p.keep_needs(off, &kept_off);
         for m in &p.manual {
             egui::Frame::group(ui.style()).show(ui, |ui| {
                 ui.set_width(ui.available_width());

@@ -103,6 +103,9 @@ pub fn journal_ui(ui: &mut egui::Ui, rt: &TuningRuntime, out: &mut Vec<Command>)
                 e.pending_tokens.join(" ")
             ));
         }
+        for u in &e.unbound {
+            ui.colored_label(theme::BAD, format!("  not bound after the reboot: {u}"));
+        }
         if let Some(d) = &e.detail {
             let color = if e.standing == Standing::Running {
                 theme::WARN

@@ -22,3 +22,41 @@ pub fn name_expander(resp: &Response, name: impl Into<String>, about: &str, open
         node.set_description(about);
     });
 }
+
+/// What a disabled control's description starts with.
+pub const UNAVAILABLE: &str = "unavailable";
+
+/// AccessKit's AT-SPI adapter (accesskit_atspi_common 0.20, the one eframe
+/// 0.37 takes) says ENABLED and SENSITIVE for a disabled button, link or
+/// tab: only roles with a read-only state lose them (AccessKit pull
+/// requests 787 and 788, merged after 0.20.0). A screen reader then says
+/// "Apply, button" for an Apply that does nothing. Until that release,
+/// every disabled node's description starts with "unavailable", which
+/// Orca reads after the name and the desktop driver tests.
+pub struct DisabledSaid;
+
+impl egui::Plugin for DisabledSaid {
+    fn debug_name(&self) -> &'static str {
+        "vfio-assistant: disabled said"
+    }
+
+    fn output_hook(&mut self, _ctx: &egui::Context, output: &mut egui::FullOutput) {
+        let Some(update) = output.platform_output.accesskit_update.as_mut() else {
+            return;
+        };
+        for (_, node) in &mut update.nodes {
+            if !node.is_disabled()
+                || node
+                    .description()
+                    .is_some_and(|d| d.starts_with(UNAVAILABLE))
+            {
+                continue;
+            }
+            let said = match node.description() {
+                Some(d) if !d.is_empty() => format!("{UNAVAILABLE}: {d}"),
+                _ => UNAVAILABLE.to_string(),
+            };
+            node.set_description(said);
+        }
+    }
+}

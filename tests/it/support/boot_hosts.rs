@@ -188,6 +188,14 @@ pub fn entry_options(text: &str) -> String {
 /// systemd-boot's entry of ours, tried once on the sdboot host.
 pub const SD_OURS: &str = "boot/efi/loader/entries/vfio-assistant.conf";
 
+/// What a boot with the binding's parameters does to the card: vfio-pci
+/// takes both functions before nouveau and snd_hda_intel load.
+pub fn card_taken_by_vfio(dir: &Path) {
+    for f in ["0000:0b:00.0", "0000:0b:00.1"] {
+        crate::support::hosts::bind(dir, f, "vfio-pci");
+    }
+}
+
 /// The one boot from our entry on the sdboot host, after the apply: its
 /// options are the kernel's command line, and the boot id changes. The
 /// entry's text, as it was booted.
@@ -199,5 +207,6 @@ pub fn boot_from_our_entry(dir: &Path) -> String {
         &format!("{}\n", entry_options(&ours).trim()),
     );
     crate::support::hosts::put(dir, "proc/sys/kernel/random/boot_id", "b00t-2\n");
+    card_taken_by_vfio(dir);
     ours
 }

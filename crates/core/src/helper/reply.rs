@@ -106,6 +106,9 @@ mod tests {
             completed: 1,
             standing: Standing::WaitingForReboot,
             pending_tokens: vec!["iommu=pt".into()],
+            unbound: vec![
+                "0000:01:00.0 is on amdgpu, not vfio-pci: its own driver took it first".into(),
+            ],
             drifted: Vec::new(),
             leftovers: Vec::new(),
             next_boot: None,

@@ -124,6 +124,11 @@ pub trait Hypervisor {
     fn start_network(&self, name: &str) -> Result<(), VirtError>;
     /// A storage pool by name (`default` is where virt-manager keeps images).
     fn pool(&self, name: &str) -> Result<PoolSummary, VirtError>;
+    /// Define libvirt's `default` pool (a folder, `path`), build it, start
+    /// it and mark it autostarted, as virt-manager does on its first use:
+    /// a fresh libvirt has none, and an ordinary user cannot write its
+    /// folder, where libvirt (root) can.
+    fn create_default_pool(&self, path: &str) -> Result<(), VirtError>;
     /// Create a qcow2 volume of `capacity_bytes` in a pool (metadata
     /// preallocated); its path.
     fn create_volume(
@@ -199,6 +204,9 @@ impl<T: Hypervisor + ?Sized> Hypervisor for Box<T> {
     }
     fn pool(&self, name: &str) -> Result<PoolSummary, VirtError> {
         (**self).pool(name)
+    }
+    fn create_default_pool(&self, path: &str) -> Result<(), VirtError> {
+        (**self).create_default_pool(path)
     }
     fn create_volume(
         &self,

@@ -104,8 +104,12 @@ pub enum DiskError {
         "qemu-img could not run ({0}); it comes with qemu-utils (Debian/Ubuntu), qemu-img (Fedora, Arch)"
     )]
     NoQemuImg(String),
-    #[error("qemu-img create {path}: {message}")]
+    #[error("qemu-img create {path}: {message}{}", if message.contains("Permission denied") { ". Choose a folder you can write to (your home folder), or libvirt's images folder, where libvirt creates it" } else { "" })]
     QemuImg { path: String, message: String },
+    #[error(
+        "libvirt has no 'default' storage pool, and making one at {folder} failed: {message}. In a terminal: virsh -c qemu:///system pool-define-as default dir --target {folder}; then pool-build, pool-start and pool-autostart default"
+    )]
+    NoPool { folder: String, message: String },
 }
 
 /// Create a qcow2 image of `size_gib` at `path` (in its pool when the path
@@ -129,7 +133,22 @@ pub fn create_qcow2(
         return Err(DiskError::Exists(path.to_string()));
     }
     let (folder, pool) = images_folder(hv);
-    let in_pool = pool.filter(|_| p.parent() == Some(Path::new(&folder)));
+    let in_folder = p.parent() == Some(Path::new(&folder));
+    // No `default` pool yet (a fresh libvirt): made as virt-manager makes
+    // it, so that libvirt (root) creates the image where the user cannot.
+    let pool = match (pool, hv) {
+        (None, Some(hv)) if in_folder => match hv.create_default_pool(&folder) {
+            Ok(()) => Some("default".to_string()),
+            Err(e) => {
+                return Err(DiskError::NoPool {
+                    folder,
+                    message: e.message,
+                });
+            }
+        },
+        (pool, _) => pool,
+    };
+    let in_pool = pool.filter(|_| in_folder);
     let place = place_of(hv, path, in_pool.clone());
     if let Some(free) = place.free_bytes
         && free < size_gib.saturating_mul(GIB)

@@ -212,11 +212,7 @@ pub fn make_durable(root: &HostRoot, path: &str) -> Result<&'static str, WriteEr
     }
     let d = std::fs::File::open(&dir).map_err(io(path))?;
     // syncfs: every dirty page of that file system, not only this folder's.
-    // SAFETY: a valid, open file descriptor; syncfs takes nothing else.
-    let synced = unsafe { libc::syncfs(d.as_raw_fd()) };
-    if synced != 0 {
-        return Err(io(path)(std::io::Error::last_os_error()));
-    }
+    rustix::fs::syncfs(&d).map_err(|e| io(path)(e.into()))?;
     if !root.is_live() {
         return Ok("synced");
     }

@@ -299,6 +299,21 @@ pub fn recovery_in_place(l: Loader) -> Option<String> {
     }
 }
 
+/// When the plan changes no kernel command line (no entry of ours, nothing
+/// booted once), only the next boot's initramfs: how to get back then.
+pub fn recovery_initramfs_only(l: Loader) -> Option<String> {
+    let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file and rebuilds the image.";
+    match l {
+        Loader::GrubDebian | Loader::GrubMkconfig | Loader::GrubBls => Some(format!(
+            "No boot entry is added: the next boot's initramfs is rebuilt in place. If it does not come up, choose another kernel's entry in the GRUB menu (hold Shift, or press Esc, while the machine starts: 'Advanced options'), whose image is as it was. {undo}"
+        )),
+        Loader::SystemdBoot | Loader::Uki | Loader::Kernelstub => Some(format!(
+            "No boot entry is added: the next boot's initramfs is rebuilt in place. If it does not come up, hold Space while the machine starts and choose another kernel's entry in systemd-boot's menu, whose image is as it was. {undo}"
+        )),
+        Loader::RpmOstree | Loader::Bootc | Loader::Unknown => None,
+    }
+}
+
 /// How to get back if the new setup does not boot, in plain words.
 fn recovery(f: &TuneFacts, l: Loader) -> String {
     let undo = "Once booted, `sudo vfio-assistant tune undo --last` restores every file.";

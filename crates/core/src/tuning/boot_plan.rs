@@ -187,13 +187,20 @@ pub fn plan_boot(
             other => other,
         },
     };
-    Ok(BootChanges {
-        vfio_boot: match refused {
-            Some(why) => Err(why),
-            None => vfio_boot_change(f, snap, generator, loader, set, ids_at),
-        },
-        cmdline,
-    })
+    let mut vfio_boot = match refused {
+        Some(why) => Err(why),
+        None => vfio_boot_change(f, snap, generator, loader, set, ids_at),
+    };
+    // The IDs (or our switch) on the command line: the binding at boot
+    // claims nothing on a boot without that change.
+    if ids_at == IdsAt::Cmdline
+        && ids_tok.is_some()
+        && matches!(cmdline, Ok(Some(_)))
+        && let Ok(Some(c)) = vfio_boot.as_mut()
+    {
+        c.needs.push(ChangeId::of(Kind::Cmdline));
+    }
+    Ok(BootChanges { vfio_boot, cmdline })
 }
 
 /// Whether the GPU at `addr`'s driver removed the firmware's framebuffer

@@ -209,6 +209,10 @@ pub enum Verify {
     CmdlineHas { tokens: Vec<String> },
     /// A device is bound to this driver.
     DriverIs { device: String, driver: String },
+    /// After the reboot, a device is bound to this driver (the binding at
+    /// boot): until then nothing can be seen; after it, a card its own
+    /// driver took first means the change did not take.
+    DriverAfterReboot { device: String, driver: String },
     /// A file is there and executable (a hook script).
     Executable { path: String },
     /// A path is there (a device node's name udev makes).
@@ -264,6 +268,11 @@ pub struct Change {
     /// Things to know (two identical cards claimed by ID, a daemon that
     /// rewrites the governor).
     pub notes: Vec<String>,
+    /// The changes of the same plan it does nothing without: the binding
+    /// at boot needs the kernel command line when the IDs it claims are
+    /// there (`vfio_pci.ids=`). `Plan::keep_needs` keeps a selection whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<ChangeId>,
 }
 
 impl Change {
@@ -342,5 +351,50 @@ impl Plan {
                 cmd.run = false;
             }
         }
+    }
+
+    /// `focus` with what each change in it needs (`Change::needs`): the
+    /// changes a "Fix/Bind it on the Tuning page" ticks.
+    pub fn with_needs(&self, focus: &[String]) -> Vec<String> {
+        let mut out = focus.to_vec();
+        for c in self
+            .changes
+            .iter()
+            .filter(|c| focus.contains(&c.id.to_string()))
+        {
+            for n in &c.needs {
+                let n = n.to_string();
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps a selection (`off`: the unticked changes' ids) whole: a change
+    /// ticked whose need is unticked either ticks that need again or, when
+    /// that need must stay off (`kept_off`: the user just unticked it, or
+    /// it cannot apply here), is unticked with it. Returns what it changed,
+    /// in words.
+    pub fn keep_needs(&self, off: &mut Vec<String>, kept_off: &[String]) -> Vec<String> {
+        let mut said = Vec::new();
+        for c in &self.changes {
+            let id = c.id.to_string();
+            for n in &c.needs {
+                let need = n.to_string();
+                if off.contains(&id) || !off.contains(&need) {
+                    continue;
+                }
+                if kept_off.contains(&need) {
+                    off.push(id.clone());
+                    said.push(format!("{id} unticked too: it does nothing without {need}"));
+                } else if self.changes.iter().any(|x| x.id == *n) {
+                    off.retain(|x| *x != need);
+                    said.push(format!("{need} ticked too: {id} needs it"));
+                }
+            }
+        }
+        said
     }
 }

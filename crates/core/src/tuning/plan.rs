@@ -163,6 +163,16 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         out.notes.extend(super::shared_gpu::describe(req));
     }
     let boot_changes = plan_boot(snap, f, (loader, generator), &set, &tok)?;
+    // What an asked-for change needs comes with it (`Change::needs`): the
+    // binding at boot alone would claim nothing.
+    let needed: Vec<ChangeId> = boot_changes
+        .vfio_boot
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .filter(|c| wanted(req, &c.id))
+        .map(|c| c.needs.clone())
+        .unwrap_or_default();
     let cx = Ctx {
         snap,
         facts: f,
@@ -178,7 +188,8 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
     for spec in KINDS {
         if let Some(planner) = spec.plan {
             planner(&cx, &mut out)?;
-            out.changes.retain(|c| wanted(req, &c.id) && !c.is_empty());
+            out.changes
+                .retain(|c| (wanted(req, &c.id) || needed.contains(&c.id)) && !c.is_empty());
         }
     }
     // One file, one change: two writing the same file from the same
@@ -204,11 +215,20 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         out.notes.push("No vCPUs or CPU list was given: the governor applies to every CPU, and no CPU is isolated (give the VM's vCPUs; or in a terminal: --vcpus N or --cpus LIST).".into());
     }
     let mut boot = boot;
-    if let Some(c) = out.changes.iter().find(|c| c.id.kind == Kind::Cmdline)
-        && !c.boots_once()
-        && let Some(r) = super::boot::recovery_in_place(loader)
-    {
-        boot.recovery = r;
+    match out.changes.iter().find(|c| c.id.kind == Kind::Cmdline) {
+        Some(c) if !c.boots_once() => {
+            if let Some(r) = super::boot::recovery_in_place(loader) {
+                boot.recovery = r;
+            }
+        }
+        Some(_) => {}
+        // No entry of ours to boot once: the words of one would be untrue.
+        None if out.changes.iter().any(|c| c.id.kind == Kind::VfioBoot) => {
+            if let Some(r) = super::boot::recovery_initramfs_only(loader) {
+                boot.recovery = r;
+            }
+        }
+        None => {}
     }
     Ok(Plan {
         boot,

@@ -59,6 +59,10 @@ pub struct EntryStatus {
     pub standing: Standing,
     /// Kernel parameters configured and not yet in /proc/cmdline.
     pub pending_tokens: Vec<String>,
+    /// After the reboot: the devices the binding at boot was for that are
+    /// not on vfio-pci (their own driver took them first), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unbound: Vec<String>,
     /// Journaled files changed since (by hand, by a package update), and
     /// generated boot files that no longer hold what it put there.
     pub drifted: Vec<String>,
@@ -105,6 +109,43 @@ fn tokens_of(e: &Entry) -> Vec<String> {
                     }
                 }
                 _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// After a boot since it: the devices its binding at boot was for that
+/// another driver (or none) holds, said with that driver. Only for a boot
+/// that came up with its parameters (else that is the reason, said as
+/// pending tokens).
+fn unbound_after_boot(env: &Env, e: &Entry) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in e.plan.changes.iter().filter(|c| e.applied.contains(&c.id)) {
+        for v in &c.verify {
+            let Verify::DriverAfterReboot { device, driver } = v else {
+                continue;
+            };
+            let dev = HostPath::sys(&format!("bus/pci/devices/{device}"));
+            if !env.root.exists(&dev) {
+                out.push(format!("{device} is not on the bus this boot"));
+                continue;
+            }
+            let now = env
+                .root
+                .link_name(&HostPath::sys(&format!("bus/pci/devices/{device}/driver")))
+                .ok()
+                .flatten();
+            if now.as_deref() != Some(driver.as_str()) {
+                out.push(format!(
+                    "{device} is on {}, not {driver}: {}",
+                    now.as_deref().unwrap_or("no driver"),
+                    if now.is_some() {
+                        "its own driver took it first (is vfio-pci in this boot's initramfs, and its IDs on the kernel command line?)"
+                    } else {
+                        "vfio-pci did not claim it (its IOMMU group, or `dmesg | grep vfio`, says why)"
+                    }
+                ));
             }
         }
     }
@@ -228,6 +269,11 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
         .iter()
         .any(|c| e.applied.contains(&c.id) && c.effect == Effect::AfterReboot);
     let writer = super::running::writer_still_runs(&env.root, e);
+    let unbound = if e.state == EntryState::Applied && rebooted && pending.is_empty() {
+        unbound_after_boot(env, e)
+    } else {
+        Vec::new()
+    };
     let standing = match e.state {
         EntryState::Applying | EntryState::Undoing if writer.is_some() => Standing::Running,
         EntryState::Applying | EntryState::Undoing => Standing::Interrupted,
@@ -235,7 +281,7 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
         EntryState::Undone => Standing::Undone,
         EntryState::Applied if !boot_changes => Standing::Applied,
         EntryState::Applied if !rebooted => Standing::WaitingForReboot,
-        EntryState::Applied if pending.is_empty() => Standing::TookEffect,
+        EntryState::Applied if pending.is_empty() && unbound.is_empty() => Standing::TookEffect,
         EntryState::Applied => Standing::DidNotTake,
     };
     let applied = e.state == EntryState::Applied;
@@ -310,6 +356,7 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
         completed: e.completed.len(),
         standing,
         pending_tokens: if applied { pending } else { Vec::new() },
+        unbound,
         drifted,
         leftovers,
         next_boot: next,

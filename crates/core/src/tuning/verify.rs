@@ -30,6 +30,9 @@ pub fn verify_name(v: &Verify) -> String {
             format!("the boot entry '{id}' holds {}", tokens.join(" "))
         }
         Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
+        Verify::DriverAfterReboot { device, driver } => {
+            format!("{device} is on {driver} after the reboot")
+        }
         Verify::Executable { path } => format!("{path} is executable"),
         Verify::Exists { path } => format!("{path} is there"),
     }
@@ -356,6 +359,7 @@ pub fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
                 false,
             )
         }
+        Verify::DriverAfterReboot { .. } => (true, "after the reboot".into(), false),
         Verify::Executable { path } => {
             let ok = HostPath::from_absolute(path).is_some_and(|p| root.is_executable(&p));
             (

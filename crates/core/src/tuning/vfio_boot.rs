@@ -325,6 +325,12 @@ pub fn vfio_boot_change(
         }
     }
     let mut verify = Vec::new();
+    // What the change is for, seen only after the reboot: each device on
+    // vfio-pci (status says "did not take" when its own driver won).
+    verify.extend(set.iter().map(|a| Verify::DriverAfterReboot {
+        device: crate::host::pci::full_address(a.trim()),
+        driver: "vfio-pci".into(),
+    }));
     if !rebuild.is_empty() {
         verify.push(Verify::InitramfsHas {
             images: checked,

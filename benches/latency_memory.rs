@@ -67,8 +67,8 @@ fn main() {
             rss,
             rss as i64 - base as i64,
             took.as_secs_f64(),
-            s.p99_us,
-            s.timeline_us.len()
+            s.summary.p99_us,
+            s.summary.timeline_us.len()
         );
         flat.push(rss);
         drop(rec);

@@ -95,7 +95,14 @@ fn main() {
             80,
         )
         .unwrap();
-        ((r[0].p50_us, r[0].p99_us, r[0].max_us), r[0].realtime)
+        (
+            (
+                r[0].summary.p50_us,
+                r[0].summary.p99_us,
+                r[0].summary.max_us,
+            ),
+            r[0].realtime,
+        )
     };
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for round in 0..3 {

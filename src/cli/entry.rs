@@ -210,9 +210,15 @@ fn open_for(command: &mut Command, source: &HostSource) -> anyhow::Result<(HostR
 fn needs_libvirt(cli: &Cli) -> bool {
     let captured = cli.host.root.is_some() || cli.host.host.is_some();
     match &cli.command {
-        Some(Command::Scan(_) | Command::Pin(_) | Command::Snapshot(_) | Command::Latency(_)) => {
-            false
-        }
+        // Tuning plans, applies (through the helper), says its status and
+        // undoes without libvirt: its hooks name VMs, never ask libvirt.
+        Some(
+            Command::Scan(_)
+            | Command::Pin(_)
+            | Command::Snapshot(_)
+            | Command::Latency(_)
+            | Command::Tune(_),
+        ) => false,
         // A captured host has no daemon to reach: no access check.
         Some(Command::Check(c)) => !(captured && !cli.demo && c.is_host_only()),
         _ => true,

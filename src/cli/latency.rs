@@ -136,12 +136,12 @@ fn table(args: &LatencyArgs, how: &str, results: &[LatencyStats]) -> Result<(), 
         outln!(
             "  {:>3} {:>8} {:>5} {:>5} {:>5} {:>5} {:>6}       {}{}",
             r.cpu,
-            r.samples,
-            r.min_us,
-            r.avg_us,
-            r.p50_us,
-            r.p99_us,
-            r.max_us,
+            r.summary.samples,
+            r.summary.min_us,
+            r.summary.avg_us,
+            r.summary.p50_us,
+            r.summary.p99_us,
+            r.summary.max_us,
             r.verdict.word(),
             if r.pinned { "" } else { "  (could not pin)" }
         )?;
@@ -149,8 +149,9 @@ fn table(args: &LatencyArgs, how: &str, results: &[LatencyStats]) -> Result<(), 
     // When the worst wake-ups came: a few isolated stalls point at a periodic
     // host job; stalls everywhere at load.
     for r in results {
-        let limit = r.p99_us.max(1).saturating_mul(4);
+        let limit = r.summary.p99_us.max(1).saturating_mul(4);
         let at: Vec<String> = r
+            .summary
             .timeline_us
             .iter()
             .filter(|(_, us)| *us > limit)

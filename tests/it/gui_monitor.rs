@@ -96,9 +96,13 @@ fn the_latency_probe_runs_from_the_page() {
     let stats = h.state().monitor.latency.clone().unwrap().unwrap();
     assert_eq!(stats.len(), 1);
     assert_eq!(stats[0].cpu, 0);
-    assert!(stats[0].samples > 1000, "{:?}", stats[0]);
+    assert!(stats[0].summary.samples > 1000, "{:?}", stats[0]);
     h.get_by_label_contains("CPU 0: min ");
-    assert_eq!(stats[0].timeline_us.len(), 50, "5 s in 100 ms windows");
+    assert_eq!(
+        stats[0].summary.timeline_us.len(),
+        50,
+        "5 s in 100 ms windows"
+    );
     // A new sampler keeps the probe's answer.
     assert!(h.state().is_monitoring());
 }
@@ -123,7 +127,7 @@ fn the_probe_compares_with_deep_idle_held_off() {
         Some(Ok(held)) => {
             assert!(root);
             assert_eq!(held[0].cpu, 0);
-            assert!(held[0].samples > 1000, "{:?}", held[0]);
+            assert!(held[0].summary.samples > 1000, "{:?}", held[0]);
             h.get_by_label_contains("µs as configured, ");
         }
         Some(Err(e)) => {

@@ -153,7 +153,7 @@ fn the_latency_probe_runs_there() {
     let (stats, held) = t.latency(&[0], 1, true).unwrap();
     assert_eq!(stats.len(), 1);
     assert_eq!(stats[0].cpu, 0);
-    assert!(stats[0].samples > 100, "{:?}", stats[0]);
+    assert!(stats[0].summary.samples > 100, "{:?}", stats[0]);
     // Shallow idle states need root there: as root it is measured, else
     // refused in words.
     match held.unwrap() {
@@ -198,7 +198,7 @@ fn the_monitor_page_shows_the_other_machine_and_probes_there() {
     wait_for(&mut h, 60, |a| a.monitor.latency.is_some());
     let stats = h.state().monitor.latency.clone().unwrap().unwrap();
     assert_eq!(stats[0].cpu, 0);
-    assert!(stats[0].samples > 1000, "{:?}", stats[0]);
+    assert!(stats[0].summary.samples > 1000, "{:?}", stats[0]);
     // Leaving the page ends the session there.
     h.get_by_label("Overview").click();
     h.step();

@@ -176,6 +176,13 @@ fn grub_boots_the_new_setup_once_and_keeps_it_after_a_good_boot() {
     let kp = plan_of(r, &keep);
     let kc = cmdline_change(&kp);
     assert!(kc.title.contains("keep"), "{}", kc.title);
+    // The keep writes the default entries: its way back is theirs, not
+    // the words of an entry booted once (the window said those after Keep).
+    assert!(
+        !kp.boot.recovery.contains("booted once") && kp.boot.recovery.contains("(recovery mode)"),
+        "{}",
+        kp.boot.recovery
+    );
     assert!(
         kc.files
             .iter()

@@ -233,7 +233,7 @@ fn latency_ui(
                 } else {
                     " (not real-time: run as root for SCHED_FIFO)"
                 };
-                let word = crate::monitor::latency::verdict(s.p99_us, s.max_us);
+                let word = crate::monitor::latency::verdict(s.summary.p99_us, s.summary.max_us);
                 let color = match word {
                     crate::monitor::latency::Verdict::Good => crate::ui::theme::GOOD,
                     crate::monitor::latency::Verdict::Fair => crate::ui::theme::WARN,
@@ -245,7 +245,7 @@ fn latency_ui(
                     ui.label(
                         RichText::new(format!(
                             "CPU {}: min {} µs, avg {} µs, p50 {} µs, p99 {} µs, max {} µs over {} wake-ups{note}",
-                            s.cpu, s.min_us, s.avg_us, s.p50_us, s.p99_us, s.max_us, s.samples
+                            s.cpu, s.summary.min_us, s.summary.avg_us, s.summary.p50_us, s.summary.p99_us, s.summary.max_us, s.summary.samples
                         ))
                         .monospace(),
                     );
@@ -265,7 +265,7 @@ fn latency_ui(
             ));
             let mut buckets: Vec<u64> = Vec::new();
             for s in stats {
-                for (i, n) in s.histogram_log2_us.iter().enumerate() {
+                for (i, n) in s.summary.histogram_log2_us.iter().enumerate() {
                     if buckets.len() <= i {
                         buckets.resize(i + 1, 0);
                     }
@@ -290,7 +290,7 @@ fn latency_ui(
                 .y_axis_label(format!("worst µs per {} ms", TIMELINE_WINDOW.as_millis()))
                 .show(ui, |p| {
                     for s in stats {
-                        let pts = s.timeline_us.iter().map(|(t, us)| [*t, *us as f64]);
+                        let pts = s.summary.timeline_us.iter().map(|(t, us)| [*t, *us as f64]);
                         p.line(Line::new(
                             format!("CPU {}", s.cpu),
                             PlotPoints::from_iter(pts),

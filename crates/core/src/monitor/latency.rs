@@ -21,30 +21,19 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     pub cpu: u32,
-    pub samples: u64,
-    pub min_us: u64,
-    pub avg_us: u64,
-    pub p50_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-    /// Counts of wake-ups per power-of-two bucket: `[0,1) [1,2) [2,4) …` µs.
-    pub histogram_log2_us: Vec<u64>,
+    /// What its recorder measured (samples, min/avg/p50/p99/max, the
+    /// histogram and the timeline), flattened: the JSON keeps one level.
+    #[serde(flatten)]
+    pub summary: Summary,
     /// Whether the thread ran SCHED_FIFO (needs root or CAP_SYS_NICE).
     pub realtime: bool,
     /// Whether it could be pinned to `cpu`.
     pub pinned: bool,
-    /// Over time: (seconds since the start, the worst wake-up in µs) per
-    /// `timeline_window_ms` — one long stall shows as a spike, not as an
-    /// average. At most `MAX_TIMELINE_POINTS`.
-    pub timeline_us: Vec<(f64, u64)>,
-    /// The width of one timeline point: `TIMELINE_WINDOW`, doubled each time
-    /// a long probe filled the timeline.
-    pub timeline_window_ms: u64,
     /// Good, fair or poor for a VM pinned there (see `verdict`).
     pub verdict: Verdict,
 }
 
-/// The width of one point of `LatencyStats::timeline_us` at the start.
+/// The width of one point of `Summary::timeline_us` at the start.
 pub const TIMELINE_WINDOW: Duration = Duration::from_nanos(TIMELINE_WINDOW_NS);
 
 /// The most CPUs one probe measures at once (one real-time thread each).
@@ -109,27 +98,24 @@ pub fn check_cpus(cpus: &[u32], online: &BTreeSet<u32>) -> Result<(), ProbeError
 pub fn compared(a: &LatencyStats, b: &LatencyStats) -> String {
     format!(
         "p50 {} µs as configured, {} µs shallow idle only; p99 {} / {} µs; max {} / {} µs",
-        a.p50_us, b.p50_us, a.p99_us, b.p99_us, a.max_us, b.max_us
+        a.summary.p50_us,
+        b.summary.p50_us,
+        a.summary.p99_us,
+        b.summary.p99_us,
+        a.summary.max_us,
+        b.summary.max_us
     )
 }
 
 /// A recorder's summary as one CPU's statistics, with its verdict.
 pub fn stats(cpu: u32, recorder: &Recorder, realtime: bool, pinned: bool) -> LatencyStats {
-    let s = recorder.summary();
+    let summary = recorder.summary();
     LatencyStats {
         cpu,
-        samples: s.samples,
-        min_us: s.min_us,
-        avg_us: s.avg_us,
-        p50_us: s.p50_us,
-        p99_us: s.p99_us,
-        max_us: s.max_us,
-        histogram_log2_us: s.histogram_log2_us,
+        verdict: verdict(summary.p99_us, summary.max_us),
+        summary,
         realtime,
         pinned,
-        timeline_us: s.timeline_us,
-        timeline_window_ms: s.timeline_window_ms,
-        verdict: verdict(s.p99_us, s.max_us),
     }
 }
 
@@ -278,14 +264,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.len(), 1);
-        assert!(r[0].samples >= 150, "{:?}", r[0]);
-        assert!(r[0].max_us < 1_000_000);
+        assert!(r[0].summary.samples >= 150, "{:?}", r[0]);
+        assert!(r[0].summary.max_us < 1_000_000);
         // 200 ms at 1 ms: two 100 ms windows.
-        assert_eq!(r[0].timeline_us.len(), 2, "{:?}", r[0].timeline_us);
-        assert_eq!(r[0].timeline_window_ms, 100);
+        assert_eq!(
+            r[0].summary.timeline_us.len(),
+            2,
+            "{:?}",
+            r[0].summary.timeline_us
+        );
+        assert_eq!(r[0].summary.timeline_window_ms, 100);
         // The verdict stands where the documented thresholds put these
         // numbers (checked against the constants, not by calling `verdict`).
-        let (p99, max) = (r[0].p99_us, r[0].max_us);
+        let (p99, max) = (r[0].summary.p99_us, r[0].summary.max_us);
         match r[0].verdict {
             Verdict::Good => assert!(p99 <= GOOD_P99_US && max < POOR_MAX_US, "{:?}", r[0]),
             Verdict::Fair => assert!(
@@ -295,7 +286,12 @@ mod tests {
             ),
             Verdict::Poor => assert!(p99 > POOR_P99_US || max >= POOR_MAX_US, "{:?}", r[0]),
         }
-        assert!(r[0].timeline_us.iter().all(|(_, us)| *us <= r[0].max_us));
+        assert!(
+            r[0].summary
+                .timeline_us
+                .iter()
+                .all(|(_, us)| *us <= r[0].summary.max_us)
+        );
         assert!(probe(&[], Duration::from_millis(1), Duration::from_millis(1), 1).is_err());
         assert!(probe(&[0], Duration::from_micros(1), Duration::from_millis(1), 1).is_err());
     }

@@ -283,7 +283,7 @@ pub fn boot_info(f: &TuneFacts) -> (Loader, Generator, BootInfo) {
     )
 }
 
-/// On systemd-boot, when the plan writes the default entry or image itself
+/// On systemd-boot and GRUB, when the plan writes the default entry or image itself
 /// (keeping the one tried once, or where kernel-install counts boots)
 /// rather than an entry of its own booted once: how to get back then.
 pub fn recovery_in_place(l: Loader) -> Option<String> {
@@ -295,8 +295,17 @@ pub fn recovery_in_place(l: Loader) -> Option<String> {
         Loader::Uki => Some(format!(
             "The default image is built again in place: if it does not come up, hold Space while the machine starts and choose another image in systemd-boot's menu (the one tried once, where it stays, or another kernel's). {undo}"
         )),
+        Loader::GrubDebian | Loader::GrubMkconfig => Some(grub_in_place(undo)),
         _ => None,
     }
+}
+
+/// GRUB's default entries themselves get the parameters (a keep, or where
+/// GRUB cannot boot an entry once): how to get back then.
+fn grub_in_place(undo: &str) -> String {
+    format!(
+        "If it does not boot: in the GRUB menu (hold Shift, or press Esc, while the machine starts) choose 'Advanced options' and the '(recovery mode)' entry, which does not get these parameters; or press e on the first entry, delete the added words from the line starting with 'linux', and press Ctrl-X. {undo}"
+    )
 }
 
 /// When the plan changes no kernel command line (no entry of ours, nothing
@@ -324,7 +333,7 @@ fn recovery(f: &TuneFacts, l: Loader) -> String {
         );
     }
     match l {
-        Loader::GrubDebian | Loader::GrubMkconfig => format!("If it does not boot: in the GRUB menu (hold Shift, or press Esc, while the machine starts) choose 'Advanced options' and the '(recovery mode)' entry, which does not get these parameters; or press e on the first entry, delete the added words from the line starting with 'linux', and press Ctrl-X. {undo}"),
+        Loader::GrubDebian | Loader::GrubMkconfig => grub_in_place(undo),
         Loader::GrubBls => format!("If it does not boot: in the GRUB menu press e on the entry, delete the added words from the 'options' (or 'linux') line, and press Ctrl-X. {undo}"),
         Loader::SystemdBoot => format!("The new entry is booted once only: if it does not come up, just power-cycle and the old default starts as before. After a good boot, keep it: the Tuning page's Keep button (`vfio-assistant tune keep`) writes the parameters into the default entry, journaled and undone like this change; until then the next reboot starts the old default again (`tune status` says so). {undo}"),
         Loader::Kernelstub => format!("If it does not boot: in the systemd-boot menu (hold Space while the machine starts) press e on 'Pop!_OS' and delete the added words, then Enter. {undo}"),

@@ -30,9 +30,7 @@ pub fn verify_name(v: &Verify) -> String {
             format!("the boot entry '{id}' holds {}", tokens.join(" "))
         }
         Verify::DriverIs { device, driver } => format!("{device} is on {driver}"),
-        Verify::DriverAfterReboot { device, driver } => {
-            format!("{device} is on {driver} after the reboot")
-        }
+        Verify::DriverAfterReboot { device, driver } => format!("{device} is on {driver}"),
         Verify::Executable { path } => format!("{path} is executable"),
         Verify::Exists { path } => format!("{path} is there"),
     }

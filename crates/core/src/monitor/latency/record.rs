@@ -119,8 +119,9 @@ pub struct Recorder {
     timeline: Timeline,
 }
 
-/// The summary a recorder ends with, in µs (see `LatencyStats`).
-#[derive(Debug, Clone, PartialEq)]
+/// The summary a recorder ends with, in µs: one CPU's figures in
+/// `LatencyStats` (flattened there, so its JSON is as before).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     pub samples: u64,
     pub min_us: u64,
@@ -128,8 +129,14 @@ pub struct Summary {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+    /// Counts of wake-ups per power-of-two bucket: `[0,1) [1,2) [2,4) …` µs.
     pub histogram_log2_us: Vec<u64>,
+    /// Over time: (seconds since the start, the worst wake-up in µs) per
+    /// `timeline_window_ms` — one long stall shows as a spike, not as an
+    /// average. At most `MAX_TIMELINE_POINTS`.
     pub timeline_us: Vec<(f64, u64)>,
+    /// The width of one timeline point: `TIMELINE_WINDOW`, doubled each time
+    /// a long probe filled the timeline.
     pub timeline_window_ms: u64,
 }
 

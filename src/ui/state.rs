@@ -4,28 +4,51 @@ use super::wizard_state::WizardState;
 use crate::pinning::board::Board;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum Page {
-    #[default]
-    Overview,
-    Devices,
-    Cpu,
-    Troubleshoot,
-    NewVm,
-    Monitor,
-    Tuning,
+/// Declares `Page` with its titles, in the top bar's order: one line per
+/// page. Its drawing is `ui::app::page_table::draw`'s arm for it, which the
+/// compiler asks for (an exhaustive match): a page is its line here, its
+/// view file and that arm.
+macro_rules! pages {
+    ($($variant:ident => $title:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum Page {
+            $($variant,)*
+        }
+
+        impl Page {
+            /// Every page, in the top bar's order.
+            pub const ALL: &[Page] = &[$(Page::$variant,)*];
+
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(Page::$variant => $title,)*
+                }
+            }
+        }
+    };
+}
+
+pages! {
+    Overview => "Overview",
+    Devices => "Devices",
+    Cpu => "CPU",
+    Tuning => "Tuning",
+    NewVm => "New VM",
+    Monitor => "Monitor",
+    Troubleshoot => "Troubleshoot",
+}
+
+impl Default for Page {
+    /// The page the app opens on: the first.
+    fn default() -> Page {
+        Page::Overview
+    }
 }
 
 impl Page {
-    /// Every page, in the top bar's order (`ui::app::page_table::PAGES`).
+    /// Every page, in the top bar's order.
     pub fn all() -> impl Iterator<Item = Page> {
-        super::app::page_table::PAGES.iter().map(|p| p.page)
-    }
-    pub fn title(self) -> &'static str {
-        super::app::page_table::PAGES
-            .iter()
-            .find(|p| p.page == self)
-            .map_or("", |p| p.title)
+        Page::ALL.iter().copied()
     }
 }
 

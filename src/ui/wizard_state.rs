@@ -6,8 +6,25 @@ use crate::domain::template::{DiskBus, Hugepages, Network, Windows};
 use crate::ui::vm_model::VmModel;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum Step {
+/// Declares `Step` in the wizard's order, with `Step::ALL`. Each step's
+/// `StepSpec` sits in `views::wizard::STEPS` at its variant's place, which
+/// the compiler checks there (a step without its line, or a line out of
+/// place, does not compile).
+macro_rules! steps {
+    ($($(#[$m:meta])* $variant:ident,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+        pub enum Step {
+            $($(#[$m])* $variant,)*
+        }
+
+        impl Step {
+            /// Every step, in the wizard's order.
+            pub const ALL: &[Step] = &[$(Step::$variant,)*];
+        }
+    };
+}
+
+steps! {
     #[default]
     Gpu,
     Cpu,
@@ -21,15 +38,11 @@ pub enum Step {
 }
 
 impl Step {
-    /// Its place in the wizard's table (`views::wizard::STEPS`).
     fn index(self) -> usize {
-        crate::ui::views::wizard::STEPS
-            .iter()
-            .position(|s| s.step == self)
-            .unwrap_or(0)
+        self as usize
     }
     fn at(i: usize) -> Option<Step> {
-        crate::ui::views::wizard::STEPS.get(i).map(|s| s.step)
+        Step::ALL.get(i).copied()
     }
     pub fn next(self) -> Step {
         Step::at(self.index() + 1).unwrap_or(self)

@@ -1,9 +1,9 @@
 //! Drawing: the top bar and the page, with each view given its page's
 //! runtime; the views' commands run after the frame is drawn.
 
-use super::page_table::PAGES;
 use super::{App, Command};
 use crate::ui::Source;
+use crate::ui::state::Page;
 
 impl App {
     /// Draw everything into `ui`, then run what the views asked for.
@@ -15,12 +15,12 @@ impl App {
             ui.horizontal(|ui| {
                 ui.heading("VFIO Assistant");
                 ui.separator();
-                for spec in PAGES {
+                for &page in Page::ALL {
                     if ui
-                        .selectable_label(self.state.page == spec.page, spec.title)
+                        .selectable_label(self.state.page == page, page.title())
                         .clicked()
                     {
-                        self.commands.push(Command::ShowPage(spec.page));
+                        self.commands.push(Command::ShowPage(page));
                     }
                 }
                 ui.separator();
@@ -141,9 +141,7 @@ impl App {
             return;
         };
         let mut out = Vec::new();
-        if let Some(spec) = PAGES.iter().find(|p| p.page == self.state.page) {
-            (spec.draw)(self, ui, &snap, &mut out);
-        }
+        super::page_table::draw(self.state.page, self, ui, &snap, &mut out);
         self.commands.extend(out);
     }
 }

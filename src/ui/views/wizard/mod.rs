@@ -63,7 +63,8 @@ pub struct StepSpec {
 }
 
 /// The steps, in their order: adding one is its file here with its
-/// `STEP`, its `Step` variant, and its line below.
+/// `STEP`, its `Step` variant (`steps!`), and its line below, at the
+/// variant's place (checked while compiling, below).
 pub const STEPS: &[StepSpec] = &[
     gpu::STEP,
     cpu::STEP,
@@ -74,6 +75,29 @@ pub const STEPS: &[StepSpec] = &[
     features::STEP,
     review::STEP,
 ];
+
+// Every `Step` has its line, at its place.
+const _: () = {
+    assert!(
+        STEPS.len() == Step::ALL.len(),
+        "a Step without its line in STEPS"
+    );
+    let mut i = 0;
+    while i < STEPS.len() {
+        assert!(
+            STEPS[i].step as usize == i,
+            "a line of STEPS out of its Step's place"
+        );
+        i += 1;
+    }
+};
+
+impl Step {
+    /// Its line in `STEPS`.
+    pub fn spec(self) -> &'static StepSpec {
+        &STEPS[self as usize]
+    }
+}
 
 /// `live`: the host shown is a running machine (this one, or another over
 /// SSH), whose keyboards can be pressed for the input picker.
@@ -161,8 +185,6 @@ pub fn wizard_ui(
     egui::ScrollArea::vertical()
         .id_salt("wizard_scroll")
         .show(ui, |ui| {
-            if let Some(spec) = STEPS.iter().find(|s| s.step == cx.w.step) {
-                (spec.draw)(ui, &mut cx);
-            }
+            (cx.w.step.spec().draw)(ui, &mut cx);
         });
 }

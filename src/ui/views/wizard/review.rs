@@ -56,10 +56,7 @@ fn blockers_ui(ui: &mut egui::Ui, w: &mut WizardState, vm: &VmModel, vcpus: u32)
         ui.add_space(4.0);
         ui.colored_label(theme::BAD, RichText::new(what).strong());
         ui.label(theme::detail(why));
-        let title = crate::ui::views::wizard::STEPS
-            .iter()
-            .find(|s| s.step == step)
-            .map_or("", |s| s.title);
+        let title = step.spec().title;
         if ui
             .push_id(i, |ui| ui.button(format!("Go to {title}")))
             .inner

@@ -7,9 +7,8 @@
 //! findings it fixes (the app's Fix buttons). `KINDS` is the table: the
 //! planner runs them in its order, which is the apply order (every prefix
 //! boots: the initramfs first, the boot entry last of the boot changes,
-//! then the runtime values). Adding a kind is its file, its `Kind` variant
-//! and its line in `KINDS`; `kinds_are_registered_once` fails until the
-//! three agree.
+//! then the runtime values). Adding a kind is its file and its one line in
+//! `kinds!` (variant and `Spec` together): the compiler checks the rest.
 //!
 //! The runtime kinds live here (governor.rs, thp.rs, ksm.rs, hugepages.rs,
 //! irq_affinity.rs, irqbalance.rs, vfio_bind.rs, sriov.rs, persist.rs); the
@@ -39,33 +38,6 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub use super::plan_error::PlanError;
-
-/// Every kind of change a tuning makes. Its name (`Spec::name`) is what
-/// the journal, `--only`, `tune --json` and the Tuning page say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    VfioBoot,
-    Cmdline,
-    IommuFirmware,
-    VfioBind,
-    Governor,
-    Epp,
-    Thp,
-    Ksm,
-    Hugepages,
-    IrqAffinity,
-    Irqbalance,
-    IsolationHook,
-    SingleGpuHook,
-    SharedGpuDesktop,
-    SharedGpuHook,
-    LookingGlassShm,
-    Kvmfr,
-    QemuConf,
-    Sriov,
-    Persist,
-}
 
 /// What the planner of a kind reads: the host, its facts, the request, and
 /// what the plan works out once for every kind.
@@ -148,35 +120,69 @@ pub fn vm_name(req: &Request) -> Result<&str, PlanError> {
     Ok(name)
 }
 
-/// The table, in plan (and apply) order.
-pub const KINDS: &[Spec] = &[
-    super::boot_plan::VFIO_BOOT,
-    super::boot_plan::CMDLINE,
-    super::boot_plan::IOMMU_FIRMWARE,
-    vfio_bind::SPEC,
-    governor::SPEC,
-    governor::EPP,
-    thp::SPEC,
-    ksm::SPEC,
-    hugepages::SPEC,
-    irq_affinity::SPEC,
-    irqbalance::SPEC,
-    super::hook::SPEC,
-    super::single_gpu::SPEC,
-    super::shared_desktop::SPEC,
-    super::shared_gpu::SPEC,
-    super::play::LOOKING_GLASS_SHM,
-    super::play::KVMFR,
-    super::play::QEMU_CONF_SPEC,
-    sriov::SPEC,
-    persist::SPEC,
-];
+/// Declares `Kind` and its table at once: one line per kind, its variant
+/// and its `Spec`, in plan (and apply) order. A kind without its line
+/// cannot exist, and a line whose `Spec` names another kind does not
+/// compile (the assertion below): registration is the compiler's.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident => $spec:expr,)*) => {
+        /// Every kind of change a tuning makes. Its name (`Spec::name`) is
+        /// what the journal, `--only`, `tune --json` and the Tuning page say.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Kind {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Kind {
+            /// Every kind, in plan (and apply) order.
+            pub const ALL: &[Kind] = &[$(Kind::$variant,)*];
+        }
+
+        /// The table, in plan (and apply) order: `KINDS[k as usize]` is
+        /// kind `k`'s line.
+        pub const KINDS: &[Spec] = &[$($spec,)*];
+    };
+}
+
+kinds! {
+    VfioBoot => super::boot_plan::VFIO_BOOT,
+    Cmdline => super::boot_plan::CMDLINE,
+    IommuFirmware => super::boot_plan::IOMMU_FIRMWARE,
+    VfioBind => vfio_bind::SPEC,
+    Governor => governor::SPEC,
+    Epp => governor::EPP,
+    Thp => thp::SPEC,
+    Ksm => ksm::SPEC,
+    Hugepages => hugepages::SPEC,
+    IrqAffinity => irq_affinity::SPEC,
+    Irqbalance => irqbalance::SPEC,
+    IsolationHook => super::hook::SPEC,
+    SingleGpuHook => super::single_gpu::SPEC,
+    SharedGpuDesktop => super::shared_desktop::SPEC,
+    SharedGpuHook => super::shared_gpu::SPEC,
+    LookingGlassShm => super::play::LOOKING_GLASS_SHM,
+    Kvmfr => super::play::KVMFR,
+    QemuConf => super::play::QEMU_CONF_SPEC,
+    Sriov => sriov::SPEC,
+    Persist => persist::SPEC,
+}
+
+// Each line's `Spec` is its own kind's, checked while compiling.
+const _: () = {
+    let mut i = 0;
+    while i < KINDS.len() {
+        assert!(
+            KINDS[i].kind as usize == i,
+            "a line of kinds! names another kind's Spec"
+        );
+        i += 1;
+    }
+};
 
 impl Kind {
     pub fn spec(self) -> &'static Spec {
-        // Every kind has its line (kinds_are_registered_once); the first
-        // line stands in only if that test were ignored.
-        KINDS.iter().find(|s| s.kind == self).unwrap_or(&KINDS[0])
+        &KINDS[self as usize]
     }
 
     pub fn name(self) -> &'static str {

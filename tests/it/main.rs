@@ -114,6 +114,7 @@ mod tuning_distros;
 mod tuning_grub_once;
 mod tuning_keep;
 mod tuning_kernel_update;
+mod tuning_layers;
 mod tuning_needs;
 mod tuning_next_kernel;
 mod tuning_play;

@@ -37,9 +37,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use vfio_assistant::helper::{MAX_REQUEST, check_request, parse_request};
 use vfio_assistant::tuning::artifacts::artifact_allowed;
+use vfio_assistant::tuning::entry_check::check_entry;
 use vfio_assistant::tuning::fsops::{file_allowed, value_allowed};
 use vfio_assistant::tuning::journal::{Entry, EntryError, parse_entry, valid_id};
-use vfio_assistant::tuning::targets::{check_entry, mode_ok};
+use vfio_assistant::tuning::targets::mode_ok;
 
 const DEFAULT_SEED: u64 = 0x5eed_f022_0030;
 const DEFAULT_ITERATIONS: u64 = 2000;

@@ -18,59 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Generated files this tool may save, put back, stage and switch (host
-/// paths; `*` matches within one path component).
-const ARTIFACTS: &[&str] = &[
-    "/boot/grub/grub.cfg",
-    "/boot/grub2/grub.cfg",
-    "/boot/grub/.vfio-assistant-grub.cfg",
-    "/boot/grub2/.vfio-assistant-grub.cfg",
-    // grub-mkconfig's own temporary beside the staged file (it writes
-    // `OUTPUT.new`, then renames): left by a power cut, removed by undo.
-    "/boot/grub/.vfio-assistant-grub.cfg.new",
-    "/boot/grub2/.vfio-assistant-grub.cfg.new",
-    // GRUB's environment block: grub-reboot's next_entry (boot/grub_once.rs).
-    "/boot/grub/grubenv",
-    "/boot/grub2/grubenv",
-    "/boot/initrd.img-*",
-    "/boot/initramfs-*.img",
-    // kernel-install's layout, ESP/<entry token>/<release>/initrd (Debian
-    // keeps the image's own name there: initrd.img-<release>).
-    "/boot/efi/*/*/initrd",
-    "/efi/*/*/initrd",
-    "/boot/*/*/initrd",
-    "/boot/efi/*/*/initrd.img-*",
-    "/efi/*/*/initrd.img-*",
-    "/boot/*/*/initrd.img-*",
-    "/boot/efi/loader/entries/*.conf",
-    "/efi/loader/entries/*.conf",
-    "/boot/loader/entries/*.conf",
-    // Unified kernel images, as kernel-install's 90-uki-copy names them
-    // (ESP/EFI/Linux/<entry token>-<release>.efi).
-    "/boot/efi/EFI/Linux/*.efi",
-    "/efi/EFI/Linux/*.efi",
-    "/boot/EFI/Linux/*.efi",
-];
-
-fn component_matches(pat: &str, name: &str) -> bool {
-    match pat.split_once('*') {
-        None => pat == name,
-        Some((a, b)) => {
-            !matches!(name, "" | "." | "..")
-                && name.len() > a.len() + b.len()
-                && name.starts_with(a)
-                && name.ends_with(b)
-        }
-    }
-}
-
-pub fn artifact_allowed(path: &str) -> bool {
-    let q: Vec<&str> = path.split('/').collect();
-    ARTIFACTS.iter().any(|p| {
-        let p: Vec<&str> = p.split('/').collect();
-        p.len() == q.len() && p.iter().zip(&q).all(|(a, b)| component_matches(a, b))
-    })
-}
+pub use super::targets::artifact_allowed;
 
 fn io(path: &str) -> impl Fn(std::io::Error) -> WriteError + '_ {
     move |source| WriteError::Io {

@@ -5,7 +5,7 @@
 //! shared-GPU hook may stop, vCPUs or a CPU list. A new option is a field
 //! here and in `Request`, one line per face, and its kind.
 
-use super::kinds::ChangeId;
+use super::kind::ChangeId;
 use super::model::Request;
 use std::collections::BTreeMap;
 

@@ -351,7 +351,7 @@ pub fn cmdline_change(
     tokens: &[String],
 ) -> Result<Option<Change>, Manual> {
     let base = Change {
-        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
+        id: crate::tuning::kind::ChangeId::of(crate::tuning::kind::Kind::Cmdline),
         why: "Kernel parameters take effect only at boot: they are written into the boot configuration, checked in the generated boot entries before the boot can see them, and active after a reboot.".into(),
         effect: Effect::AfterReboot,
         ..Change::default()
@@ -438,7 +438,7 @@ pub fn cmdline_change(
             }))
         }
         Loader::Bootc => Err(Manual {
-            id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
+            id: crate::tuning::kind::ChangeId::of(crate::tuning::kind::Kind::Cmdline),
             title: format!("Kernel parameters on a bootc system: {}", tokens.join(" ")),
             why: "An image-based (bootc) host takes kernel arguments from its image or from bootc itself; editing /etc does nothing.".into(),
             steps: vec![
@@ -459,7 +459,7 @@ fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
 
 fn manual_cmdline(tokens: &[String], why: &str) -> Manual {
     Manual {
-        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
+        id: crate::tuning::kind::ChangeId::of(crate::tuning::kind::Kind::Cmdline),
         title: format!("Kernel parameters: {}", tokens.join(" ")),
         why: format!("Not changed automatically: {why}."),
         steps: vec![

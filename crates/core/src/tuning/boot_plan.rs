@@ -8,10 +8,9 @@
 //! boot/ and vfio_boot.rs.
 
 use super::boot::{Generator, Loader, cmdline_change};
-use super::command::Cmd;
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Kind, Spec, runs_nothing};
-use super::model::{Change, Manual, Request};
+use super::kind::{ChangeId, Kind};
+use super::model::{Manual, Request};
 use super::plan_error::PlanError;
 use super::tokens::allowed;
 use super::vfio_address::{BIND_TOKEN, shared_ids};
@@ -20,125 +19,39 @@ use crate::host::HostSnapshot;
 use crate::host::pci::full_address;
 use crate::parse::cpulist::format_cpulist;
 
-/// The boot changes of one plan, worked out together.
-#[derive(Debug)]
-pub struct BootChanges {
-    pub vfio_boot: Result<Option<Change>, String>,
-    pub cmdline: Result<Option<Change>, Manual>,
+pub use super::kinds::BootChanges;
+
+/// Plans the `vfio-boot` kind (its line in `kinds::planner`).
+pub(crate) fn plan_vfio_boot(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    match &cx.boot.vfio_boot {
+        Ok(c) => out.changes.extend(c.clone()),
+        Err(note) => out.notes.push(note.clone()),
+    }
+    Ok(())
 }
 
-fn boot_image(cmd: &Cmd) -> bool {
-    matches!(
-        cmd,
-        Cmd::UpdateInitramfs { .. }
-            | Cmd::UpdateInitramfsOnly { .. }
-            | Cmd::Dracut { .. }
-            | Cmd::Mkinitcpio
-            | Cmd::KernelInstallAdd { .. }
-    )
-}
-
-/// Commands only the kernel command line change runs: its own boot entry.
-fn own_entry(cmd: &Cmd) -> bool {
-    matches!(
-        cmd,
-        Cmd::BootctlSetOneshot
-            | Cmd::KernelInstallAddOurs { .. }
-            | Cmd::BootctlSetOneshotUki { .. }
-    )
-}
-
-pub const VFIO_BOOT: Spec = Spec {
-    kind: Kind::VfioBoot,
-    name: "vfio-boot",
-    what: "vfio-pci claims the VM's devices at boot (the initramfs rebuilt)",
-    files: &[
-        "/etc/modprobe.d/vfio-assistant.conf",
-        "/etc/initramfs-tools/modules",
-        "/etc/dracut.conf.d/90-vfio-assistant.conf",
-        "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
-    ],
-    values: &[],
-    runs: |cmd| boot_image(cmd) || matches!(cmd, Cmd::RpmOstreeInitramfsEtc { .. }),
-    fixes: &[
-        "device.bound",
-        "device.host_driver_first",
-        "boot.initramfs_vfio",
-    ],
-    plan: Some(|cx, out| {
-        match &cx.boot.vfio_boot {
-            Ok(c) => out.changes.extend(c.clone()),
-            Err(note) => out.notes.push(note.clone()),
+/// Plans the `cmdline` kind (its line in `kinds::planner`).
+pub(crate) fn plan_cmdline(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    match &cx.boot.cmdline {
+        Ok(Some(c)) => {
+            let mut c = c.clone();
+            c.fixes.extend(
+                ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
+            );
+            // After the initramfs: the boot entry is switched last.
+            out.changes.push(c);
         }
-        Ok(())
-    }),
-};
-
-pub const CMDLINE: Spec = Spec {
-    kind: Kind::Cmdline,
-    name: "cmdline",
-    what: "the kernel command line (IOMMU, CPU isolation, the devices' IDs)",
-    files: &[
-        "/etc/default/grub",
-        "/etc/default/grub.d/99-vfio-assistant.cfg",
-        // GRUB's entry of ours, booted once (boot/grub_once.rs).
-        "/etc/grub.d/42_vfio-assistant",
-        "/etc/kernel/cmdline",
-        // Our copy of the default entry, and the default entry itself once
-        // the copy is kept (systemd_boot.rs).
-        "/boot/loader/entries/*",
-        "/boot/efi/loader/entries/*",
-        "/efi/loader/entries/*",
-        "/etc/kernelstub/configuration",
-    ],
-    values: &[],
-    runs: |cmd| {
-        boot_image(cmd)
-            || own_entry(cmd)
-            || matches!(
-                cmd,
-                Cmd::GrubMkconfig { .. }
-                    | Cmd::GrubReboot { .. }
-                    | Cmd::GrubUnsetOnce { .. }
-                    | Cmd::Grubby { .. }
-                    | Cmd::Kernelstub { .. }
-                    | Cmd::RpmOstreeKargs { .. }
-            )
-    },
-    fixes: &[
-        "cpu.isolation",
-        "iommu.passthrough_mode",
-        "iommu.enabled",
-        "tune.tried_once",
-    ],
-    plan: Some(|cx, out| {
-        match &cx.boot.cmdline {
-            Ok(Some(c)) => {
-                let mut c = c.clone();
-                c.fixes.extend(
-                    ["iommu.enabled", "iommu.passthrough_mode", "cpu.isolation"].map(String::from),
-                );
-                // After the initramfs: the boot entry is switched last.
-                out.changes.push(c);
-            }
-            Ok(None) => {}
-            Err(m) => out.manual.push(m.clone()),
-        }
-        Ok(())
-    }),
-};
-
-/// Only ever a manual step (said by `tokens`).
-pub const IOMMU_FIRMWARE: Spec = Spec {
-    kind: Kind::IommuFirmware,
-    name: "iommu-firmware",
-    what: "the IOMMU switched on in the firmware (by hand)",
-    files: &[],
-    values: &[],
-    runs: runs_nothing,
-    fixes: &[],
-    plan: None,
-};
+        Ok(None) => {}
+        Err(m) => out.manual.push(m.clone()),
+    }
+    Ok(())
+}
 
 /// The boot changes for `set` (bound at boot) with the kernel parameters
 /// `tok`; an error when a parameter is not one this tool writes.

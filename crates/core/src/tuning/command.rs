@@ -371,7 +371,7 @@ impl Cmd {
             }
             Cmd::TmpfilesLookingGlass => {
                 push("--create");
-                push(super::play::LG_TMPFILES);
+                push(super::paths::LG_TMPFILES);
             }
             Cmd::UpdateInitramfs { release } | Cmd::UpdateInitramfsOnly { release } => {
                 for a in ["-u", "-k", release.as_str()] {
@@ -431,7 +431,7 @@ impl Cmd {
             }
             Cmd::RpmOstreeInitramfsEtc { edit } => {
                 push("initramfs-etc");
-                let f = super::vfio_boot::MODPROBE_FILE;
+                let f = super::paths::VFIO_MODPROBE;
                 push(&match edit {
                     Edit::Add => format!("--track={f}"),
                     Edit::Remove => format!("--untrack={f}"),

@@ -40,23 +40,23 @@ pub const CONFIG_FILES: &[&str] = &[
     "/boot/grub2/grub.cfg",
     "/etc/modprobe.d/vfio-assistant.conf",
     "/etc/default/grub.d/99-vfio-assistant.cfg",
-    super::boot::grub_once::SCRIPT,
+    super::paths::GRUB_ONCE_SCRIPT,
     "/etc/dracut.conf.d/90-vfio-assistant.conf",
     "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
     "/etc/sysctl.d/90-vfio-assistant.conf",
     "/etc/tmpfiles.d/vfio-assistant.conf",
-    super::hook::HOOK,
-    super::single_gpu::HOOK,
-    super::shared_gpu::HOOK,
-    super::shared_desktop::UDEV,
-    super::shared_desktop::ENVIRONMENT,
-    super::shared_desktop::XORG,
-    super::play::LG_TMPFILES,
-    super::play::KVMFR_MODPROBE,
-    super::play::KVMFR_LOAD,
-    super::play::KVMFR_UDEV,
-    super::play::QEMU_CONF,
-    super::play::APPARMOR_LOCAL,
+    super::paths::ISOLATION_HOOK,
+    super::paths::SINGLE_GPU_HOOK,
+    super::paths::SHARED_GPU_HOOK,
+    super::paths::SHARED_GPU_UDEV,
+    super::paths::SHARED_GPU_ENVIRONMENT,
+    super::paths::SHARED_GPU_XORG,
+    super::paths::LG_TMPFILES,
+    super::paths::KVMFR_MODPROBE,
+    super::paths::KVMFR_LOAD,
+    super::paths::KVMFR_UDEV,
+    super::paths::QEMU_CONF,
+    super::paths::APPARMOR_LOCAL,
     "/etc/passwd",
 ];
 
@@ -105,7 +105,7 @@ pub const MARKERS: &[&str] = &[
     "/var/lib/dpkg/info/dracut.list",
     "/var/lib/dpkg/info/dracut-core.list",
     // AppArmor confines QEMU (libvirt's abstraction for it is installed).
-    super::play::APPARMOR_LIBVIRT,
+    super::paths::APPARMOR_LIBVIRT,
 ];
 
 /// Tools the changes may run, looked for in the usual binary folders.
@@ -263,7 +263,7 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
     }
     read_value(root, "/sys/kernel/mm/ksm/run", v);
     // Not written: whether kvmfr is loaded, and held (play.rs).
-    read_value(root, super::play::KVMFR_REFCNT, v);
+    read_value(root, super::paths::KVMFR_REFCNT, v);
     // Whether NVIDIA's DRM driver took the console over (single GPU).
     read_value(root, "/sys/module/nvidia_drm/parameters/fbdev", v);
     for size in ["2048kB", "1048576kB"] {
@@ -378,6 +378,20 @@ fn read_card_holders(root: &HostRoot, f: &mut TuneFacts) {
     }
 }
 
+/// The compositors' programs `TuneFacts::tools` looks for (shared_desktop.rs
+/// reads which are installed; its test keeps the two lists the same).
+pub const COMPOSITOR_PROGRAMS: &[&str] = &[
+    "gnome-shell",
+    "kwin_wayland",
+    "kwin_x11",
+    "sway",
+    "labwc",
+    "river",
+    "wayfire",
+    "Hyprland",
+    "Xorg",
+];
+
 /// Gather the facts under `root`.
 pub fn gather(root: &HostRoot) -> TuneFacts {
     let mut f = TuneFacts::default();
@@ -413,7 +427,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
             f.markers.insert((*m).to_string());
         }
     }
-    for t in TOOLS.iter().chain(super::shared_desktop::PROGRAMS) {
+    for t in TOOLS.iter().chain(COMPOSITOR_PROGRAMS) {
         if BIN_DIRS.iter().any(|d| {
             HostPath::from_absolute(&format!("/{d}/{t}")).is_some_and(|hp| root.is_executable(&hp))
         }) {

@@ -19,8 +19,9 @@
 
 use super::command::{Cmd, UnitVerb};
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, vm_name};
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
+use super::paths::ISOLATION_HOOK as HOOK;
 use crate::parse::cpulist::format_cpulist;
 
 /// The shell both GPU hooks (single and shared) run after their own
@@ -115,21 +116,7 @@ look() {
 }
 "#;
 
-/// Our hook (host path).
-pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate";
-
-pub const SPEC: Spec = Spec {
-    kind: Kind::IsolationHook,
-    name: "isolation-hook",
-    what: "host tasks kept off the VM's CPUs while it runs (a libvirt hook)",
-    files: &[HOOK],
-    values: &[],
-    runs: restarts_libvirt,
-    fixes: &[],
-    plan: Some(plan),
-};
-
-fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     if !cx.req.isolation_hook {
         return Ok(());
     }
@@ -151,17 +138,7 @@ fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
 /// The units whose tasks are the host's own.
 const UNITS: &str = "system.slice user.slice init.scope";
 
-/// A libvirt domain name we put into a shell script: letters, digits and
-/// `._+-`, at most 64 bytes (a stricter set than libvirt's; anything else is
-/// refused, never quoted around).
-pub fn valid_vm_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
-}
+pub use super::kinds::valid_vm_name;
 
 fn script(vm: &str, vm_cpus: &str, host_cpus: &str, all_cpus: &str) -> String {
     format!(

@@ -5,7 +5,7 @@
 //! undone. The same types go into the journal, out as `tune … --json`
 //! (docs/tune-json.md), and through the privileged helper.
 
-pub use super::kinds::{ChangeId, Kind};
+pub use super::kind::{ChangeId, Kind};
 use crate::finding::Evidence;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -239,7 +239,7 @@ pub struct Artifact {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// Its kind (and device): `cmdline`, `vfio-boot`, `sriov:ADDR`… — the
-    /// closed set of `kinds::KINDS`.
+    /// closed set of `kind::KINDS`.
     pub id: ChangeId,
     pub title: String,
     pub why: String,

@@ -7,61 +7,15 @@
 
 use super::boot::boot_info;
 use super::boot_plan::{plan_boot, tokens};
+use super::devices::passthrough_set;
 use super::facts::TuneFacts;
 use super::kinds::{ChangeId, Ctx, KINDS, Kind, Planned, kind_fixing};
 use super::model::{Plan, Request};
 use crate::host::HostSnapshot;
-use crate::host::iommu::VerdictKind;
-use crate::host::pci::full_address;
 use crate::parse::cpulist::format_cpulist;
 use crate::pinning::{PinRequest, plan as pin_plan};
 
 pub use super::plan_error::PlanError;
-
-/// The VM's card as a hook hands it over: the GPU first, then the rest of
-/// its passthrough set (its audio function); empty without `--gpu`.
-pub(super) fn card_functions(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
-    let Some(g) = req.gpus.first() else {
-        return Ok(Vec::new());
-    };
-    let gpu = full_address(g.trim());
-    let mut set = passthrough_set(
-        snap,
-        &Request {
-            gpus: vec![gpu.clone()],
-            ..Request::default()
-        },
-    )?;
-    set.retain(|a| *a != gpu);
-    set.insert(0, gpu);
-    Ok(set)
-}
-
-/// The passthrough set of every requested device, each address once.
-fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
-    let mut set: Vec<String> = Vec::new();
-    for a in req.gpus.iter().chain(&req.devices) {
-        let addr = full_address(a.trim());
-        let e = snap
-            .device(&addr)
-            .ok_or_else(|| PlanError::NoDevice(a.clone()))?;
-        if e.passthrough.verdict == VerdictKind::NotViable {
-            return Err(PlanError::NotViable(addr, e.passthrough.reason.clone()));
-        }
-        for s in &e.passthrough.set {
-            if !set.contains(s) {
-                set.push(s.clone());
-            }
-        }
-    }
-    if let Some(why) = set
-        .iter()
-        .find_map(|a| crate::host::usb::holds_only_keyboard(&snap.system.usb, a))
-    {
-        return Err(PlanError::OnlyKeyboard(why));
-    }
-    Ok(set)
-}
 
 /// Single GPU: its card goes to the VM when the VM starts (the hook) and
 /// back when it stops — never at boot, which would leave the host with no
@@ -186,7 +140,7 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         boot: &boot_changes,
     };
     for spec in KINDS {
-        if let Some(planner) = spec.plan {
+        if let Some(planner) = planner(spec.kind) {
             planner(&cx, &mut out)?;
             out.changes
                 .retain(|c| (wanted(req, &c.id) || needed.contains(&c.id)) && !c.is_empty());
@@ -236,6 +190,34 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         manual: out.manual,
         notes: out.notes,
     })
+}
+
+/// Each kind's planner: none for a kind planned by another's (EPP with the
+/// governor) or only ever a manual step (the IOMMU in the firmware). An
+/// exhaustive match: a kind without its arm does not compile.
+pub fn planner(kind: Kind) -> Option<super::kinds::Planner> {
+    match kind {
+        Kind::VfioBoot => Some(super::boot_plan::plan_vfio_boot),
+        Kind::Cmdline => Some(super::boot_plan::plan_cmdline),
+        Kind::IommuFirmware => None,
+        Kind::VfioBind => Some(super::kinds::vfio_bind::plan_vfio_bind),
+        Kind::Governor => Some(super::kinds::governor::plan_governor),
+        Kind::Epp => None,
+        Kind::Thp => Some(super::kinds::thp::plan_thp),
+        Kind::Ksm => Some(super::kinds::ksm::plan_ksm),
+        Kind::Hugepages => Some(super::kinds::hugepages::plan_hugepages),
+        Kind::IrqAffinity => Some(super::kinds::irq_affinity::plan_irq_affinity),
+        Kind::Irqbalance => Some(super::kinds::irqbalance::plan_irqbalance),
+        Kind::IsolationHook => Some(super::hook::plan),
+        Kind::SingleGpuHook => Some(super::single_gpu::plan),
+        Kind::SharedGpuDesktop => Some(super::shared_desktop::plan),
+        Kind::SharedGpuHook => Some(super::shared_gpu::plan),
+        Kind::LookingGlassShm => Some(super::play::plan_looking_glass_shm),
+        Kind::Kvmfr => Some(super::play::plan_kvmfr),
+        Kind::QemuConf => Some(super::play::plan_qemu_conf),
+        Kind::Sriov => Some(super::kinds::sriov::plan_sriov),
+        Kind::Persist => Some(super::kinds::persist::plan_persist),
+    }
 }
 
 #[cfg(test)]

@@ -33,92 +33,57 @@
 
 use super::command::{Cmd, Module, Unit, UnitVerb};
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Ctx, Kind, PlanError, Spec, restarts_libvirt};
+use super::kinds::{ChangeId, Ctx, Kind, PlanError};
 use super::model::{Change, CommandStep, Effect, FileChange, Manual};
-
-pub const LG_TMPFILES: &str = "/etc/tmpfiles.d/10-looking-glass.conf";
-pub const KVMFR_MODPROBE: &str = "/etc/modprobe.d/kvmfr.conf";
-pub const KVMFR_LOAD: &str = "/etc/modules-load.d/kvmfr.conf";
-pub const KVMFR_UDEV: &str = "/etc/udev/rules.d/99-kvmfr.rules";
-pub const QEMU_CONF: &str = "/etc/libvirt/qemu.conf";
-/// Where a site adds to libvirt's AppArmor abstraction for QEMU (Looking
-/// Glass's `doc/ivshmem_kvmfr.rst`, "AppArmor").
-pub const APPARMOR_LOCAL: &str = "/etc/apparmor.d/local/abstractions/libvirt-qemu";
-/// libvirt's own AppArmor abstraction for QEMU (it includes the local one):
-/// there, AppArmor confines QEMU.
-pub const APPARMOR_LIBVIRT: &str = "/etc/apparmor.d/abstractions/libvirt-qemu";
-/// The loaded kvmfr's reference count: absent when it is not loaded, above
-/// 0 while anyone has /dev/kvmfr0 open (its file operations hold the module).
-pub const KVMFR_REFCNT: &str = "/sys/module/kvmfr/refcnt";
-
-pub const LOOKING_GLASS_SHM: Spec = Spec {
-    kind: Kind::LookingGlassShm,
-    name: "looking-glass-shm",
-    what: "Looking Glass's /dev/shm file for the desktop user and QEMU",
-    files: &[LG_TMPFILES],
-    values: &[],
-    runs: |cmd| matches!(cmd, Cmd::TmpfilesLookingGlass),
-    fixes: &[],
-    plan: Some(|cx, out| {
-        if looking_glass_mib(cx)?.is_some() && !cx.req.kvmfr {
-            out.changes
-                .extend(looking_glass_shm(cx.facts, desktop_user(cx)?));
-        }
-        Ok(())
-    }),
+use super::paths::{
+    APPARMOR_LIBVIRT, APPARMOR_LOCAL, KVMFR_LOAD, KVMFR_MODPROBE, KVMFR_REFCNT, KVMFR_UDEV,
+    LG_TMPFILES, QEMU_CONF,
 };
 
-pub const KVMFR: Spec = Spec {
-    kind: Kind::Kvmfr,
-    name: "kvmfr",
-    what: "Looking Glass's kvmfr module, its device for the user, AppArmor's line",
-    files: &[KVMFR_MODPROBE, KVMFR_LOAD, KVMFR_UDEV, APPARMOR_LOCAL],
-    values: &[],
-    runs: |cmd| {
-        matches!(
-            cmd,
-            Cmd::Modprobe {
-                module: Module::Kvmfr
-            } | Cmd::ModprobeRemove {
-                module: Module::Kvmfr
-            }
-        )
-    },
-    fixes: &[],
-    plan: Some(|cx, out| {
-        if let Some(mib) = looking_glass_mib(cx)?
-            && cx.req.kvmfr
-        {
-            match kvmfr(cx.facts, desktop_user(cx)?, mib) {
-                Ok(c) => out.changes.extend(c),
-                Err(m) => out.manual.push(m),
-            }
-        }
-        Ok(())
-    }),
-};
+/// Plans the `looking-glass-shm` kind (its line in `kinds::planner`).
+pub(crate) fn plan_looking_glass_shm(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    if looking_glass_mib(cx)?.is_some() && !cx.req.kvmfr {
+        out.changes
+            .extend(looking_glass_shm(cx.facts, desktop_user(cx)?));
+    }
+    Ok(())
+}
 
-pub const QEMU_CONF_SPEC: Spec = Spec {
-    kind: Kind::QemuConf,
-    name: "qemu-conf",
-    what: "qemu.conf: kvmfr's device for QEMU; QEMU run as the desktop user when asked by name",
-    files: &[QEMU_CONF],
-    values: &[],
-    runs: restarts_libvirt,
-    fixes: &[],
-    plan: Some(|cx, out| {
-        let kvmfr_used = cx.req.kvmfr && looking_glass_mib(cx)?.is_some() && cx.facts.kvmfr_module;
-        if kvmfr_used || cx.req.qemu_as_user {
-            out.changes.extend(qemu_conf(
-                cx.facts,
-                desktop_user(cx)?,
-                kvmfr_used,
-                cx.req.qemu_as_user,
-            ));
+/// Plans the `kvmfr` kind (its line in `kinds::planner`).
+pub(crate) fn plan_kvmfr(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    if let Some(mib) = looking_glass_mib(cx)?
+        && cx.req.kvmfr
+    {
+        match kvmfr(cx.facts, desktop_user(cx)?, mib) {
+            Ok(c) => out.changes.extend(c),
+            Err(m) => out.manual.push(m),
         }
-        Ok(())
-    }),
-};
+    }
+    Ok(())
+}
+
+/// Plans the `qemu-conf` kind (its line in `kinds::planner`).
+pub(crate) fn plan_qemu_conf(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    let kvmfr_used = cx.req.kvmfr && looking_glass_mib(cx)?.is_some() && cx.facts.kvmfr_module;
+    if kvmfr_used || cx.req.qemu_as_user {
+        out.changes.extend(qemu_conf(
+            cx.facts,
+            desktop_user(cx)?,
+            kvmfr_used,
+            cx.req.qemu_as_user,
+        ));
+    }
+    Ok(())
+}
 
 /// The desktop user Looking Glass and sound are set up for, checked.
 fn desktop_user<'a>(cx: &Ctx<'a>) -> Result<&'a str, PlanError> {

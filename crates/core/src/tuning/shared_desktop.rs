@@ -23,30 +23,13 @@
 
 use super::command::Cmd;
 use super::facts::TuneFacts;
-use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned, Spec};
+use super::kinds::{ChangeId, Ctx, Kind, PlanError, Planned};
 use super::model::{Change, CommandStep, Effect, FileChange, Verify};
-use crate::host::HostSnapshot;
-
-pub const UDEV: &str = "/etc/udev/rules.d/61-vfio-assistant-shared-gpu.rules";
-pub const ENVIRONMENT: &str = "/etc/environment.d/90-vfio-assistant-shared-gpu.conf";
-pub const XORG: &str = "/etc/X11/xorg.conf.d/20-vfio-assistant-shared-gpu.conf";
-/// The desktop card's name of ours.
-pub const DESKTOP_CARD: &str = "/dev/dri/vfio-assistant-desktop-card";
-
-pub const SPEC: Spec = Spec {
-    kind: Kind::SharedGpuDesktop,
-    name: "shared-gpu-desktop",
-    what: "the desktop's compositor kept off the lent GPU (udev tag, compositor settings)",
-    files: &[UDEV, ENVIRONMENT, XORG],
-    values: &[],
-    runs: triggers_udev,
-    fixes: &[],
-    plan: Some(plan),
+use super::paths::{
+    DESKTOP_CARD, SHARED_GPU_ENVIRONMENT as ENVIRONMENT, SHARED_GPU_UDEV as UDEV,
+    SHARED_GPU_XORG as XORG,
 };
-
-fn triggers_udev(cmd: &Cmd) -> bool {
-    matches!(cmd, Cmd::UdevadmTriggerDrm)
-}
+use crate::host::HostSnapshot;
 
 /// The compositors this host has installed (program names as in /usr/bin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,19 +72,6 @@ impl Compositor {
     ];
 }
 
-/// The programs `TuneFacts::tools` looks for on behalf of this file.
-pub const PROGRAMS: &[&str] = &[
-    "gnome-shell",
-    "kwin_wayland",
-    "kwin_x11",
-    "sway",
-    "labwc",
-    "river",
-    "wayfire",
-    "Hyprland",
-    "Xorg",
-];
-
 pub fn installed(f: &TuneFacts) -> Vec<Compositor> {
     Compositor::ALL
         .into_iter()
@@ -109,11 +79,11 @@ pub fn installed(f: &TuneFacts) -> Vec<Compositor> {
         .collect()
 }
 
-fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     if !cx.req.shared_gpu {
         return Ok(());
     }
-    let card = super::plan::card_functions(cx.snap, cx.req)?;
+    let card = super::devices::card_functions(cx.snap, cx.req)?;
     let Some(gpu) = card.first() else {
         return Ok(()); // the hook's planner says what is missing
     };

@@ -25,12 +25,9 @@
 //! Paths run under `$VFIO_ASSISTANT_ROOT` when that is set (tests).
 
 use super::facts::TuneFacts;
-use super::kinds::{Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::kinds::{Ctx, Kind, PlanError, Planned, vm_name};
 use super::model::{Change, Request};
-
-pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-shared-gpu";
-/// The hook's log (what `check` reads for the card's health after a stop).
-pub const LOG: &str = "/var/log/vfio-assistant-shared-gpu.log";
+use super::paths::{SHARED_GPU_HOOK as HOOK, SHARED_GPU_LOG as LOG};
 
 /// Units the hook may always stop: NVIDIA's persistence daemon keeps every
 /// NVIDIA card open and is made to be stopped and started.
@@ -55,17 +52,6 @@ pub const KNOWN_HOLDERS: &[&str] = &[
     "nvidia-dcgm.service",
     "ollama.service",
 ];
-
-pub const SPEC: Spec = Spec {
-    kind: Kind::SharedGpuHook,
-    name: "shared-gpu-hook",
-    what: "the second GPU lent to the VM at its start and given back to the desktop at its stop (a libvirt hook)",
-    files: &[HOOK],
-    values: &[],
-    runs: restarts_libvirt,
-    fixes: &[],
-    plan: Some(plan),
-};
 
 /// A unit name the hook may be told to stop: systemd's characters only,
 /// starting with a letter or digit (never an option), a `.service` (a
@@ -167,7 +153,7 @@ fn may_stop(cx: &Ctx, gpu: &str, unit: &str) -> Result<Option<String>, String> {
     ))
 }
 
-fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     if !cx.req.shared_gpu {
         return Ok(());
     }
@@ -226,7 +212,7 @@ pub fn misfit(snap: &crate::host::HostSnapshot, gpu: &str) -> Option<String> {
 /// and comes back last); refused when the card is the one the host boots
 /// on (that is single GPU) or there is no other GPU for the desktop.
 fn functions(cx: &Ctx) -> Result<Vec<String>, PlanError> {
-    let card = super::plan::card_functions(cx.snap, cx.req)?;
+    let card = super::devices::card_functions(cx.snap, cx.req)?;
     let Some(gpu) = card.first() else {
         return Err(PlanError::Shared(
             "shared mode needs the VM's GPU (choose it; or in a terminal: --gpu ADDRESS)".into(),

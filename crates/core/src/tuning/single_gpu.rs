@@ -27,23 +27,11 @@
 //! no SSH way back.
 
 use super::facts::TuneFacts;
-use super::kinds::{Ctx, Kind, PlanError, Planned, Spec, restarts_libvirt, vm_name};
+use super::kinds::{Ctx, Kind, PlanError, Planned, vm_name};
 use super::model::Change;
+use super::paths::SINGLE_GPU_HOOK as HOOK;
 
-pub const HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-single-gpu";
-
-pub const SPEC: Spec = Spec {
-    kind: Kind::SingleGpuHook,
-    name: "single-gpu-hook",
-    what: "the desktop's only GPU handed to the VM at its start and back (a libvirt hook)",
-    files: &[HOOK],
-    values: &[],
-    runs: restarts_libvirt,
-    fixes: &[],
-    plan: Some(plan),
-};
-
-fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
+pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     if !cx.req.single_gpu {
         return Ok(());
     }

@@ -7,7 +7,7 @@
 //! boot files still hold that they should not.
 
 use super::journal::{Entry, EntryState};
-use super::kinds::Kind;
+use super::kind::Kind;
 use super::model::{Effect, Verify};
 use super::tokens::missing;
 use super::txn::Env;
@@ -53,7 +53,7 @@ pub enum NextBoot {
 pub struct EntryStatus {
     pub id: String,
     pub created: u64,
-    pub changes: Vec<crate::tuning::kinds::ChangeId>,
+    pub changes: Vec<crate::tuning::kind::ChangeId>,
     /// How many of `changes` ran to their end (all, once applied).
     pub completed: usize,
     pub standing: Standing,
@@ -312,7 +312,7 @@ fn entry_status(env: &Env, e: &Entry, later: &[Entry]) -> EntryStatus {
     };
     let tried_once = once_pending.then(|| tried_once_words(standing == Standing::TookEffect));
     let keep = (once_pending && standing == Standing::TookEffect).then(|| super::model::Request {
-        only: vec![crate::tuning::kinds::ChangeId::of(Kind::Cmdline)],
+        only: vec![crate::tuning::kind::ChangeId::of(Kind::Cmdline)],
         ..e.request.clone()
     });
     let at = e

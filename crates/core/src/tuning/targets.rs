@@ -1,4 +1,4 @@
-//! What each change kind may touch, read from its line in `kinds::KINDS`:
+//! What each change kind may touch, read from its line in `kind::KINDS`:
 //! the files it may write or restore, the sysfs/procfs values, the
 //! programs it may run; and the modes a restored file may get. The one
 //! allowlist: `fsops` writes nothing outside the
@@ -9,9 +9,62 @@
 //! writable by others.
 
 use super::command::Cmd;
-use super::journal::Entry;
-use super::kinds::{KINDS, Kind, Spec};
+use super::kind::{KINDS, Kind, Spec};
 use super::model::{Change, Plan};
+
+/// Generated files this tool may save, put back, stage and switch (host
+/// paths; `*` matches within one path component).
+const ARTIFACTS: &[&str] = &[
+    "/boot/grub/grub.cfg",
+    "/boot/grub2/grub.cfg",
+    "/boot/grub/.vfio-assistant-grub.cfg",
+    "/boot/grub2/.vfio-assistant-grub.cfg",
+    // grub-mkconfig's own temporary beside the staged file (it writes
+    // `OUTPUT.new`, then renames): left by a power cut, removed by undo.
+    "/boot/grub/.vfio-assistant-grub.cfg.new",
+    "/boot/grub2/.vfio-assistant-grub.cfg.new",
+    // GRUB's environment block: grub-reboot's next_entry (boot/grub_once.rs).
+    "/boot/grub/grubenv",
+    "/boot/grub2/grubenv",
+    "/boot/initrd.img-*",
+    "/boot/initramfs-*.img",
+    // kernel-install's layout, ESP/<entry token>/<release>/initrd (Debian
+    // keeps the image's own name there: initrd.img-<release>).
+    "/boot/efi/*/*/initrd",
+    "/efi/*/*/initrd",
+    "/boot/*/*/initrd",
+    "/boot/efi/*/*/initrd.img-*",
+    "/efi/*/*/initrd.img-*",
+    "/boot/*/*/initrd.img-*",
+    "/boot/efi/loader/entries/*.conf",
+    "/efi/loader/entries/*.conf",
+    "/boot/loader/entries/*.conf",
+    // Unified kernel images, as kernel-install's 90-uki-copy names them
+    // (ESP/EFI/Linux/<entry token>-<release>.efi).
+    "/boot/efi/EFI/Linux/*.efi",
+    "/efi/EFI/Linux/*.efi",
+    "/boot/EFI/Linux/*.efi",
+];
+
+fn component_matches(pat: &str, name: &str) -> bool {
+    match pat.split_once('*') {
+        None => pat == name,
+        Some((a, b)) => {
+            !matches!(name, "" | "." | "..")
+                && name.len() > a.len() + b.len()
+                && name.starts_with(a)
+                && name.ends_with(b)
+        }
+    }
+}
+
+pub fn artifact_allowed(path: &str) -> bool {
+    let q: Vec<&str> = path.split('/').collect();
+    ARTIFACTS.iter().any(|p| {
+        let p: Vec<&str> = p.split('/').collect();
+        p.len() == q.len() && p.iter().zip(&q).all(|(a, b)| component_matches(a, b))
+    })
+}
 
 fn matches(pattern: &str, path: &str) -> bool {
     let p: Vec<&str> = pattern.split('/').collect();
@@ -95,7 +148,7 @@ pub fn check_change(c: &Change) -> Result<(), Outside> {
     }
     for a in &c.artifacts {
         for p in std::iter::once(&a.path).chain(&a.staging) {
-            if !super::artifacts::artifact_allowed(p) {
+            if !artifact_allowed(p) {
                 return bad("regenerate", p);
             }
         }
@@ -111,81 +164,6 @@ pub fn check_change(c: &Change) -> Result<(), Outside> {
 /// A plan only of allowlisted changes (checked before it is applied).
 pub fn check_plan(p: &Plan) -> Result<(), Outside> {
     p.changes.iter().try_for_each(check_change)
-}
-
-/// A copy in the journal's folder is named by its number (`0003`), as the
-/// apply names it: never a path, a hidden name, or the folder itself (an
-/// empty name), whatever characters the entry was edited to hold.
-fn saved_name_ok(name: Option<&str>) -> bool {
-    name.is_none_or(|n| (1..=16).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// A journal entry undo may act on: its plan within the allowlist, every
-/// saved file and generated file one of its changes writes, every mode
-/// closed, every value one of its changes sets.
-pub fn check_entry(e: &Entry) -> Result<(), Outside> {
-    check_plan(&e.plan)?;
-    let changes = &e.plan.changes;
-    for f in &e.files {
-        let owner = changes
-            .iter()
-            .any(|c| c.files.iter().any(|x| x.path == f.path));
-        if !owner {
-            return Err(Outside::NoOwner {
-                what: "saved file",
-                path: f.path.clone(),
-            });
-        }
-        if f.mode.is_some_and(|m| !mode_ok(m)) {
-            return Err(Outside::Mode {
-                what: "saved file",
-                path: f.path.clone(),
-                mode: f.mode.unwrap_or(0),
-            });
-        }
-        if !saved_name_ok(f.saved_as.as_deref()) {
-            return Err(Outside::SavedAs {
-                what: "saved file",
-                path: f.path.clone(),
-            });
-        }
-    }
-    for a in &e.artifacts {
-        let owner = changes
-            .iter()
-            .any(|c| c.id == a.change && c.artifacts.iter().any(|x| x.path == a.path));
-        if !owner || !super::artifacts::artifact_allowed(&a.path) {
-            return Err(Outside::NoOwner {
-                what: "boot file",
-                path: a.path.clone(),
-            });
-        }
-        if a.mode.is_some_and(|m| !mode_ok(m)) {
-            return Err(Outside::Mode {
-                what: "boot file",
-                path: a.path.clone(),
-                mode: a.mode.unwrap_or(0),
-            });
-        }
-        if !saved_name_ok(a.saved_as.as_deref()) {
-            return Err(Outside::SavedAs {
-                what: "boot file",
-                path: a.path.clone(),
-            });
-        }
-    }
-    for (path, before) in &e.values {
-        let owner = changes
-            .iter()
-            .any(|c| c.values.iter().any(|v| &v.path == path));
-        if !owner || before.len() > 4096 || before.contains('\0') {
-            return Err(Outside::NoOwner {
-                what: "value",
-                path: path.clone(),
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -9,9 +9,30 @@
 //! 0700, never through a link (the same rule as `fsops::confined`, the
 //! jail every tuning write goes through).
 
-use super::journal::JournalError;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("journal entry {path} is not readable: {message}")]
+    Bad { path: String, message: String },
+    #[error("no journal entry {0}")]
+    NoEntry(String),
+    #[error(
+        "journal {path} is not trusted: {why}. A journal must be root's (or, on a test tree, yours), writable by nobody else, with no link on the way; nothing was done with it"
+    )]
+    Untrusted { path: String, why: String },
+    #[error(
+        "the journal {path} is root's to read (it keeps copies of root-only files): run this as root (sudo), or use the app's Tuning page, which asks for it"
+    )]
+    RootOnly { path: String },
+}
 
 fn untrusted(path: &Path, why: impl Into<String>) -> JournalError {
     JournalError::Untrusted {

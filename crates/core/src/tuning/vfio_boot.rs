@@ -12,14 +12,13 @@ use super::boot::{Generator, Loader};
 use super::command::{Cmd, Edit, KernelAt, Release};
 use super::facts::TuneFacts;
 use super::model::{Artifact, Change, CommandStep, Effect, FileChange, Verify};
+use super::paths::{
+    INITRAMFS_TOOLS_MODULES as ITOOLS_MODULES, VFIO_DRACUT as DRACUT_FILE,
+    VFIO_MKINITCPIO as MKINITCPIO_FILE, VFIO_MODPROBE as MODPROBE_FILE,
+};
 use super::vfio_address::{BIND_TOKEN, install_line, shared_ids};
 use crate::finding::Evidence;
 use crate::host::HostSnapshot;
-
-pub const MODPROBE_FILE: &str = "/etc/modprobe.d/vfio-assistant.conf";
-const DRACUT_FILE: &str = "/etc/dracut.conf.d/90-vfio-assistant.conf";
-const MKINITCPIO_FILE: &str = "/etc/mkinitcpio.conf.d/vfio-assistant.conf";
-const ITOOLS_MODULES: &str = "/etc/initramfs-tools/modules";
 
 /// The host drivers that would take each kind of device first.
 fn known_drivers(vendor: u16, class: u32) -> &'static [&'static str] {
@@ -371,7 +370,7 @@ pub fn vfio_boot_change(
         (c.clone(), c)
     };
     Ok(Some(Change {
-        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::VfioBoot),
+        id: crate::tuning::kind::ChangeId::of(crate::tuning::kind::Kind::VfioBoot),
         title: format!("vfio-pci takes {} at boot", set.join(", ")),
         why: "Bound at boot, the VM's devices never meet their host drivers: no driver to unbind, no display the host holds on to, and the card reaches the VM in a clean state. The initramfs must carry vfio-pci and this file, or the host driver wins the race.".into(),
         evidence: vec![ev("PCI IDs", ids.join(",")), ev("host drivers", drivers.join(" ")), ev("initramfs generator", generator.id())],

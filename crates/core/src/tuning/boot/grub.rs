@@ -9,9 +9,7 @@ use super::super::facts::TuneFacts;
 use super::super::model::{Change, CommandStep, FileChange, Manual, Verify};
 use super::super::tokens::missing;
 use super::{Loader, ev, grub_cfg, grub_once, grub_texts, grub_var, manual_cmdline, set_grub_var};
-
-/// Debian's drop-in of ours.
-const DROPIN: &str = "/etc/default/grub.d/99-vfio-assistant.cfg";
+use crate::tuning::paths::GRUB_DROPIN as DROPIN;
 
 fn title(t: &[String]) -> String {
     format!("Kernel parameters: {}", t.join(" "))
@@ -61,7 +59,7 @@ pub(super) fn grub_cmdline(
         ));
         c.notes.push(format!(
             "This boot came up from the entry tried once with these parameters. Keeping writes them where the default entries get them and removes {}; undo puts both back.",
-            grub_once::SCRIPT
+            crate::tuning::paths::GRUB_ONCE_SCRIPT
         ));
         return Ok(Some(c));
     }

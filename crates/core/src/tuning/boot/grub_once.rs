@@ -23,10 +23,7 @@ use super::super::facts::TuneFacts;
 use super::super::model::{Change, CommandStep, FileChange, Verify};
 use super::super::tokens::missing;
 use super::{ev, grub_cfg};
-
-/// Our script in /etc/grub.d (after 10_linux and 30_os-prober: the entry
-/// is never the default by its place).
-pub const SCRIPT: &str = "/etc/grub.d/42_vfio-assistant";
+use crate::tuning::paths::GRUB_ONCE_SCRIPT as SCRIPT;
 
 const TOKENS_LINE: &str = "VFIO_ASSISTANT_TOKENS=";
 

@@ -338,7 +338,7 @@ pub(super) fn uki_manual(f: &TuneFacts, tokens: &[String]) -> Manual {
     }
     steps.push("Check it: the line above is read from the image's .cmdline section; `ukify inspect` shows the same.".into());
     Manual {
-        id: crate::tuning::kinds::ChangeId::of(crate::tuning::kinds::Kind::Cmdline),
+        id: crate::tuning::kind::ChangeId::of(crate::tuning::kind::Kind::Cmdline),
         title: format!("Kernel parameters in a unified kernel image: {}", tokens.join(" ")),
         why: "A UKI carries its command line inside the image (signed, under Secure Boot); it must be rebuilt (and re-signed for Secure Boot), which this tool does not yet do for you.".into(),
         steps,

@@ -1,36 +1,19 @@
 //! The CPU governor `performance` on the VM's CPUs, and EPP (the energy/
 //! performance preference) beside it: two kinds planned together.
 
-use super::{ChangeId, Kind, Spec, change, runs_nothing, value};
+use super::{ChangeId, Kind, change, value};
 use crate::parse::cpulist::format_cpulist;
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Governor,
-    name: "governor",
-    what: "the CPU governor 'performance' on the VM's CPUs",
-    files: &[],
-    values: &["/sys/devices/system/cpu/*/cpufreq/scaling_governor"],
-    runs: runs_nothing,
-    fixes: &["cpu.governor"],
-    plan: Some(|cx, out| {
-        out.changes.extend(governor(cx.facts, cx.vm));
-        Ok(())
-    }),
-};
-
-/// Planned with the governor.
-pub const EPP: Spec = Spec {
-    kind: Kind::Epp,
-    name: "epp",
-    what: "the energy/performance preference 'performance' on the same CPUs",
-    files: &[],
-    values: &["/sys/devices/system/cpu/*/cpufreq/energy_performance_preference"],
-    runs: runs_nothing,
-    fixes: &[],
-    plan: None,
-};
+/// Plans the `governor` kind (its line in `kinds::planner`).
+pub(crate) fn plan_governor(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(governor(cx.facts, cx.vm));
+    Ok(())
+}
 
 /// `performance` on `cpus` (all CPUs when empty), and EPP where it is there.
 pub fn governor(f: &TuneFacts, cpus: &[u32]) -> Vec<Change> {

@@ -1,30 +1,21 @@
 //! Hugepages for the VM's memory, on its NUMA node (memory compacted first).
 
-use super::{ChangeId, Kind, Spec, action, change, ev, runs_nothing, value};
+use super::{ChangeId, Kind, action, change, ev, value};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Hugepages,
-    name: "hugepages",
-    what: "hugepages for the VM's memory, on its NUMA node",
-    files: &[],
-    values: &[
-        "/sys/kernel/mm/hugepages/*/nr_hugepages",
-        "/sys/devices/system/node/*/hugepages/*/nr_hugepages",
-        "/proc/sys/vm/compact_memory",
-    ],
-    runs: runs_nothing,
-    fixes: &["mem.hugepages"],
-    plan: Some(|cx, out| {
-        if let Some(mib) = cx.req.memory_mib
-            && !cx.req.hugepages_1g
-        {
-            out.changes.extend(hugepages(cx.facts, mib, 2048, cx.node));
-        }
-        Ok(())
-    }),
-};
+/// Plans the `hugepages` kind (its line in `kinds::planner`).
+pub(crate) fn plan_hugepages(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    if let Some(mib) = cx.req.memory_mib
+        && !cx.req.hugepages_1g
+    {
+        out.changes.extend(hugepages(cx.facts, mib, 2048, cx.node));
+    }
+    Ok(())
+}
 
 /// Enough hugepages of `size_kib` for `memory_mib`, on `node` when given.
 pub fn hugepages(

@@ -1,23 +1,18 @@
 //! Device interrupts off the VM's CPUs, onto the host's.
 
-use super::{ChangeId, Kind, Spec, change, runs_nothing, value};
+use super::{ChangeId, Kind, change, value};
 use crate::parse::cpulist::{format_cpulist, parse_cpulist};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::IrqAffinity,
-    name: "irq-affinity",
-    what: "device interrupts off the VM's CPUs",
-    files: &[],
-    values: &["/proc/irq/*/smp_affinity_list"],
-    runs: runs_nothing,
-    fixes: &["cpu.irq_affinity"],
-    plan: Some(|cx, out| {
-        out.changes.extend(irq_affinity(cx.facts, cx.vm, cx.hk));
-        Ok(())
-    }),
-};
+/// Plans the `irq-affinity` kind (its line in `kinds::planner`).
+pub(crate) fn plan_irq_affinity(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(irq_affinity(cx.facts, cx.vm, cx.hk));
+    Ok(())
+}
 
 /// IRQs allowed on the VM's CPUs moved to the housekeeping CPUs.
 pub fn irq_affinity(f: &TuneFacts, vm_cpus: &[u32], housekeeping: &[u32]) -> Option<Change> {

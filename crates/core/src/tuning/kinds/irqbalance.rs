@@ -1,32 +1,19 @@
 //! irqbalance told to keep off the VM's CPUs (it would undo the affinity).
 
-use super::{ChangeId, Kind, Spec, change};
+use super::{ChangeId, Kind, change};
 use crate::parse::cpulist::format_cpulist;
 use crate::tuning::command::{Cmd, Unit, UnitVerb};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, FileChange};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Irqbalance,
-    name: "irqbalance",
-    what: "irqbalance keeps off the VM's CPUs",
-    files: &["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"],
-    values: &[],
-    runs: |cmd| {
-        matches!(
-            cmd,
-            Cmd::Systemctl {
-                unit: Unit::Irqbalance,
-                ..
-            }
-        )
-    },
-    fixes: &[],
-    plan: Some(|cx, out| {
-        out.changes.extend(irqbalance(cx.facts, cx.vm, cx.systemd));
-        Ok(())
-    }),
-};
+/// Plans the `irqbalance` kind (its line in `kinds::planner`).
+pub(crate) fn plan_irqbalance(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(irqbalance(cx.facts, cx.vm, cx.systemd));
+    Ok(())
+}
 
 /// irqbalance told to keep off the VM's CPUs (it would undo the affinity).
 pub fn irqbalance(f: &TuneFacts, vm_cpus: &[u32], systemd: bool) -> Option<Change> {

@@ -1,31 +1,18 @@
 //! KSM off, and ksmtuned stopped where it would turn it on again.
 
-use super::{ChangeId, Kind, Spec, change, ev, value};
+use super::{ChangeId, Kind, change, ev, value};
 use crate::tuning::command::{Cmd, Unit, UnitVerb};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Ksm,
-    name: "ksm",
-    what: "kernel same-page merging off (ksmtuned stopped)",
-    files: &[],
-    values: &["/sys/kernel/mm/ksm/run"],
-    runs: |cmd| {
-        matches!(
-            cmd,
-            Cmd::Systemctl {
-                unit: Unit::Ksmtuned,
-                ..
-            }
-        )
-    },
-    fixes: &["mem.ksm"],
-    plan: Some(|cx, out| {
-        out.changes.extend(ksm(cx.facts, cx.systemd));
-        Ok(())
-    }),
-};
+/// Plans the `ksm` kind (its line in `kinds::planner`).
+pub(crate) fn plan_ksm(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(ksm(cx.facts, cx.systemd));
+    Ok(())
+}
 
 /// KSM off (and ksmtuned stopped when it is there).
 pub fn ksm(f: &TuneFacts, systemd: bool) -> Option<Change> {

@@ -1,24 +1,19 @@
 //! THP, KSM and hugepages kept as set after a reboot (tmpfiles.d): planned
 //! last, from the runtime changes before it.
 
-use super::{ChangeId, Kind, Spec, runs_nothing};
+use super::{ChangeId, Kind};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, FileChange};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Persist,
-    name: "persist",
-    what: "THP, KSM and hugepages kept after a reboot (tmpfiles.d)",
-    files: &["/etc/tmpfiles.d/vfio-assistant.conf"],
-    values: &[],
-    runs: runs_nothing,
-    fixes: &[],
-    plan: Some(|cx, out| {
-        let kept = persist(&out.changes, cx.facts);
-        out.changes.extend(kept);
-        Ok(())
-    }),
-};
+/// Plans the `persist` kind (its line in `kinds::planner`).
+pub(crate) fn plan_persist(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    let kept = persist(&out.changes, cx.facts);
+    out.changes.extend(kept);
+    Ok(())
+}
 
 /// Runtime values kept after a reboot, through tmpfiles.d: what our file
 /// already keeps, with this plan's new values added (a later plan never

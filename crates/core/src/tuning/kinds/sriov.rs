@@ -1,29 +1,24 @@
 //! SR-IOV virtual functions on a physical function, one change per card.
 
-use super::{ChangeId, Kind, PlanError, Spec, action, change, runs_nothing};
+use super::{ChangeId, PlanError, action, change};
 use crate::host::pci::full_address;
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, ValueChange, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Sriov,
-    name: "sriov",
-    what: "SR-IOV virtual functions (sriov:ADDRESS for one card)",
-    files: &[],
-    values: &["/sys/bus/pci/devices/*/sriov_numvfs"],
-    runs: runs_nothing,
-    fixes: &[],
-    plan: Some(|cx, out| {
-        for (pf, n) in &cx.req.sriov {
-            let addr = full_address(pf.trim());
-            if cx.snap.device(&addr).is_none() {
-                return Err(PlanError::NoDevice(pf.clone()));
-            }
-            out.changes.extend(sriov(cx.facts, &addr, *n)?);
+/// Plans the `sriov` kind (its line in `kinds::planner`).
+pub(crate) fn plan_sriov(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    for (pf, n) in &cx.req.sriov {
+        let addr = full_address(pf.trim());
+        if cx.snap.device(&addr).is_none() {
+            return Err(PlanError::NoDevice(pf.clone()));
         }
-        Ok(())
-    }),
-};
+        out.changes.extend(sriov(cx.facts, &addr, *n)?);
+    }
+    Ok(())
+}
 
 /// SR-IOV: `n` virtual functions on `pf` (through 0 when it has others).
 pub fn sriov(f: &TuneFacts, pf: &str, n: u32) -> Result<Option<Change>, PlanError> {

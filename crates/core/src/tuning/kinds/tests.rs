@@ -134,7 +134,7 @@ fn kinds_are_registered_once() {
         let lines: Vec<_> = KINDS.iter().filter(|s| s.kind == k).collect();
         assert_eq!(lines.len(), 1, "{k:?} has {} lines in KINDS", lines.len());
         let spec = lines[0];
-        assert!(std::ptr::eq(spec, k.spec()));
+        assert_eq!(spec.name, k.spec().name);
         // The journal's word for it is serde's, and it reads back.
         assert_eq!(
             serde_json::to_string(&k).unwrap(),

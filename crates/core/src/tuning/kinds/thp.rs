@@ -1,25 +1,17 @@
 //! Transparent hugepages to `madvise`.
 
-use super::{ChangeId, Kind, Spec, change, ev, runs_nothing, value};
+use super::{ChangeId, Kind, change, ev, value};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::Thp,
-    name: "thp",
-    what: "transparent hugepages to madvise",
-    files: &[],
-    values: &[
-        "/sys/kernel/mm/transparent_hugepage/enabled",
-        "/sys/kernel/mm/transparent_hugepage/defrag",
-    ],
-    runs: runs_nothing,
-    fixes: &["mem.thp"],
-    plan: Some(|cx, out| {
-        out.changes.extend(thp(cx.facts));
-        Ok(())
-    }),
-};
+/// Plans the `thp` kind (its line in `kinds::planner`).
+pub(crate) fn plan_thp(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(thp(cx.facts));
+    Ok(())
+}
 
 /// Transparent hugepages to `madvise` (from `always`).
 pub fn thp(f: &TuneFacts) -> Option<Change> {

@@ -1,35 +1,19 @@
 //! The VM's devices bound to vfio-pci now (driver_override, unbind, probe).
 
-use super::{ChangeId, Kind, Spec, action, change, value};
+use super::{ChangeId, Kind, action, change, value};
 use crate::host::HostSnapshot;
 use crate::tuning::command::{Cmd, Module};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, Verify};
 
-pub const SPEC: Spec = Spec {
-    kind: Kind::VfioBind,
-    name: "vfio-bind",
-    what: "the VM's devices bound to vfio-pci now",
-    files: &[],
-    values: &[
-        "/sys/bus/pci/devices/*/driver_override",
-        "/sys/bus/pci/drivers/*/unbind",
-        "/sys/bus/pci/drivers_probe",
-    ],
-    runs: |cmd| {
-        matches!(
-            cmd,
-            Cmd::Modprobe {
-                module: Module::VfioPci
-            }
-        )
-    },
-    fixes: &[],
-    plan: Some(|cx, out| {
-        out.changes.extend(vfio_bind(cx.snap, cx.facts, cx.set));
-        Ok(())
-    }),
-};
+/// Plans the `vfio-bind` kind (its line in `kinds::planner`).
+pub(crate) fn plan_vfio_bind(
+    cx: &crate::tuning::kinds::Ctx,
+    out: &mut crate::tuning::kinds::Planned,
+) -> Result<(), crate::tuning::kinds::PlanError> {
+    out.changes.extend(vfio_bind(cx.snap, cx.facts, cx.set));
+    Ok(())
+}
 
 /// The VM's devices bound to vfio-pci now (driver_override, unbind, probe).
 pub fn vfio_bind(snap: &HostSnapshot, f: &TuneFacts, set: &[String]) -> Option<Change> {

@@ -164,6 +164,14 @@ pub struct ApplyArgs {
     pub yes: bool,
 }
 
+impl ApplyArgs {
+    /// The request these flags make (the window's terminal line parses
+    /// back to its own request: tests/it/tuning_command_line.rs).
+    pub fn request(&self) -> Request {
+        request(&self.req, &self.only)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct JournalArgs {
     #[arg(long)]

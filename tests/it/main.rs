@@ -110,6 +110,7 @@ mod topology_fixtures;
 mod topology_masks;
 mod tuning;
 mod tuning_boot;
+mod tuning_command_line;
 mod tuning_distros;
 mod tuning_grub_once;
 mod tuning_keep;

@@ -9,7 +9,6 @@
 //! (`TuningRuntime::plan_for`), not once per frame.
 
 use crate::host::HostSnapshot;
-use crate::parse::cpulist::format_cpulist;
 use crate::tuning::asked::Asked;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};
@@ -67,58 +66,9 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
     .request()
 }
 
-/// The same as a command line, for "or in a terminal".
+/// The same apply as a command for a terminal (`tuning::command_line`).
 pub fn terminal_command(r: &Request) -> String {
-    let mut s = String::from("sudo vfio-assistant tune apply");
-    for g in &r.gpus {
-        s.push_str(&format!(" --gpu {g}"));
-    }
-    if let Some(n) = r.vcpus {
-        s.push_str(&format!(" --vcpus {n}"));
-    }
-    if let Some(c) = &r.cpus {
-        s.push_str(&format!(" --cpus {}", format_cpulist(c)));
-    }
-    if let Some(m) = r.memory_mib {
-        s.push_str(&format!(" --memory {m}M"));
-    }
-    if r.hugepages_1g {
-        s.push_str(" --hugepages-1g");
-    }
-    for (pf, n) in &r.sriov {
-        s.push_str(&format!(" --sriov {pf}={n}"));
-    }
-    if r.host_keeps_vm_cpus && (r.vcpus.is_some() || r.cpus.is_some()) {
-        s.push_str(" --no-isolcpus");
-    }
-    if let Some(vm) = r.vm.as_ref().filter(|_| r.isolation_hook) {
-        s.push_str(&format!(" --isolate-vm {vm}"));
-    }
-    if let Some(vm) = r.vm.as_ref().filter(|_| r.single_gpu && !r.isolation_hook) {
-        s.push_str(&format!(" --single-gpu {vm}"));
-    }
-    if let Some(vm) = r.vm.as_ref().filter(|_| r.shared_gpu) {
-        s.push_str(&format!(" --shared-gpu {vm}"));
-        for u in &r.shared_stop_units {
-            s.push_str(&format!(" --shared-stop {u}"));
-        }
-    }
-    if let Some(m) = r.looking_glass_mib {
-        s.push_str(&format!(" --looking-glass-mib {m}"));
-        if r.kvmfr {
-            s.push_str(" --kvmfr");
-        }
-    }
-    if r.qemu_as_user {
-        s.push_str(" --qemu-as-me");
-    }
-    if !r.only.is_empty() {
-        s.push_str(&format!(
-            " --only {}",
-            ChangeId::joined(&r.only).replace(", ", ",")
-        ));
-    }
-    s
+    crate::tuning::command_line::apply_command(r)
 }
 
 /// The host CPUs the board pins the VM's vCPUs to (None: no pins yet).

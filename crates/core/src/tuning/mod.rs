@@ -21,6 +21,7 @@ pub mod boot;
 pub mod boot_plan;
 pub mod capture_fit;
 pub mod command;
+pub mod command_line;
 pub mod devices;
 pub mod entry;
 pub mod entry_check;

@@ -454,7 +454,7 @@ pub fn cmdline_change(
 /// The parameters as a command's checked parameter (every one is from the
 /// closed set the planner makes; one that is not is a manual step).
 fn checked_tokens(t: &[String]) -> Result<Tokens, Manual> {
-    Tokens::try_from(t.to_vec()).map_err(|why| manual_cmdline(t, &why))
+    Tokens::try_from(t.to_vec()).map_err(|why| manual_cmdline(t, &why.to_string()))
 }
 
 fn manual_cmdline(tokens: &[String], why: &str) -> Manual {

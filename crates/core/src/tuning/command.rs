@@ -20,9 +20,14 @@ impl Release {
     }
 }
 
+/// Text that is not a kernel release this tool names in a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a kernel release")]
+pub struct NotRelease(pub String);
+
 impl TryFrom<String> for Release {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = NotRelease;
+    fn try_from(s: String) -> Result<Self, NotRelease> {
         let ok = !s.is_empty()
             && s.len() <= 128
             && !s.starts_with(['-', '.'])
@@ -32,7 +37,7 @@ impl TryFrom<String> for Release {
         if ok {
             Ok(Release(s))
         } else {
-            Err(format!("{s:?} is not a kernel release"))
+            Err(NotRelease(s))
         }
     }
 }
@@ -54,14 +59,23 @@ impl Tokens {
     }
 }
 
+/// A kernel parameter list this tool does not write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadTokens {
+    #[error("a kernel parameter list must hold 1 to 64 parameters")]
+    Count,
+    #[error("{0:?} is not a kernel parameter this tool writes")]
+    NotOurs(String),
+}
+
 impl TryFrom<Vec<String>> for Tokens {
-    type Error = String;
-    fn try_from(v: Vec<String>) -> Result<Self, String> {
+    type Error = BadTokens;
+    fn try_from(v: Vec<String>) -> Result<Self, BadTokens> {
         if v.is_empty() || v.len() > 64 {
-            return Err("a kernel parameter list must hold 1 to 64 parameters".into());
+            return Err(BadTokens::Count);
         }
         match v.iter().find(|t| !tokens::allowed(t)) {
-            Some(t) => Err(format!("{t:?} is not a kernel parameter this tool writes")),
+            Some(t) => Err(BadTokens::NotOurs(t.clone())),
             None => Ok(Tokens(v)),
         }
     }

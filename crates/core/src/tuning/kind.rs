@@ -207,28 +207,41 @@ impl From<ChangeId> for String {
     }
 }
 
+/// Text that is not one of our change ids (`--only`, a journal entry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotChangeId {
+    #[error("{given:?} is not a change id ({known})")]
+    UnknownKind { given: String, known: String },
+    #[error("{0:?} is not a change id")]
+    BadDevice(String),
+}
+
 impl std::str::FromStr for ChangeId {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ChangeId, String> {
+    type Err = NotChangeId;
+    fn from_str(s: &str) -> Result<ChangeId, NotChangeId> {
         let (name, device) = match s.split_once(':') {
             Some((n, d)) => (n, Some(d)),
             None => (s, None),
         };
-        let spec = KINDS.iter().find(|k| k.name == name).ok_or_else(|| {
-            let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
-            format!("{s:?} is not a change id ({})", names.join(", "))
-        })?;
+        let spec =
+            KINDS
+                .iter()
+                .find(|k| k.name == name)
+                .ok_or_else(|| NotChangeId::UnknownKind {
+                    given: s.to_string(),
+                    known: KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
+                })?;
         match (spec.kind, device) {
             (_, None) => Ok(ChangeId::of(spec.kind)),
             (Kind::Sriov, Some(d)) if crate::host::pci::is_pci_address(d) => Ok(ChangeId::sriov(d)),
-            _ => Err(format!("{s:?} is not a change id")),
+            _ => Err(NotChangeId::BadDevice(s.to_string())),
         }
     }
 }
 
 impl TryFrom<String> for ChangeId {
-    type Error = String;
-    fn try_from(s: String) -> Result<ChangeId, String> {
+    type Error = NotChangeId;
+    fn try_from(s: String) -> Result<ChangeId, NotChangeId> {
         s.parse()
     }
 }

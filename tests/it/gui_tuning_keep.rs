@@ -55,6 +55,11 @@ fn the_keep_button_makes_the_entry_tried_once_the_default() {
         h.query_by_label("Keep it as the default").is_none(),
         "kept: no button"
     );
+    // Its way back is the default entry's, as the helper planned the keep:
+    // not the words of the entry booted once the page's own plan has.
+    h.get_by_label_contains(
+        "Reboot for the boot changes. The parameters go into the default entry itself",
+    );
 }
 
 /// The Overview after that boot: the next step is to keep it (ahead of any

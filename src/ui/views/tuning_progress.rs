@@ -86,12 +86,15 @@ fn line_words(ui: &egui::Ui, l: &Heard, recovery: &str) -> Option<(String, egui:
         ),
         HelperReply::Result {
             result: ReplyResult::Outcome(o),
-            ..
+            recovery: said,
         } => match o.state {
             EntryState::Applied if o.needs_reboot => (
                 format!(
-                    "Applied ({}). Reboot for the boot changes. {recovery}",
-                    o.id
+                    "Applied ({}). Reboot for the boot changes. {}",
+                    o.id,
+                    // The helper's words for the plan it applied (a keep's
+                    // are not the page's plan's), else the page's.
+                    said.as_deref().unwrap_or(recovery)
                 ),
                 theme::GOOD,
             ),

@@ -126,6 +126,11 @@ fn unbound_after_boot(env: &Env, e: &Entry) -> Vec<String> {
             let Verify::DriverAfterReboot { device, driver } = v else {
                 continue;
             };
+            // From the journal: a sysfs name only when it is a PCI address.
+            if !crate::host::pci::is_pci_address(device) {
+                out.push(format!("{device:?} is not a PCI address"));
+                continue;
+            }
             let dev = HostPath::sys(&format!("bus/pci/devices/{device}"));
             if !env.root.exists(&dev) {
                 out.push(format!("{device} is not on the bus this boot"));

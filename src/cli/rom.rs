@@ -12,6 +12,7 @@ use crate::host::pci::full_address;
 use crate::host::scan;
 use crate::parse::option_rom::parse_option_rom;
 use crate::report::rom::card_rom;
+use crate::romread::RomError;
 use crate::sysroot::HostRoot;
 use anyhow::Context;
 use clap::Args;
@@ -59,7 +60,7 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
     };
     let (f, bytes) = match (&args.file, &card) {
         (Some(file), _) => {
-            let bytes = read_file(file);
+            let bytes = RomError::read_file(file);
             let f = rom_finding(
                 card.as_ref().map(|(a, _)| a.as_str()),
                 card.as_ref().map(|(_, c)| *c),
@@ -96,24 +97,14 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
     })
 }
 
-/// A ROM file, at most 16 MiB (GPU ROMs are 128 KiB to 2 MiB); a FIFO or a
-/// device is refused, not read.
-fn read_file(f: &Path) -> Result<Vec<u8>, String> {
-    crate::userfile::read_bytes(f, 16 * 1024 * 1024).map_err(|e| match e {
-        crate::userfile::UserFileError::TooLarge { .. } => {
-            format!("{}: over 16 MiB, not a ROM", f.display())
-        }
-        e => e.to_string(),
-    })
-}
 
 /// Write the ROM proper (no header in front, nothing after its last image).
-fn save(out: &Path, bytes: &Result<Vec<u8>, String>, replace: bool) -> anyhow::Result<()> {
+fn save(out: &Path, bytes: &Result<Vec<u8>, RomError>, replace: bool) -> anyhow::Result<()> {
     let rom = match bytes {
         Ok(b) => parse_option_rom(b)
             .map(|r| (b, r))
             .map_err(|e| e.to_string()),
-        Err(e) => Err(e.clone()),
+        Err(e) => Err(e.to_string()),
     };
     let (b, rom) = match rom {
         Ok(x) => x,

@@ -231,17 +231,13 @@ fn parse_sriov(s: &str) -> Result<(PciAddr, u32), String> {
 /// The request the flags make (`Asked::request`, as the window's).
 fn request(a: &RequestArgs, only: &[ChangeId]) -> Request {
     Asked {
-        gpus: a.gpus.iter().map(PciAddr::to_string).collect(),
-        devices: a.devices.iter().map(PciAddr::to_string).collect(),
+        gpus: a.gpus.clone(),
+        devices: a.devices.clone(),
         vcpus: a.vcpus,
         cpus: a.cpus.as_ref().map(|c| c.0.clone()),
         memory_mib: a.memory,
         hugepages_1g: a.hugepages_1g,
-        sriov: a
-            .sriov
-            .iter()
-            .map(|(pf, n)| (pf.to_string(), *n))
-            .collect::<BTreeMap<_, _>>(),
+        sriov: a.sriov.iter().copied().collect::<BTreeMap<_, _>>(),
         only: only.to_vec(),
         isolate_vm: a.isolate_vm.clone(),
         host_keeps_vm_cpus: a.no_isolcpus,
@@ -320,7 +316,7 @@ fn single_gpu_text(root: &HostRoot, snap: &HostSnapshot, req: &Request) -> Strin
     if !req.single_gpu {
         return String::new();
     }
-    let f = crate::report::single_gpu::for_gpus(root, snap, req.gpus.first().map(String::as_str));
+    let f = crate::report::single_gpu::for_gpus(root, snap, req.gpus.first().map(ToString::to_string).as_deref());
     let c = crate::checks::counts(&f);
     let body = super::check::render(&snap.root, &f, &c, true);
     let body = body.split_once('\n').map_or("", |(_, rest)| rest);

@@ -25,7 +25,7 @@ fn applied() -> (tempfile::TempDir, String) {
     let dir = tuning_host();
     let root = HostRoot::at(dir.path());
     let req = Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Request::default()

@@ -279,7 +279,7 @@ fn an_interrupted_tuning_on_the_overview_looks_as_kept() {
     let dir = crate::support::tuning::runtime_host();
     let root = HostRoot::at(dir.path());
     let req = vfio_assistant::tuning::model::Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Default::default()

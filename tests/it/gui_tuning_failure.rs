@@ -68,7 +68,7 @@ fn an_interrupted_tuning_is_the_next_step_with_its_button() {
     let before = tree(dir.path());
     let root = HostRoot::at(dir.path());
     let req = vfio_assistant::tuning::model::Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Default::default()

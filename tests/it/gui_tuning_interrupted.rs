@@ -25,7 +25,7 @@ use vfio_assistant::ui::state::Page;
 fn cut_apply(root: &Path) -> EntryStatus {
     let host = HostRoot::at(root);
     let req = vfio_assistant::tuning::model::Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Default::default()

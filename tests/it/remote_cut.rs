@@ -78,7 +78,7 @@ fn apply_until_paused(
     };
     let request = HelperRequest::Apply {
         request: Box::new(Request {
-            gpus: vec!["0000:0b:00.0".into()],
+            gpus: vec!["0000:0b:00.0".parse().unwrap()],
             ..Request::default()
         }),
     };

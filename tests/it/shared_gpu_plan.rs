@@ -188,7 +188,7 @@ fn applied_on_the_tree_and_undone_to_the_byte() {
     let before = crate::support::tuning::tree(r);
     let root = HostRoot::at(r);
     let req = Request {
-        gpus: vec!["01:00.0".into()],
+        gpus: vec!["01:00.0".parse().unwrap()],
         vm: Some("win11".into()),
         shared_gpu: true,
         shared_stop_units: vec!["ollama.service".into()],

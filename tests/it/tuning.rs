@@ -142,7 +142,7 @@ fn runtime_knobs_for_real_apply_read_back_and_undo() {
 
 fn request() -> Request {
     Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Request::default()

@@ -32,17 +32,17 @@ fn the_terminal_line_parses_back_to_the_same_request() {
     let user = Some("desk".to_string());
     let requests = [
         Request {
-            gpus: vec!["0000:0b:00.0".into()],
+            gpus: vec!["0000:0b:00.0".parse().unwrap()],
             vcpus: Some(8),
             memory_mib: Some(16384),
             ..Request::default()
         },
         Request {
-            gpus: vec!["0000:0b:00.0".into()],
+            gpus: vec!["0000:0b:00.0".parse().unwrap()],
             cpus: Some(vec![2, 3, 4, 5, 10, 11, 12, 13]),
             memory_mib: Some(8192),
             hugepages_1g: true,
-            sriov: BTreeMap::from([("0000:03:00.0".to_string(), 4)]),
+            sriov: BTreeMap::from([("0000:03:00.0".parse().unwrap(), 4)]),
             only: vec![ChangeId::of(Kind::VfioBoot), ChangeId::of(Kind::Cmdline)],
             isolation_hook: true,
             vm: Some("win11".into()),
@@ -53,14 +53,14 @@ fn the_terminal_line_parses_back_to_the_same_request() {
             ..Request::default()
         },
         Request {
-            gpus: vec!["0000:01:00.0".into()],
+            gpus: vec!["0000:01:00.0".parse().unwrap()],
             single_gpu: true,
             vm: Some("win11".into()),
             desktop_user: user.clone(),
             ..Request::default()
         },
         Request {
-            gpus: vec!["0000:0c:00.0".into()],
+            gpus: vec!["0000:0c:00.0".parse().unwrap()],
             shared_gpu: true,
             vm: Some("gaming".into()),
             shared_stop_units: vec!["ollama.service".into()],

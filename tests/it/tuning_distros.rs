@@ -164,7 +164,7 @@ fn host(k: &Kind) -> tempfile::TempDir {
 
 fn request() -> Request {
     Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         ..Request::default()
     }

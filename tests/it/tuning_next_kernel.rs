@@ -69,7 +69,7 @@ fn fedora() -> tempfile::TempDir {
 
 fn request() -> Request {
     Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         ..Request::default()
     }
 }

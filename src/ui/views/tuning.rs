@@ -8,6 +8,7 @@
 //! once off the UI thread) and the choices at the top, once per request
 //! (`TuningRuntime::plan_for`), not once per frame.
 
+use crate::host::pci_addr::PciAddr;
 use crate::host::HostSnapshot;
 use crate::tuning::asked::Asked;
 use crate::tuning::kinds::ChangeId;
@@ -30,6 +31,13 @@ pub fn vm_cards(state: &State) -> Vec<String> {
     out
 }
 
+/// The page's addresses as the request takes them. They are the scan's
+/// (sysfs names them); one that is not an address cannot name a device of
+/// this host, and `State` drops those already (its `retain` of what is here).
+fn addrs(a: &[String]) -> Vec<PciAddr> {
+    a.iter().filter_map(|a| a.parse().ok()).collect()
+}
+
 /// The request the page's choices make, for the one VM: its cards, its
 /// CPUs (the board's pins, else its vCPU count for the planner), its memory
 /// when hugepages are to be reserved.
@@ -39,15 +47,19 @@ pub fn request_of(state: &State, only: Vec<ChangeId>) -> Request {
     // A VM named in a box: none when the box is empty.
     let named = |v: &str| Some(v.trim().to_string()).filter(|v| !v.is_empty());
     Asked {
-        gpus: vm_cards(state),
-        devices: state.vm.devices.clone(),
+        gpus: addrs(&vm_cards(state)),
+        devices: addrs(&state.vm.devices),
         vcpus: (vcpus > 0).then_some(vcpus),
         cpus: board_cpus(state),
         memory_mib: c
             .reserve_hugepages
             .then(|| state.vm.memory_for(None).saturating_mul(1024)),
         hugepages_1g: c.hugepages_1g,
-        sriov: c.sriov.clone(),
+        sriov: c
+            .sriov
+            .iter()
+            .filter_map(|(a, n)| Some((a.parse().ok()?, *n)))
+            .collect(),
         only,
         isolate_vm: named(&c.isolate_vm),
         host_keeps_vm_cpus: !c.boot_isolation,
@@ -120,6 +132,7 @@ fn first_ticks(
 /// its screen on one of the VM's cards.
 fn screen_taken(snap: &HostSnapshot, req: &Request) -> Option<String> {
     req.gpus.iter().find_map(|g| {
+        let g = &g.to_string();
         let shown = snap.device(g).map(|e| e.device.host_usage.connected_displays()).unwrap_or_default();
         let why = match crate::report::vm_card::host_screen(snap, g) {
             Some(w) => w.to_string(),

@@ -160,7 +160,7 @@ pub(super) fn entries_with_boot_files() -> Vec<Vec<u8>> {
     }
     let root = HostRoot::at(r);
     let req = Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Request::default()

@@ -58,7 +58,7 @@ pub fn grub_host() -> tempfile::TempDir {
 
 pub fn request() -> Request {
     Request {
-        gpus: vec!["0b:00.0".into()],
+        gpus: vec!["0b:00.0".parse().unwrap()],
         vcpus: Some(4),
         memory_mib: Some(1024),
         ..Request::default()

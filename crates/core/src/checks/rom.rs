@@ -6,6 +6,7 @@
 
 use super::model::{Action, Finding, Status};
 use crate::parse::option_rom::{CodeType, OptionRom, parse_option_rom};
+use crate::romread::RomError;
 use crate::sysroot::HostPath;
 
 /// This file's line in `checks::AREAS`.
@@ -73,7 +74,7 @@ pub fn rom_finding(
     device: Option<&str>,
     card: Option<Card>,
     source: &str,
-    bytes: &Result<Vec<u8>, String>,
+    bytes: &Result<Vec<u8>, RomError>,
 ) -> Finding {
     let f = judge(device, card.map(|c| (c.vendor, c.device)), source, bytes);
     // The boot GPU's sysfs ROM is often the shadow copy at 0xC0000: legacy
@@ -108,7 +109,7 @@ fn judge(
     device: Option<&str>,
     card: Option<(u16, u16)>,
     source: &str,
-    bytes: &Result<Vec<u8>, String>,
+    bytes: &Result<Vec<u8>, RomError>,
 ) -> Finding {
     let mut f = Finding::new("device.rom", "", Status::Pass).why(WHY);
     if let Some(d) = device {
@@ -130,13 +131,13 @@ fn judge(
                 status: Status::Unknown,
                 ..f
             }
-            .evidence(source.to_string(), reason.clone())
-            .fix(if reason.contains("does not exist") {
+            .evidence(source.to_string(), reason.to_string())
+            .fix(if reason.no_rom_bar() {
                 "This device exposes no ROM (integrated and virtual GPUs often do not): check a ROM file instead, such as the card maker's for this model."
             } else {
                 "Run as root. Some cards give their ROM only while no driver uses them (bind to vfio-pci first); else dump it in Windows with GPU-Z, or take the card maker's file for the exact model."
             })
-            .terminal(if reason.contains("does not exist") {
+            .terminal(if reason.no_rom_bar() {
                 "vfio-assistant rom --file FILE".to_string()
             } else {
                 format!("sudo vfio-assistant rom {addr}")
@@ -329,8 +330,16 @@ mod tests {
             Some("0000:01:00.0"),
             None,
             "rom",
-            &Err("permission denied".into()),
+            &Err(RomError::NotRoot),
         );
         assert_eq!(f.status, Status::Unknown);
+        assert!(f.command.as_deref().unwrap().starts_with("sudo"), "{f:#?}");
+        let f = rom_finding(
+            Some("0000:01:00.0"),
+            None,
+            "rom",
+            &Err(RomError::NoRomBar { path: "rom".into() }),
+        );
+        assert!(f.fix.as_deref().unwrap().contains("exposes no ROM"), "{f:#?}");
     }
 }

@@ -445,7 +445,7 @@ fn rom_file_findings(snap: &HostSnapshot, root: &HostRoot, doc: &Document) -> Ve
                 .map(|d| crate::checks::rom::Card::of(&d.device));
             let bytes = root
                 .read_bytes(&path, 16 * 1024 * 1024)
-                .map_err(|e| e.to_string());
+                .map_err(crate::romread::RomError::Read);
             Some(crate::checks::rom::rom_finding(
                 Some(&h.host),
                 card,

@@ -64,6 +64,21 @@ impl fmt::Display for PciAddr {
     }
 }
 
+/// On the wire (a tuning request, the journal) as sysfs spells it; a value
+/// that is not an address is refused where it is read, with its words.
+impl serde::Serialize for PciAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PciAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

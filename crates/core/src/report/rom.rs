@@ -3,14 +3,14 @@
 
 use crate::checks::model::Finding;
 use crate::checks::rom::{Card, rom_finding};
-use crate::romread::{read_card_rom, rom_path};
+use crate::romread::{RomError, read_card_rom, rom_path};
 use crate::sysroot::HostRoot;
 
 /// What was read from the card and what it means.
 pub struct CardRom {
     pub finding: Finding,
     /// The bytes (for `rom --save`), or why there are none.
-    pub bytes: Result<Vec<u8>, String>,
+    pub bytes: Result<Vec<u8>, RomError>,
 }
 
 /// Read `addr`'s ROM (root on the live host: the ROM BAR is switched on for

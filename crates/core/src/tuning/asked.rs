@@ -7,19 +7,20 @@
 
 use super::kind::ChangeId;
 use super::model::Request;
+use crate::host::pci_addr::PciAddr;
 use std::collections::BTreeMap;
 
 /// What the user asked for, as a face collects it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Asked {
-    pub gpus: Vec<String>,
-    pub devices: Vec<String>,
+    pub gpus: Vec<PciAddr>,
+    pub devices: Vec<PciAddr>,
     /// vCPUs for the pinning planner; set aside when `cpus` is given.
     pub vcpus: Option<usize>,
     pub cpus: Option<Vec<u32>>,
     pub memory_mib: Option<u64>,
     pub hugepages_1g: bool,
-    pub sriov: BTreeMap<String, u32>,
+    pub sriov: BTreeMap<PciAddr, u32>,
     pub only: Vec<ChangeId>,
     /// Dynamic isolation: the hook for this VM.
     pub isolate_vm: Option<String>,

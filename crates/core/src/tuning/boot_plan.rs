@@ -203,9 +203,9 @@ pub(crate) fn tokens(
         _ => Vec::new(),
     };
     let cards = if req.gpus.is_empty() {
-        &only_gpu
+        only_gpu
     } else {
-        &req.gpus
+        req.gpus.iter().map(ToString::to_string).collect()
     };
     if req.single_gpu
         && (cards.is_empty() || !cards.iter().all(|g| evicts_boot_framebuffer(snap, f, g)))

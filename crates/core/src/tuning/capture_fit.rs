@@ -32,7 +32,7 @@ mod tests {
         let snap = crate::host::scan(&root).unwrap();
         let facts = crate::tuning::facts::gather(&root);
         let req = Request {
-            gpus: vec!["0000:0b:00.0".into()],
+            gpus: vec!["0000:0b:00.0".parse().unwrap()],
             ..Request::default()
         };
         let p = crate::tuning::plan::plan(&snap, &facts, &req).unwrap();

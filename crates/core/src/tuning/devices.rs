@@ -6,7 +6,6 @@ use super::model::Request;
 use super::plan_error::PlanError;
 use crate::host::HostSnapshot;
 use crate::host::iommu::VerdictKind;
-use crate::host::pci::full_address;
 
 /// The VM's card as a hook hands it over: the GPU first, then the rest of
 /// its passthrough set (its audio function); empty without `--gpu`.
@@ -14,14 +13,14 @@ pub fn card_functions(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>,
     let Some(g) = req.gpus.first() else {
         return Ok(Vec::new());
     };
-    let gpu = full_address(g.trim());
     let mut set = passthrough_set(
         snap,
         &Request {
-            gpus: vec![gpu.clone()],
+            gpus: vec![*g],
             ..Request::default()
         },
     )?;
+    let gpu = g.to_string();
     set.retain(|a| *a != gpu);
     set.insert(0, gpu);
     Ok(set)
@@ -31,10 +30,10 @@ pub fn card_functions(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>,
 pub fn passthrough_set(snap: &HostSnapshot, req: &Request) -> Result<Vec<String>, PlanError> {
     let mut set: Vec<String> = Vec::new();
     for a in req.gpus.iter().chain(&req.devices) {
-        let addr = full_address(a.trim());
+        let addr = a.to_string();
         let e = snap
             .device(&addr)
-            .ok_or_else(|| PlanError::NoDevice(a.clone()))?;
+            .ok_or_else(|| PlanError::NoDevice(addr.clone()))?;
         if e.passthrough.verdict == VerdictKind::NotViable {
             return Err(PlanError::NotViable(addr, e.passthrough.reason.clone()));
         }

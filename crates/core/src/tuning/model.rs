@@ -8,6 +8,7 @@
 pub use super::kind::{ChangeId, Kind};
 use crate::finding::Evidence;
 use serde::{Deserialize, Serialize};
+use crate::host::pci_addr::PciAddr;
 use std::collections::BTreeMap;
 
 /// The user's choices; everything else comes from the host. A closed type:
@@ -16,9 +17,9 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields, default)]
 pub struct Request {
     /// GPUs going to the VM (their whole passthrough sets go with them).
-    pub gpus: Vec<String>,
+    pub gpus: Vec<PciAddr>,
     /// More PCI devices for the VM (USB controllers, NICs…).
-    pub devices: Vec<String>,
+    pub devices: Vec<PciAddr>,
     /// vCPUs for the pinning planner, or…
     pub vcpus: Option<usize>,
     /// …the host CPUs the VM runs on, as given (the CPU page's board).
@@ -28,7 +29,7 @@ pub struct Request {
     /// 1 GiB pages instead of 2 MiB ones.
     pub hugepages_1g: bool,
     /// SR-IOV: physical function address → number of virtual functions.
-    pub sriov: BTreeMap<String, u32>,
+    pub sriov: BTreeMap<PciAddr, u32>,
     /// Only these changes (empty: all); `sriov` takes every card's.
     pub only: Vec<ChangeId>,
     /// The dynamic isolation hook (libvirt qemu hook with AllowedCPUs)

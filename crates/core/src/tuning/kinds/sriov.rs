@@ -1,7 +1,6 @@
 //! SR-IOV virtual functions on a physical function, one change per card.
 
 use super::{ChangeId, PlanError, action, change};
-use crate::host::pci::full_address;
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, ValueChange, Verify};
 
@@ -11,9 +10,9 @@ pub(crate) fn plan_sriov(
     out: &mut crate::tuning::kinds::Planned,
 ) -> Result<(), crate::tuning::kinds::PlanError> {
     for (pf, n) in &cx.req.sriov {
-        let addr = full_address(pf.trim());
+        let addr = pf.to_string();
         if cx.snap.device(&addr).is_none() {
-            return Err(PlanError::NoDevice(pf.clone()));
+            return Err(PlanError::NoDevice(addr));
         }
         out.changes.extend(sriov(cx.facts, &addr, *n)?);
     }

@@ -97,7 +97,6 @@ pub fn run(root: &HostRoot, args: &RomArgs) -> anyhow::Result<i32> {
     })
 }
 
-
 /// Write the ROM proper (no header in front, nothing after its last image).
 fn save(out: &Path, bytes: &Result<Vec<u8>, RomError>, replace: bool) -> anyhow::Result<()> {
     let rom = match bytes {

@@ -316,7 +316,11 @@ fn single_gpu_text(root: &HostRoot, snap: &HostSnapshot, req: &Request) -> Strin
     if !req.single_gpu {
         return String::new();
     }
-    let f = crate::report::single_gpu::for_gpus(root, snap, req.gpus.first().map(ToString::to_string).as_deref());
+    let f = crate::report::single_gpu::for_gpus(
+        root,
+        snap,
+        req.gpus.first().map(ToString::to_string).as_deref(),
+    );
     let c = crate::checks::counts(&f);
     let body = super::check::render(&snap.root, &f, &c, true);
     let body = body.split_once('\n').map_or("", |(_, rest)| rest);

@@ -346,7 +346,8 @@ impl App {
                 .start(
                     move || {
                         let said =
-                            crate::install::unattended::describe_iso(std::path::Path::new(&path));
+                            crate::install::unattended::describe_iso(std::path::Path::new(&path))
+                                .map_err(|e| e.to_string());
                         (path, said)
                     },
                     wake,

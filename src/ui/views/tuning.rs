@@ -8,8 +8,8 @@
 //! once off the UI thread) and the choices at the top, once per request
 //! (`TuningRuntime::plan_for`), not once per frame.
 
-use crate::host::pci_addr::PciAddr;
 use crate::host::HostSnapshot;
+use crate::host::pci_addr::PciAddr;
 use crate::tuning::asked::Asked;
 use crate::tuning::kinds::ChangeId;
 use crate::tuning::model::{Change, Effect, Plan, Request};

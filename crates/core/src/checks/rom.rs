@@ -326,12 +326,7 @@ mod tests {
         );
         let f = rom_finding(None, None, "x.rom", &Ok(b"<html>404</html>".to_vec()));
         assert_eq!(f.status, Status::Fail);
-        let f = rom_finding(
-            Some("0000:01:00.0"),
-            None,
-            "rom",
-            &Err(RomError::NotRoot),
-        );
+        let f = rom_finding(Some("0000:01:00.0"), None, "rom", &Err(RomError::NotRoot));
         assert_eq!(f.status, Status::Unknown);
         assert!(f.command.as_deref().unwrap().starts_with("sudo"), "{f:#?}");
         let f = rom_finding(
@@ -340,6 +335,9 @@ mod tests {
             "rom",
             &Err(RomError::NoRomBar { path: "rom".into() }),
         );
-        assert!(f.fix.as_deref().unwrap().contains("exposes no ROM"), "{f:#?}");
+        assert!(
+            f.fix.as_deref().unwrap().contains("exposes no ROM"),
+            "{f:#?}"
+        );
     }
 }

@@ -60,6 +60,10 @@ pub enum MediaError {
     Unsupported { what: String },
     #[error("this is not a Windows installer image: {found}")]
     NotWindows { found: String },
+    #[error("{path} is not there: check the path, or choose the ISO with Browse…")]
+    Missing { path: PathBuf },
+    #[error("{path}: no Windows 10 or 11 client edition for amd64 or arm64 on it")]
+    NoClientEdition { path: PathBuf },
 }
 
 pub(crate) fn corrupt(what: impl Into<String>) -> MediaError {

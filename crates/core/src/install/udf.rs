@@ -66,7 +66,7 @@ impl LongAd {
 impl Udf {
     pub fn open(disc: &Disc) -> Result<Udf, MediaError> {
         let anchor = disc.sector(256)?;
-        if check_tag(&anchor, Some(256)).map_err(corrupt)? != TAG_ANCHOR {
+        if check_tag(&anchor, Some(256)).map_err(|e| corrupt(e.to_string()))? != TAG_ANCHOR {
             return Err(corrupt("sector 256 holds no UDF anchor volume descriptor"));
         }
         let main = (le32(&anchor, 16), le32(&anchor, 20));
@@ -93,7 +93,7 @@ impl Udf {
                 .filter(|rest| rest.len() >= 38)
                 .ok_or_else(|| corrupt(format!("{}'s last entry is cut short", dir.name)))?;
             let bad = |why: String| corrupt(format!("an entry of {}: {why}", dir.name));
-            if check_tag(fid, None).map_err(bad)? != TAG_FILE_ID {
+            if check_tag(fid, None).map_err(|e| bad(e.to_string()))? != TAG_FILE_ID {
                 return Err(bad("not a file identifier descriptor".to_string()));
             }
             let characteristics = fid[18];
@@ -109,7 +109,7 @@ impl Udf {
             if characteristics & 0x0C != 0 {
                 continue;
             }
-            let name = cs0(raw_name).map_err(bad)?;
+            let name = cs0(raw_name).map_err(|e| bad(e.to_string()))?;
             out.push(self.read_icb(disc, icb, name)?);
             if out.len() > MAX_DIR_ENTRIES {
                 return Err(corrupt(format!(
@@ -141,15 +141,16 @@ impl Udf {
         let at = self.block_byte(icb.partition, icb.block)?;
         let fe = disc.read(at, SECTOR_BYTES as usize)?;
         let bad = |why: String| corrupt(format!("the entry of {name}: {why}"));
-        let (ad_base, ea_len, ad_len) = match check_tag(&fe, Some(icb.block)).map_err(bad)? {
-            TAG_FILE_ENTRY => (176, le32(&fe, 168), le32(&fe, 172)),
-            TAG_EXT_FILE_ENTRY => (216, le32(&fe, 208), le32(&fe, 212)),
-            other => {
-                return Err(bad(format!(
-                    "descriptor {other} where a file entry belongs"
-                )));
-            }
-        };
+        let (ad_base, ea_len, ad_len) =
+            match check_tag(&fe, Some(icb.block)).map_err(|e| bad(e.to_string()))? {
+                TAG_FILE_ENTRY => (176, le32(&fe, 168), le32(&fe, 172)),
+                TAG_EXT_FILE_ENTRY => (216, le32(&fe, 208), le32(&fe, 212)),
+                other => {
+                    return Err(bad(format!(
+                        "descriptor {other} where a file entry belongs"
+                    )));
+                }
+            };
         let file_type = fe[27];
         let flags = le16(&fe, 34);
         let size = le64(&fe, 56);
@@ -226,7 +227,7 @@ impl Udf {
             };
             let aed = disc.read(self.block_byte(partition, block)?, SECTOR_BYTES as usize)?;
             let bad = |why: String| corrupt(format!("{name}'s extent list: {why}"));
-            if check_tag(&aed, Some(block)).map_err(bad)? != TAG_ALLOC_EXTENT {
+            if check_tag(&aed, Some(block)).map_err(|e| bad(e.to_string()))? != TAG_ALLOC_EXTENT {
                 return Err(bad(
                     "no allocation extent descriptor where one belongs".into()
                 ));
@@ -252,7 +253,7 @@ fn read_vds(disc: &Disc, (len, first): (u32, u32)) -> Result<Udf, MediaError> {
     for n in u64::from(first)..u64::from(first) + sectors {
         let sector = disc.sector(n)?;
         let bad = |why: String| corrupt(format!("UDF volume descriptor at sector {n}: {why}"));
-        match check_tag(&sector, Some(n as u32)).map_err(bad)? {
+        match check_tag(&sector, Some(n as u32)).map_err(|e| bad(e.to_string()))? {
             TAG_PARTITION => partitions.push((
                 le16(&sector, 22),
                 Partition {
@@ -272,7 +273,7 @@ fn read_vds(disc: &Disc, (len, first): (u32, u32)) -> Result<Udf, MediaError> {
             what: format!("UDF logical blocks of {block} bytes (only 2048)"),
         });
     }
-    let label = dstring(&lvd[84..212]).map_err(corrupt)?;
+    let label = dstring(&lvd[84..212]).map_err(|e| corrupt(e.to_string()))?;
     let fsd_at = LongAd::parse(&lvd[248..264]);
     let maps = usize::try_from(le32(&lvd, 268)).unwrap_or(usize::MAX);
     let mut by_ref = Vec::new();
@@ -314,7 +315,7 @@ fn read_vds(disc: &Disc, (len, first): (u32, u32)) -> Result<Udf, MediaError> {
         SECTOR_BYTES as usize,
     )?;
     let bad = |why: String| corrupt(format!("UDF file set descriptor: {why}"));
-    if check_tag(&fsd, Some(fsd_at.block)).map_err(bad)? != TAG_FILE_SET {
+    if check_tag(&fsd, Some(fsd_at.block)).map_err(|e| bad(e.to_string()))? != TAG_FILE_SET {
         return Err(bad("not where the logical volume says".into()));
     }
     let root_icb = LongAd::parse(&fsd[400..416]);
@@ -329,32 +330,50 @@ fn read_vds(disc: &Disc, (len, first): (u32, u32)) -> Result<Udf, MediaError> {
     Ok(udf)
 }
 
+/// What is wrong with one descriptor or name (`MediaError::Corrupt` with
+/// where it was found in front, for the user).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum UdfFault {
+    #[error("a descriptor is cut short")]
+    CutShort,
+    #[error("its tag checksum is wrong")]
+    Checksum,
+    #[error("its CRC covers more bytes than it has")]
+    CrcPastEnd,
+    #[error("its CRC is wrong")]
+    Crc,
+    #[error("it says it is at block {said}, not {at}")]
+    Location { said: u32, at: u32 },
+    #[error("a name's length runs past its field")]
+    NamePastField,
+    #[error("a name in compression {0}, which is not 8 or 16")]
+    Compression(u8),
+}
+
 /// A descriptor tag's identifier, once its checksum, its CRC and (when
 /// given) its recorded location are right.
-pub(crate) fn check_tag(buf: &[u8], location: Option<u32>) -> Result<u16, String> {
-    let tag = buf.get(..16).ok_or("a descriptor is cut short")?;
+pub(crate) fn check_tag(buf: &[u8], location: Option<u32>) -> Result<u16, UdfFault> {
+    let tag = buf.get(..16).ok_or(UdfFault::CutShort)?;
     let sum = tag
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != 4)
         .fold(0u8, |acc, (_, b)| acc.wrapping_add(*b));
     if sum != tag[4] {
-        return Err("its tag checksum is wrong".into());
+        return Err(UdfFault::Checksum);
     }
     let crc_len = usize::from(le16(tag, 10));
-    let body = buf
-        .get(16..16 + crc_len)
-        .ok_or("its CRC covers more bytes than it has")?;
+    let body = buf.get(16..16 + crc_len).ok_or(UdfFault::CrcPastEnd)?;
     if crc_itu(body) != le16(tag, 8) {
-        return Err("its CRC is wrong".into());
+        return Err(UdfFault::Crc);
     }
     if let Some(at) = location
         && le32(tag, 12) != at
     {
-        return Err(format!(
-            "it says it is at block {}, not {at}",
-            le32(tag, 12)
-        ));
+        return Err(UdfFault::Location {
+            said: le32(tag, 12),
+            at,
+        });
     }
     Ok(le16(tag, 0))
 }
@@ -376,7 +395,7 @@ pub(crate) fn crc_itu(data: &[u8]) -> u16 {
 }
 
 /// A dstring: OSTA compressed unicode whose used length is the field's last byte.
-fn dstring(field: &[u8]) -> Result<String, String> {
+fn dstring(field: &[u8]) -> Result<String, UdfFault> {
     let used = usize::from(*field.last().unwrap_or(&0));
     if used == 0 {
         return Ok(String::new());
@@ -384,13 +403,13 @@ fn dstring(field: &[u8]) -> Result<String, String> {
     let bytes = field
         .get(..used)
         .filter(|_| used < field.len())
-        .ok_or("a name's length runs past its field")?;
+        .ok_or(UdfFault::NamePastField)?;
     cs0(bytes)
 }
 
 /// OSTA CS0 compressed unicode: a compression byte (8: one byte a
 /// character; 16: UCS-2 big-endian), then the characters.
-pub(crate) fn cs0(bytes: &[u8]) -> Result<String, String> {
+pub(crate) fn cs0(bytes: &[u8]) -> Result<String, UdfFault> {
     let Some((&id, rest)) = bytes.split_first() else {
         return Ok(String::new());
     };
@@ -402,9 +421,7 @@ pub(crate) fn cs0(bytes: &[u8]) -> Result<String, String> {
         )
         .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
         .collect()),
-        other => Err(format!(
-            "a name in compression {other}, which is not 8 or 16"
-        )),
+        other => Err(UdfFault::Compression(other)),
     }
 }
 

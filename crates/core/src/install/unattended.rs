@@ -115,19 +115,15 @@ pub fn choose<'a>(
 /// What an installer ISO holds, in one sentence for the wizard: the
 /// edition an unattended install would take and the others on the disc,
 /// or why it is not a Windows installer.
-pub fn describe_iso(path: &Path) -> Result<String, String> {
+pub fn describe_iso(path: &Path) -> Result<String, MediaError> {
     if !path.exists() {
-        return Err(format!(
-            "{} is not there: check the path, or choose the ISO with Browse…",
-            path.display()
-        ));
+        return Err(MediaError::Missing {
+            path: path.to_path_buf(),
+        });
     }
-    let media = inspect(path).map_err(|e| e.to_string())?;
-    let chosen = choose(&media.images, None).map_err(|_| {
-        format!(
-            "{}: no Windows 10 or 11 client edition for amd64 or arm64 on it",
-            path.display()
-        )
+    let media = inspect(path)?;
+    let chosen = choose(&media.images, None).map_err(|_| MediaError::NoClientEdition {
+        path: path.to_path_buf(),
     })?;
     let others: Vec<&str> = media
         .images

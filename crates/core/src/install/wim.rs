@@ -43,53 +43,94 @@ pub(crate) struct XmlResource {
     pub size: u64,
 }
 
+/// What is wrong with a WIM file's header or image description
+/// (`MediaError::Corrupt` with the file's name in front, for the user).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum WimError {
+    #[error("it does not start with a WIM header (MSWIM)")]
+    NotWim,
+    #[error("its header is {0} bytes, not 208")]
+    HeaderSize(u32),
+    #[error("its image description (XML) is compressed, which WIM files never do")]
+    XmlCompressed,
+    #[error("it has no image description (XML)")]
+    NoXml,
+    #[error("its image description (XML) is {0} bytes, more than the {MAX_XML_BYTES} allowed")]
+    XmlTooLarge(u64),
+    #[error(
+        "its image description (XML) lies at bytes {offset}..{end} of a {file_bytes}-byte file"
+    )]
+    XmlOutside {
+        offset: u64,
+        end: u64,
+        file_bytes: u64,
+    },
+    #[error("its image description (XML) has an odd length for UTF-16")]
+    OddLength,
+    #[error("its image description (XML) is not UTF-16 text")]
+    NotUtf16,
+    #[error("its image description (XML) is malformed: {0}")]
+    Malformed(String),
+    #[error("its image description nests too deep")]
+    TooDeep,
+    #[error("an IMAGE has no number (INDEX)")]
+    NoIndex,
+    #[error("it lists more than {MAX_IMAGES} images")]
+    TooManyImages,
+    #[error("its image description (XML) lists no images")]
+    NoImages,
+}
+
 /// The header's check and the XML resource's place in the file.
-pub(crate) fn parse_header(header: &[u8], file_bytes: u64) -> Result<XmlResource, String> {
+pub(crate) fn parse_header(header: &[u8], file_bytes: u64) -> Result<XmlResource, WimError> {
     if header.get(..8) != Some(MAGIC.as_slice()) {
-        return Err("it does not start with a WIM header (MSWIM)".into());
+        return Err(WimError::NotWim);
     }
     let header_size = header
         .get(8..12)
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
     if (header_size as usize) < WIM_HEADER_BYTES || header.len() < WIM_HEADER_BYTES {
-        return Err(format!("its header is {header_size} bytes, not 208"));
+        return Err(WimError::HeaderSize(header_size));
     }
     let reshdr = &header[72..96];
     let mut size_bytes = [0u8; 8];
     size_bytes[..7].copy_from_slice(&reshdr[..7]);
     let size = u64::from_le_bytes(size_bytes);
     let flags = reshdr[7];
-    let offset = u64::from_le_bytes(reshdr[8..16].try_into().map_err(|_| "short header")?);
+    let offset = u64::from_le_bytes(
+        reshdr[8..16]
+            .try_into()
+            .map_err(|_| WimError::HeaderSize(header_size))?,
+    );
     if flags & RESHDR_COMPRESSED != 0 {
-        return Err("its image description (XML) is compressed, which WIM files never do".into());
+        return Err(WimError::XmlCompressed);
     }
     if size == 0 {
-        return Err("it has no image description (XML)".into());
+        return Err(WimError::NoXml);
     }
     if size > MAX_XML_BYTES {
-        return Err(format!(
-            "its image description (XML) is {size} bytes, more than the {MAX_XML_BYTES} allowed"
-        ));
+        return Err(WimError::XmlTooLarge(size));
     }
     if offset.checked_add(size).is_none_or(|end| end > file_bytes) {
-        return Err(format!(
-            "its image description (XML) lies at bytes {offset}..{} of a {file_bytes}-byte file",
-            offset.saturating_add(size)
-        ));
+        return Err(WimError::XmlOutside {
+            offset,
+            end: offset.saturating_add(size),
+            file_bytes,
+        });
     }
     Ok(XmlResource { offset, size })
 }
 
 /// The images that `wim_path` inside `image` describes.
 pub fn read_images(image: &IsoImage, wim_path: &str) -> Result<Vec<WimImage>, MediaError> {
-    let bad = |why: String| MediaError::Corrupt {
+    let bad = |why: WimError| MediaError::Corrupt {
         what: format!("{wim_path}: {why}"),
     };
     let file_bytes = image.file_size(wim_path)?;
     if file_bytes < WIM_HEADER_BYTES as u64 {
-        return Err(bad(format!(
-            "{file_bytes} bytes is too short for a WIM file"
-        )));
+        return Err(MediaError::Corrupt {
+            what: format!("{wim_path}: {file_bytes} bytes is too short for a WIM file"),
+        });
     }
     let header = image.read_at(wim_path, 0, WIM_HEADER_BYTES)?;
     let xml = parse_header(&header, file_bytes).map_err(bad)?;
@@ -98,7 +139,7 @@ pub fn read_images(image: &IsoImage, wim_path: &str) -> Result<Vec<WimImage>, Me
 }
 
 /// The images of a WIM's XML description (UTF-16LE, normally with a BOM).
-pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
+pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, WimError> {
     let text = utf16le(bytes)?;
     let mut reader = quick_xml::Reader::from_str(&text);
     let mut path: Vec<String> = Vec::new();
@@ -109,7 +150,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
     loop {
         let event = reader
             .read_event()
-            .map_err(|e| format!("its image description (XML) is malformed: {e}"))?;
+            .map_err(|e| WimError::Malformed(e.to_string()))?;
         let end = usize::try_from(reader.buffer_position()).unwrap_or(usize::MAX);
         let raw = text.get(pos..end).unwrap_or_default();
         pos = end;
@@ -118,7 +159,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
             Event::Start(start) => {
                 let tag = String::from_utf8_lossy(start.name().as_ref()).to_ascii_uppercase();
                 if path.len() >= MAX_XML_DEPTH {
-                    return Err("its image description nests too deep".into());
+                    return Err(WimError::TooDeep);
                 }
                 if path.len() == 1 && path[0] == "WIM" && tag == "IMAGE" {
                     let index = start
@@ -126,7 +167,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
                         .flatten()
                         .find(|a| a.key.as_ref().eq_ignore_ascii_case(b"INDEX"))
                         .and_then(|a| String::from_utf8_lossy(&a.value).trim().parse().ok())
-                        .ok_or("an IMAGE has no number (INDEX)")?;
+                        .ok_or(WimError::NoIndex)?;
                     current = Some(WimImage {
                         index,
                         ..WimImage::default()
@@ -136,7 +177,8 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
                 chars.clear();
             }
             Event::Text(_) | Event::GeneralRef(_) => {
-                let piece = quick_xml::escape::unescape(raw).map_err(|e| e.to_string())?;
+                let piece = quick_xml::escape::unescape(raw)
+                    .map_err(|e| WimError::Malformed(e.to_string()))?;
                 if chars.len() + piece.len() <= 4096 {
                     chars.push_str(&piece);
                 }
@@ -148,7 +190,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
                 if path.len() == 2 && path[1] == "IMAGE" {
                     images.extend(current.take());
                     if images.len() > MAX_IMAGES {
-                        return Err(format!("it lists more than {MAX_IMAGES} images"));
+                        return Err(WimError::TooManyImages);
                     }
                 }
                 path.pop();
@@ -158,7 +200,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, String> {
         }
     }
     if images.is_empty() {
-        return Err("its image description (XML) lists no images".into());
+        return Err(WimError::NoImages);
     }
     images.sort_by_key(|i| i.index);
     Ok(images)
@@ -194,15 +236,15 @@ fn arch_name(number: &str) -> String {
 
 /// UTF-16LE text (a leading BOM dropped); an odd length or a broken
 /// surrogate is an error.
-fn utf16le(bytes: &[u8]) -> Result<String, String> {
+fn utf16le(bytes: &[u8]) -> Result<String, WimError> {
     if !bytes.len().is_multiple_of(2) {
-        return Err("its image description (XML) has an odd length for UTF-16".into());
+        return Err(WimError::OddLength);
     }
     let units = bytes
         .chunks_exact(2)
         .map(|c| u16::from_le_bytes([c[0], c[1]]));
     let text: String = char::decode_utf16(units)
         .collect::<Result<_, _>>()
-        .map_err(|_| "its image description (XML) is not UTF-16 text".to_string())?;
+        .map_err(|_| WimError::NotUtf16)?;
     Ok(text.strip_prefix('\u{feff}').unwrap_or(&text).to_string())
 }

@@ -7,8 +7,8 @@
 
 pub use super::kind::{ChangeId, Kind};
 use crate::finding::Evidence;
-use serde::{Deserialize, Serialize};
 use crate::host::pci_addr::PciAddr;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The user's choices; everything else comes from the host. A closed type:

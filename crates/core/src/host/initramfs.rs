@@ -40,6 +40,51 @@ fn unpacked_cap(compressed: u64) -> u64 {
 /// Said when an image is bigger than what is read.
 const TOO_LARGE: &str = "too large to inspect";
 
+/// Why an image's contents are not known (kept in the cache as they are,
+/// and in the snapshot as words: `InitramfsState::Unreadable`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitramfsError {
+    #[error("{0}")]
+    Open(crate::sysroot::ReadError),
+    #[error("{image}: {message}")]
+    Io { image: String, message: String },
+    #[error("{image} is empty (a captured host keeps no image contents)")]
+    Empty { image: String },
+    #[error("{image}: {TOO_LARGE} ({mib} MiB; images up to {} MiB are read)", MAX_IMAGE_BYTES >> 20)]
+    TooLarge { image: String, mib: u64 },
+    #[error("{image}: unknown data after the early archive at byte {at}")]
+    UnknownData { image: String, at: u64 },
+    #[error("{image}: {message}")]
+    Archive { image: String, message: String },
+    #[error("{image} ({compression}): {why}")]
+    Compressed {
+        image: String,
+        compression: String,
+        why: Unpacking,
+    },
+    #[error("{image}: no files in it")]
+    NoFiles { image: String },
+}
+
+/// Why the compressed part did not unpack.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unpacking {
+    #[error("{prog} is needed to read this image: {message}")]
+    NoProgram { prog: String, message: String },
+    #[error("{prog}: no pipes")]
+    NoPipes { prog: String },
+    #[error("{prog} took over {} s and was stopped", DECOMPRESS_TIMEOUT.as_secs())]
+    TimedOut { prog: String },
+    #[error("{prog} gave no archive ({status})")]
+    NoArchive { prog: String, status: String },
+    #[error("no archive in it")]
+    NoGzipArchive,
+    /// The decompressor's output, or gzip's, was no archive we read (or
+    /// unpacked past the cap).
+    #[error("{0}")]
+    Stream(String),
+}
+
 /// A reader that fails once more than `limit` bytes came through it.
 struct Capped<R> {
     inner: R,
@@ -172,7 +217,7 @@ pub fn read_state(
         }),
         Err(reason) => InitramfsState::Unreadable {
             image: image.to_string(),
-            reason,
+            reason: reason.to_string(),
         },
     }
 }
@@ -215,8 +260,10 @@ fn decompressed_entries(
     cmd: &[&str],
     input: impl Read + Send,
     cap: u64,
-) -> Result<Vec<CpioEntry>, String> {
-    let (prog, args) = cmd.split_first().ok_or("no command")?;
+) -> Result<Vec<CpioEntry>, Unpacking> {
+    let Some((prog, args)) = cmd.split_first() else {
+        return Err(Unpacking::Stream("no decompressor named".into()));
+    };
     // From the system's folders with a clean environment: the scan runs as
     // whoever asked, and as root in the helper; a `zstd` first on their
     // PATH is never the one run.
@@ -226,13 +273,18 @@ fn decompressed_entries(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("{prog} is needed to read this image: {e}"))?;
+        .map_err(|e| Unpacking::NoProgram {
+            prog: prog.to_string(),
+            message: e.to_string(),
+        })?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let (Some(mut stdin), Some(stdout)) = (stdin, stdout) else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!("{prog}: no pipes"));
+        return Err(Unpacking::NoPipes {
+            prog: prog.to_string(),
+        });
     };
     let pid = child.id();
     let done = AtomicBool::new(false);
@@ -277,22 +329,26 @@ fn decompressed_entries(
     if entries.is_err() {
         let _ = child.kill();
     }
-    let status = child.wait().map_err(|e| format!("{prog}: {e}"))?;
+    let status = child
+        .wait()
+        .map_err(|e| Unpacking::Stream(format!("{prog}: {e}")))?;
     if timed_out.load(Ordering::Acquire) {
-        return Err(format!(
-            "{prog} took over {} s and was stopped",
-            DECOMPRESS_TIMEOUT.as_secs()
-        ));
+        return Err(Unpacking::TimedOut {
+            prog: prog.to_string(),
+        });
     }
     match entries {
         Ok(e) if !e.is_empty() => Ok(e),
-        Ok(_) => Err(format!("{prog} gave no archive ({status})")),
-        Err(e) => Err(format!("{prog}: {e}")),
+        Ok(_) => Err(Unpacking::NoArchive {
+            prog: prog.to_string(),
+            status: status.to_string(),
+        }),
+        Err(e) => Err(Unpacking::Stream(format!("{prog}: {e}"))),
     }
 }
 
 /// The entries of a gzip-compressed archive, unpacked here, at most `cap` bytes.
-fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, String> {
+fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, Unpacking> {
     let members = GzMembers {
         current: Some(flate2::bufread::GzDecoder::new(input)),
         between: None,
@@ -304,8 +360,8 @@ fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, St
     };
     match read_newc_stream(BufReader::with_capacity(1 << 16, capped), wanted) {
         Ok(e) if !e.is_empty() => Ok(e),
-        Ok(_) => Err("no archive in it".into()),
-        Err(e) => Err(e.to_string()),
+        Ok(_) => Err(Unpacking::NoGzipArchive),
+        Err(e) => Err(Unpacking::Stream(e.to_string())),
     }
 }
 
@@ -313,7 +369,7 @@ fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, St
 /// scans again on every Rescan, and decompressing 100 MB each time is waste.
 /// Failures are kept too: a bad image costs one read, not one per scan.
 type Cache =
-    Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), Result<InitramfsInfo, String>>>;
+    Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), Result<InitramfsInfo, InitramfsError>>>;
 /// Images remembered at most (a long session with many rebuilt images).
 const CACHE_ENTRIES: usize = 16;
 static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -328,7 +384,7 @@ pub fn read_initramfs(
     root: &HostRoot,
     image: &HostPath,
     release: &str,
-) -> Result<InitramfsInfo, String> {
+) -> Result<InitramfsInfo, InitramfsError> {
     let file = root.resolve(image);
     let key = root
         .metadata(image)
@@ -375,36 +431,41 @@ pub fn vfio_pci_builtin(root: &HostRoot, release: &str) -> bool {
 }
 
 /// The image's archives: file count, vfio modules, modprobe.d lines.
-fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, String> {
-    let mut file = root.open_file(image).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| format!("{image}: {e}"))?.len();
+fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, InitramfsError> {
+    let shown = image.to_string();
+    let io = |e: std::io::Error| InitramfsError::Io {
+        image: shown.clone(),
+        message: e.to_string(),
+    };
+    let mut file = root.open_file(image).map_err(InitramfsError::Open)?;
+    let len = file.metadata().map_err(io)?.len();
     if len == 0 {
         // A snapshot keeps binary files as empty placeholders.
-        return Err(format!(
-            "{image} is empty (a captured host keeps no image contents)"
-        ));
+        return Err(InitramfsError::Empty { image: shown });
     }
     if len > MAX_IMAGE_BYTES {
-        return Err(format!(
-            "{image}: {TOO_LARGE} ({} MiB; images up to {} MiB are read)",
-            len >> 20,
-            MAX_IMAGE_BYTES >> 20
-        ));
+        return Err(InitramfsError::TooLarge {
+            image: shown,
+            mib: len >> 20,
+        });
     }
     let mut info = InitramfsInfo {
         image: image.to_string(),
         ..InitramfsInfo::default()
     };
-    let (mut entries, rest) =
-        read_newc_prefix(BufReader::new(&mut file), wanted).map_err(|e| format!("{image}: {e}"))?;
+    let (mut entries, rest) = read_newc_prefix(BufReader::new(&mut file), wanted)
+        .map_err(|e| InitramfsError::Archive {
+            image: shown.clone(),
+            message: e.to_string(),
+        })?;
     if rest < len {
-        file.seek(SeekFrom::Start(rest))
-            .map_err(|e| format!("{image}: {e}"))?;
+        file.seek(SeekFrom::Start(rest)).map_err(io)?;
         let compressed = len - rest;
         let mut tail = BufReader::with_capacity(1 << 16, file.take(compressed));
-        let head = tail.fill_buf().map_err(|e| format!("{image}: {e}"))?;
-        let (name, cmd) = compression_of(head).ok_or_else(|| {
-            format!("{image}: unknown data after the early archive at byte {rest}")
+        let head = tail.fill_buf().map_err(io)?;
+        let (name, cmd) = compression_of(head).ok_or_else(|| InitramfsError::UnknownData {
+            image: shown.clone(),
+            at: rest,
         })?;
         info.compression = Some(name.to_string());
         let cap = unpacked_cap(compressed);
@@ -413,11 +474,15 @@ fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, Stri
         } else {
             decompressed_entries(cmd, tail, cap)
         }
-        .map_err(|e| format!("{image} ({name}): {e}"))?;
+        .map_err(|why| InitramfsError::Compressed {
+            image: shown.clone(),
+            compression: name.to_string(),
+            why,
+        })?;
         entries.extend(more);
     }
     if entries.is_empty() {
-        return Err(format!("{image}: no files in it"));
+        return Err(InitramfsError::NoFiles { image: shown });
     }
     info.files = entries.len();
     for e in &entries {

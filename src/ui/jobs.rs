@@ -187,7 +187,7 @@ pub fn latency(cpus: &[u32], seconds: u64, compare_idle: bool) -> LatencyPair {
         None => (None, None),
     };
     match probe_compared(cpus, interval, duration, 80, hold) {
-        Ok((c, h)) => (Ok(c), h.or(refused)),
+        Ok((c, h)) => (Ok(c), h.map(|r| r.map_err(|e| e.to_string())).or(refused)),
         Err(e) => (Err(e.to_string()), refused),
     }
 }

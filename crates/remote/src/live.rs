@@ -18,6 +18,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vfio_assistant_core::host::input::Reaction;
+use vfio_assistant_core::monitor::idle_hold::NotCompared;
 use vfio_assistant_core::monitor::latency::LatencyStats;
 use vfio_assistant_core::monitor::rates::kvm_meaning;
 use vfio_assistant_core::monitor::sampler::Update;
@@ -83,7 +84,7 @@ impl SshTarget {
                 if let Err(why) = why
                     && !stop.load(Ordering::Relaxed)
                 {
-                    let _ = tx.send(Update::ended(why));
+                    let _ = tx.send(Update::ended(why.to_string()));
                     wake();
                 }
             })?;
@@ -97,16 +98,15 @@ impl SshTarget {
         args: &[String],
         stop: &Arc<AtomicBool>,
         mut each: impl FnMut(Update) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), MonitorEnded> {
         let sudo = self.root_if_free().unwrap_or("");
         let line = self.ours_there(args, sudo);
         let mut child = self
-            .command(&line)
-            .map_err(|e| e.to_string())?
+            .command(&line)?
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| RemoteError::NoSsh(e.to_string()).to_string())?;
+            .map_err(|e| RemoteError::NoSsh(e.to_string()))?;
         let stderr = child.stderr.take();
         let errors = std::thread::spawn(move || stderr.map(super::drain_tail).unwrap_or_default());
         let out = child.stdout.take();
@@ -163,7 +163,7 @@ impl SshTarget {
         let _ = watcher.join();
         let taken = child.lock().ok().and_then(|mut c| c.take());
         let Some(mut child) = taken else {
-            return Err("the monitor's session was lost".into());
+            return Err(MonitorEnded::Lost);
         };
         // The stream ended by itself: ssh exits with the command's code just
         // after it closes the output (127: the program is not there), and a
@@ -175,17 +175,22 @@ impl SshTarget {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
-        let status = child.wait().map_err(|e| e.to_string())?;
+        let status = child
+            .wait()
+            .map_err(|e| MonitorEnded::LostWith(e.to_string()))?;
         let stderr = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        if let Some(b) = bad {
-            return Err(format!("the monitor on {} sent {b}", self.shown()));
+        if let Some(what) = bad {
+            return Err(MonitorEnded::BadSample {
+                host: self.shown(),
+                what,
+            });
         }
         Err(match status.code() {
-            Some(0) => format!("the monitor on {} ended", self.shown()),
-            code => self.classify("the monitor", code, &stderr).to_string(),
+            Some(0) => MonitorEnded::Ended { host: self.shown() },
+            code => self.classify("the monitor", code, &stderr).into(),
         })
     }
 
@@ -259,19 +264,36 @@ impl SshTarget {
         }
         let stats: Vec<LatencyStats> = serde_json::from_str(&text).map_err(unread)?;
         let refused = compare_idle.then(|| {
-            Err(format!(
-                "keeping {}'s CPUs to shallow idle states needs root there, and this login has none without a password (log in as root, or let sudo run {} without one)",
-                self.shown(),
-                quote(&self.program())
-            ))
+            Err(NotCompared::NoRootThere {
+                host: self.shown(),
+                program: quote(&self.program()),
+            })
         });
         Ok((stats, refused))
     }
 }
 
+/// Why the live monitor there stopped sending, when nobody asked it to.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorEnded {
+    #[error("{0}")]
+    Remote(#[from] RemoteError),
+    #[error("the monitor's session was lost")]
+    Lost,
+    #[error("the monitor's session was lost: {0}")]
+    LostWith(String),
+    #[error("the monitor on {host} sent {what}")]
+    BadSample { host: String, what: String },
+    #[error("the monitor on {host} ended")]
+    Ended { host: String },
+}
+
 /// The probe as configured, and the comparison with shallow idle states
 /// when asked (or why it was not measured).
-pub type LatencyPair = (Vec<LatencyStats>, Option<Result<Vec<LatencyStats>, String>>);
+pub type LatencyPair = (
+    Vec<LatencyStats>,
+    Option<Result<Vec<LatencyStats>, NotCompared>>,
+);
 
 #[cfg(test)]
 mod tests {

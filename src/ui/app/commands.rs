@@ -262,7 +262,7 @@ impl App {
                         move || match remote {
                             // The probe runs there, on that machine's CPUs.
                             Some(t) => match t.latency(&cpus, seconds, compare_idle) {
-                                Ok((c, h)) => (Ok(c), h),
+                                Ok((c, h)) => (Ok(c), h.map(|r| r.map_err(|e| e.to_string()))),
                                 Err(e) => (Err(e.to_string()), None),
                             },
                             None => jobs::latency(&cpus, seconds, compare_idle),

@@ -26,7 +26,7 @@ fn state_finding(v: &VmLive) -> Finding {
         None => "-".into(),
     };
     let base = match &v.state {
-        Err(e) => f(Status::Unknown, format!("Could not ask libvirt about '{}'", v.name)).evidence(&v.uri, e.clone()),
+        Err(e) => f(Status::Unknown, format!("Could not ask libvirt about '{}'", v.name)).evidence(&v.uri, e.to_string()),
         Ok(DomainState::Paused) => f(Status::Warn, format!("'{}' is paused (QEMU: {qmp})", v.name))
             .fix("If it just started: QEMU pins all guest memory for VFIO before the guest runs; with transparent hugepages 'always' and fragmented memory that takes minutes. Reserve hugepages for the VM, or set THP to madvise. If it stays paused with QEMU 'paused', an I/O error or a full disk paused it: `virsh domstate --reason NAME` says which."),
         Ok(DomainState::Crashed) => f(Status::Fail, format!("'{}' crashed", v.name))

@@ -368,8 +368,9 @@ fn gunzipped_entries(input: impl BufRead, cap: u64) -> Result<Vec<CpioEntry>, Un
 /// What was read from an image, by (file, size, modification time): the app
 /// scans again on every Rescan, and decompressing 100 MB each time is waste.
 /// Failures are kept too: a bad image costs one read, not one per scan.
-type Cache =
-    Mutex<HashMap<(std::path::PathBuf, u64, Option<SystemTime>), Result<InitramfsInfo, InitramfsError>>>;
+type Cache = Mutex<
+    HashMap<(std::path::PathBuf, u64, Option<SystemTime>), Result<InitramfsInfo, InitramfsError>>,
+>;
 /// Images remembered at most (a long session with many rebuilt images).
 const CACHE_ENTRIES: usize = 16;
 static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -453,11 +454,12 @@ fn read_archive(root: &HostRoot, image: &HostPath) -> Result<InitramfsInfo, Init
         image: image.to_string(),
         ..InitramfsInfo::default()
     };
-    let (mut entries, rest) = read_newc_prefix(BufReader::new(&mut file), wanted)
-        .map_err(|e| InitramfsError::Archive {
+    let (mut entries, rest) = read_newc_prefix(BufReader::new(&mut file), wanted).map_err(|e| {
+        InitramfsError::Archive {
             image: shown.clone(),
             message: e.to_string(),
-        })?;
+        }
+    })?;
     if rest < len {
         file.seek(SeekFrom::Start(rest)).map_err(io)?;
         let compressed = len - rest;

@@ -68,9 +68,26 @@ impl IdleHold {
     }
 }
 
+/// Why the run with shallow idle states only was not measured.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotCompared {
+    #[error("{0}")]
+    Hold(IdleHoldError),
+    #[error("{0}")]
+    Probe(ProbeError),
+    /// On another machine, where this login has no root without a password.
+    #[error(
+        "keeping {host}'s CPUs to shallow idle states needs root there, and this login has none without a password (log in as root, or let sudo run {program} without one)"
+    )]
+    NoRootThere { host: String, program: String },
+}
+
 /// The probe as configured, and (when asked) with shallow idle states only,
 /// or why that second run could not be made.
-pub type Compared = (Vec<LatencyStats>, Option<Result<Vec<LatencyStats>, String>>);
+pub type Compared = (
+    Vec<LatencyStats>,
+    Option<Result<Vec<LatencyStats>, NotCompared>>,
+);
 
 /// The probe as the host is configured, then (with `hold`) again while every
 /// CPU is kept in shallow idle states; the request ends with the second run.
@@ -83,8 +100,8 @@ pub fn probe_compared(
 ) -> Result<Compared, ProbeError> {
     let configured = probe(cpus, interval, duration, priority)?;
     let held = hold.map(|mut h| {
-        h.hold_shallow().map_err(|e| e.to_string())?;
-        let r = probe(cpus, interval, duration, priority).map_err(|e| e.to_string());
+        h.hold_shallow().map_err(NotCompared::Hold)?;
+        let r = probe(cpus, interval, duration, priority).map_err(NotCompared::Probe);
         drop(h);
         r
     });

@@ -5,22 +5,32 @@
 //! here with the samplers; `checks::vm` judges what it gathered, purely.
 
 use crate::domain::xml::Document;
-use crate::hypervisor::{DomainState, Hypervisor};
+use crate::hypervisor::{DomainState, Hypervisor, VirtError};
 use crate::monitor::rates::{Rates, rates};
 use crate::monitor::sample::{read_host_after, read_threads};
 use crate::monitor::vm::{find_vm, kvm_counters};
-use crate::parse::qmp::parse_status;
+use crate::parse::qmp::{QmpError, parse_status};
 use crate::sysroot::{HostPath, HostRoot};
 use std::time::Duration;
+
+/// Why QEMU's run state is not known: libvirt did not pass the question
+/// on, or QEMU's answer was not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QmpAsked {
+    #[error("{0}")]
+    Libvirt(VirtError),
+    #[error("{0}")]
+    Reply(QmpError),
+}
 
 /// What we could learn about the domain.
 #[derive(Debug, Clone)]
 pub struct VmLive {
     pub name: String,
     pub uri: String,
-    pub state: Result<DomainState, String>,
+    pub state: Result<DomainState, VirtError>,
     /// QEMU's own run state, when it runs.
-    pub qmp_status: Option<Result<String, String>>,
+    pub qmp_status: Option<Result<String, QmpAsked>>,
     pub xml: Option<Document>,
     /// What the running QEMU was started with (None when it is off).
     pub live_xml: Option<Document>,
@@ -37,7 +47,7 @@ pub struct VmLive {
 
 /// Ask libvirt and the host about `name`; sample live data for `window`.
 pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Duration) -> VmLive {
-    let state = hv.state(name).map_err(|e| e.to_string());
+    let state = hv.state(name);
     let xml = hv
         .domain_xml(name)
         .ok()
@@ -50,8 +60,8 @@ pub fn probe_vm(hv: &dyn Hypervisor, root: &HostRoot, name: &str, window: Durati
     let hyperv_offered = crate::hypervisor::caps::caps_of(hv).and_then(|c| c.hyperv);
     let qmp_status = active.then(|| {
         hv.qmp(name, r#"{"execute":"query-status"}"#)
-            .map_err(|e| e.to_string())
-            .and_then(|r| parse_status(&r).map_err(|e| e.to_string()))
+            .map_err(QmpAsked::Libvirt)
+            .and_then(|r| parse_status(&r).map_err(QmpAsked::Reply))
     });
     let (rates, rates_problem) = if active {
         match find_vm(hv, root, name) {

@@ -139,7 +139,7 @@ pub fn kvm_counters(
     root: &HostRoot,
     vm: &VmThreads,
     prefer: Option<KvmSource>,
-) -> Result<(KvmSource, KvmCounters), String> {
+) -> Result<(KvmSource, KvmCounters), NoKvmCounters> {
     let mut why = Vec::new();
     let order = prefer
         .into_iter()
@@ -155,12 +155,32 @@ pub fn kvm_counters(
         };
         match got {
             Ok(c) if !c.is_empty() => return Ok((source, c)),
-            Ok(_) => why.push(format!("{}: no KVM counters", source.label())),
-            Err(e) => why.push(format!("{}: {e}", source.label())),
+            Ok(_) => why.push((source, None)),
+            Err(e) => why.push((source, Some(e))),
         }
     }
-    Err(why.join("; "))
+    Err(NoKvmCounters(why))
 }
+
+/// Why no source gave KVM counters: each source tried, with its error (none:
+/// it answered with no counters).
+#[derive(Debug)]
+pub struct NoKvmCounters(pub Vec<(KvmSource, Option<VmError>)>);
+
+impl std::fmt::Display for NoKvmCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (source, e)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            match e {
+                Some(e) => write!(f, "{sep}{}: {e}", source.label())?,
+                None => write!(f, "{sep}{}: no KVM counters", source.label())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoKvmCounters {}
 
 fn qmp_counters(hv: &dyn Hypervisor, vm: &VmThreads) -> Result<KvmCounters, VmError> {
     let reply = hv

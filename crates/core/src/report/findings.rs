@@ -234,7 +234,11 @@ mod tests {
         assert!(last_start_findings(&root, &running).is_empty());
         // Not a domain libvirt knows: vm.state says so; no log is looked for.
         let mut unknown = shut_off("other");
-        unknown.state = Err("Domain not found".into());
+        unknown.state = Err(crate::hypervisor::VirtError::new(
+            "asking about the domain",
+            crate::hypervisor::VirtErrorKind::NoDomain,
+            "Domain not found",
+        ));
         assert!(last_start_findings(&root, &unknown).is_empty());
     }
 }

@@ -14,6 +14,24 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+/// Why a link is refused (the archive's entry name goes in front).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum LinkRefused {
+    #[error("a link to {}, which leaves the folder", .target.display())]
+    LeavesFolder { target: PathBuf },
+    #[error(
+        "a link to {}, which goes through {}, itself a link (it could lead out of the folder)",
+        .target.display(),
+        .through.display()
+    )]
+    ThroughLink { target: PathBuf, through: PathBuf },
+    #[error(
+        "a link where an earlier link's target passes through (it could lead that one out of the folder; its target here: {})",
+        .target.display()
+    )]
+    OnEarlierTarget { target: PathBuf },
+}
+
 /// The links unpacked so far and the folders their targets pass through
 /// (relative to the unpacked folder).
 #[derive(Debug, Default)]
@@ -25,7 +43,7 @@ pub(super) struct Links {
 impl Links {
     /// May a link be made at `rel` pointing at `target` (a target already
     /// kept inside, see `inside_target`)? If so it is counted; if not, why.
-    pub(super) fn admit(&mut self, rel: &Path, target: &Path) -> Result<(), String> {
+    pub(super) fn admit(&mut self, rel: &Path, target: &Path) -> Result<(), LinkRefused> {
         let mut at: Vec<OsString> = if target.is_absolute() {
             Vec::new()
         } else {
@@ -43,8 +61,8 @@ impl Links {
         for (i, step) in steps.iter().enumerate() {
             match step {
                 Component::ParentDir => {
-                    at.pop().ok_or_else(|| {
-                        format!("a link to {}, which leaves the folder", target.display())
+                    at.pop().ok_or_else(|| LinkRefused::LeavesFolder {
+                        target: target.to_path_buf(),
                     })?;
                 }
                 Component::Normal(name) => {
@@ -54,11 +72,10 @@ impl Links {
                     }
                     let through: PathBuf = at.iter().collect();
                     if self.links.contains(&through) || through == rel {
-                        return Err(format!(
-                            "a link to {}, which goes through {}, itself a link (it could lead out of the folder)",
-                            target.display(),
-                            through.display()
-                        ));
+                        return Err(LinkRefused::ThroughLink {
+                            target: target.to_path_buf(),
+                            through,
+                        });
                     }
                     passed.push(through);
                 }
@@ -66,10 +83,9 @@ impl Links {
             }
         }
         if self.passed.contains(rel) {
-            return Err(format!(
-                "a link where an earlier link's target passes through (it could lead that one out of the folder; its target here: {})",
-                target.display()
-            ));
+            return Err(LinkRefused::OnEarlierTarget {
+                target: target.to_path_buf(),
+            });
         }
         self.links.insert(rel.to_path_buf());
         self.passed.extend(passed);
@@ -82,7 +98,9 @@ mod tests {
     use super::*;
 
     fn admit(links: &mut Links, rel: &str, target: &str) -> Result<(), String> {
-        links.admit(Path::new(rel), Path::new(target))
+        links
+            .admit(Path::new(rel), Path::new(target))
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::txn::steps::{command_step, read_value, unbind_applies, value_text};
 use super::verify::{verify, verify_name, verify_written};
 
 pub use super::preflight::preflight;
-pub use super::txn::{ApplyError, Env, Outcome, Progress, TEST_PAUSE, keep_on_hangup};
+pub use super::txn::{ApplyError, Env, Outcome, Progress, StepError, TEST_PAUSE, keep_on_hangup};
 pub use super::undo::{drift, undo};
 
 /// Is this verification about a generated boot file (checked right after
@@ -46,7 +46,7 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn inject(&mut self, what: &str) -> Result<(), String> {
+    fn inject(&mut self, what: &str) -> Result<(), StepError> {
         let n = self.step;
         self.step += 1;
         if self.env.pause_at == Some(n) {
@@ -54,23 +54,26 @@ impl Run<'_> {
         }
         if self.env.crash_at == Some(n) {
             self.crashed = true;
-            return Err(format!("power cut at step {n} ({what})"));
+            return Err(StepError::PowerCut {
+                n,
+                what: what.to_string(),
+            });
         }
         if self.env.fail_at == Some(n) {
-            return Err(
-                WriteError::Injected(format!("injected failure at step {n} ({what})")).to_string(),
-            );
+            return Err(StepError::Injected(WriteError::Injected(format!(
+                "injected failure at step {n} ({what})"
+            ))));
         }
         Ok(())
     }
 
-    fn started(&mut self, progress: &mut dyn FnMut(Progress), step: &str) -> Result<(), String> {
+    fn started(&mut self, progress: &mut dyn FnMut(Progress), step: &str) -> Result<(), StepError> {
         progress(Progress::Started { step: step.into() });
         self.inject(step)
     }
 
     /// One change, start to end (see the module comment for the order).
-    fn change(&mut self, c: &Change, progress: &mut dyn FnMut(Progress)) -> Result<(), String> {
+    fn change(&mut self, c: &Change, progress: &mut dyn FnMut(Progress)) -> Result<(), StepError> {
         let env = self.env;
         for f in &c.files {
             let step = format!("{}: write {}", c.id, f.path);
@@ -81,17 +84,21 @@ impl Run<'_> {
                 f.after.as_deref().map(str::as_bytes),
                 None,
             )
-            .map_err(|e| format!("{step}: {e}"))?;
+            .map_err(|e| wrote(&step, e))?;
             if super::artifacts::read_by_boot_loader(&f.path) {
-                super::artifacts::make_durable(&env.root, &f.path)
-                    .map_err(|e| format!("{step}: {e}"))?;
+                super::artifacts::make_durable(&env.root, &f.path).map_err(|e| wrote(&step, e))?;
             }
             progress(Progress::Done { step });
         }
         for cmd in &c.prepare {
             let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
-            command_step(env, cmd, &mut self.entry.commands).map_err(|e| format!("{step}: {e}"))?;
+            command_step(env, cmd, &mut self.entry.commands).map_err(|source| {
+                StepError::Command {
+                    step: step.clone(),
+                    source,
+                }
+            })?;
             progress(Progress::Done { step });
         }
         for v in &c.values {
@@ -107,14 +114,19 @@ impl Run<'_> {
                     step,
                     why: e.to_string(),
                 }),
-                Err(e) => return Err(format!("{step}: {e}")),
+                Err(e) => return Err(wrote(&step, e)),
             }
         }
         let mut ran = false;
         for cmd in &c.commands {
             let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
-            command_step(env, cmd, &mut self.entry.commands).map_err(|e| format!("{step}: {e}"))?;
+            command_step(env, cmd, &mut self.entry.commands).map_err(|source| {
+                StepError::Command {
+                    step: step.clone(),
+                    source,
+                }
+            })?;
             ran |= env.run_commands && cmd.run;
             progress(Progress::Done { step });
         }
@@ -126,7 +138,11 @@ impl Run<'_> {
 
     /// The generated boot files: checked where the command wrote them,
     /// switched into place, made durable, their hash journaled.
-    fn artifacts(&mut self, c: &Change, progress: &mut dyn FnMut(Progress)) -> Result<(), String> {
+    fn artifacts(
+        &mut self,
+        c: &Change,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(), StepError> {
         let env = self.env;
         for v in c.verify.iter().filter(|v| about_artifacts(v)) {
             let staged = staged_verify(c, v);
@@ -137,28 +153,42 @@ impl Run<'_> {
                 detail: detail.clone(),
             });
             if !ok && fatal {
-                return Err(format!("{}: verification failed: {detail}", c.id));
+                return Err(StepError::Verify {
+                    change: c.id.to_string(),
+                    detail,
+                });
             }
         }
         for a in &c.artifacts {
             let step = format!("{}: {} in place, durable", c.id, a.path);
             self.started(progress, &step)?;
             if let Some(s) = &a.staging {
-                let from = artifacts::locate(&env.root, s).map_err(|e| format!("{step}: {e}"))?;
+                let from = artifacts::locate(&env.root, s).map_err(|e| wrote(&step, e))?;
                 if !from.exists() {
-                    return Err(format!("{step}: the command did not write {s}"));
+                    return Err(StepError::NotWritten {
+                        step,
+                        staging: s.clone(),
+                    });
                 }
                 artifacts::put(&env.root, &a.path, Some(&from), None, true)
-                    .map_err(|e| format!("{step}: {e}"))?;
+                    .map_err(|e| wrote(&step, e))?;
             }
-            artifacts::make_durable(&env.root, &a.path).map_err(|e| format!("{step}: {e}"))?;
-            let sha = artifacts::sha256(&env.root, &a.path).map_err(|e| format!("{step}: {e}"))?;
+            artifacts::make_durable(&env.root, &a.path).map_err(|e| wrote(&step, e))?;
+            let sha = artifacts::sha256(&env.root, &a.path).map_err(|e| wrote(&step, e))?;
             if let Some(r) = self.entry.artifacts.iter_mut().find(|r| r.path == a.path) {
                 r.written_sha256 = sha;
             }
             progress(Progress::Done { step });
         }
-        env.journal.write(&self.entry).map_err(|e| e.to_string())
+        Ok(env.journal.write(&self.entry)?)
+    }
+}
+
+/// A write of the step `step` that failed.
+fn wrote(step: &str, source: WriteError) -> StepError {
+    StepError::Write {
+        step: step.to_string(),
+        source,
     }
 }
 
@@ -276,11 +306,11 @@ pub fn apply(
         crashed: false,
     };
     let mut notes = Vec::new();
-    let result = (|| -> Result<(), String> {
+    let result = (|| -> Result<(), StepError> {
         for c in &changes {
             run.change(c, progress)?;
             run.entry.completed.push(c.id.clone());
-            env.journal.write(&run.entry).map_err(|e| e.to_string())?;
+            env.journal.write(&run.entry)?;
         }
         for c in &changes {
             // A change that runs no command writes its boot entry itself:
@@ -300,7 +330,10 @@ pub fn apply(
                     detail: detail.clone(),
                 });
                 if !ok && fatal {
-                    return Err(format!("{}: verification failed: {detail}", c.id));
+                    return Err(StepError::Verify {
+                        change: c.id.to_string(),
+                        detail,
+                    });
                 }
                 if !ok {
                     notes.push(format!("{}: {detail}", c.id));
@@ -323,6 +356,7 @@ pub fn apply(
     match result {
         Ok(()) => entry.state = EntryState::Applied,
         Err(why) => {
+            let why = why.to_string();
             progress(Progress::Failed {
                 step: format!("step {}", run.step.saturating_sub(1)),
                 why: why.clone(),

@@ -28,7 +28,7 @@ pub(crate) fn plan_vfio_boot(
 ) -> Result<(), crate::tuning::kinds::PlanError> {
     match &cx.boot.vfio_boot {
         Ok(c) => out.changes.extend(c.clone()),
-        Err(note) => out.notes.push(note.clone()),
+        Err(why) => out.notes.push(why.to_string()),
     }
     Ok(())
 }

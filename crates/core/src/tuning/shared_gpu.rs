@@ -119,12 +119,12 @@ pub fn valid_unit(name: &str) -> bool {
 /// `valid_unit` allows, and one of `KNOWN_HOLDERS` or a system service the
 /// plan saw holding the card. `Ok(None)`: yes; `Ok(Some(note))`: yes for
 /// now — this is not root and could not see every process's open files —
-/// and the helper, root, decides; `Err(why)`: no.
-fn may_stop(cx: &Ctx, gpu: &str, unit: &str) -> Result<Option<String>, String> {
+/// and the helper, root, decides; `Err(why)`: no (the plan's error).
+fn may_stop(cx: &Ctx, gpu: &str, unit: &str) -> Result<Option<String>, PlanError> {
     if !valid_unit(unit) {
-        return Err(format!(
+        return Err(PlanError::Shared(format!(
             "{unit:?} is not a unit it may stop (a name ending in .service, systemd's characters only, starting with a letter or digit, and not one the host needs while the VM runs: libvirt, a display manager, D-Bus, systemd's own, polkit, SSH, the network, its firewall, audit, AppArmor or SELinux, a getty, a user's manager)"
-        ));
+        )));
     }
     let seen: Vec<&str> = cx
         .facts
@@ -147,10 +147,10 @@ fn may_stop(cx: &Ctx, gpu: &str, unit: &str) -> Result<Option<String>, String> {
     } else {
         seen.join(", ")
     };
-    Err(format!(
+    Err(PlanError::Shared(format!(
         "{unit} does not hold {gpu} (found by the card's device numbers in every process's open files and mappings): the hook stops only units seen holding the card (now: {seen}) and {} — start the unit so that it holds the card, then plan again",
         KNOWN_HOLDERS.join(", ")
-    ))
+    )))
 }
 
 pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
@@ -167,7 +167,7 @@ pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     let gpu = funcs.last().map(String::as_str).unwrap_or("");
     let mut notes = Vec::new();
     for u in &cx.req.shared_stop_units {
-        if let Some(note) = may_stop(cx, gpu, u).map_err(PlanError::Shared)? {
+        if let Some(note) = may_stop(cx, gpu, u)? {
             notes.push(note);
         }
     }

@@ -32,11 +32,12 @@ struct Reporter<'a> {
 }
 
 impl Reporter<'_> {
-    fn result(&mut self, step: String, r: Result<(), String>) {
+    fn result<E: std::fmt::Display>(&mut self, step: String, r: Result<(), E>) {
         match r {
             Ok(()) if self.rollback => (self.progress)(Progress::RolledBack { step }),
             Ok(()) => (self.progress)(Progress::Done { step }),
             Err(why) => {
+                let why = why.to_string();
                 self.failures.push(format!("{step}: {why}"));
                 (self.progress)(Progress::Failed {
                     step: format!("undo {step}"),

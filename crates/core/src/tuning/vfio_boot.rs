@@ -17,6 +17,7 @@ use super::paths::{
     VFIO_MKINITCPIO as MKINITCPIO_FILE, VFIO_MODPROBE as MODPROBE_FILE,
 };
 use super::vfio_address::{BIND_TOKEN, install_line, shared_ids};
+use super::vfio_rebuild::NotAtBoot;
 use crate::finding::Evidence;
 use crate::host::HostSnapshot;
 
@@ -103,7 +104,7 @@ pub enum IdsAt {
 }
 
 /// The boot-time binding change, or `None` when it is all in place. A
-/// built-in vfio-pci: `Err(note)`, what the plan says instead.
+/// built-in vfio-pci: `Err(why)`, the plan's note instead.
 pub fn vfio_boot_change(
     f: &TuneFacts,
     snap: &HostSnapshot,
@@ -111,7 +112,7 @@ pub fn vfio_boot_change(
     loader: Loader,
     set: &[String],
     ids_at: IdsAt,
-) -> Result<Option<Change>, String> {
+) -> Result<Option<Change>, NotAtBoot> {
     if set.is_empty() {
         return Ok(None);
     }
@@ -122,16 +123,15 @@ pub fn vfio_boot_change(
     if f.vfio_builtin {
         let twins = shared_ids(snap, set);
         return Err(if twins.is_empty() {
-            "vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver).".into()
+            NotAtBoot::Builtin
         } else {
-            format!(
-                "vfio-pci is built into this kernel, and {} shares its ID with a device the host keeps: by ID vfio-pci would take both, and a built-in driver runs no modprobe.d line that could bind by address. Not bound at boot: libvirt binds the card when the VM starts (managed hostdev), or the runtime binding (vfio-bind) does it now.",
-                twins
+            NotAtBoot::BuiltinTwins {
+                twins: twins
                     .iter()
                     .map(|(a, _)| a.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )
+                    .join(", "),
+            }
         });
     }
     let ostree = loader == Loader::RpmOstree;

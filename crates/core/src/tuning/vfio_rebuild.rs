@@ -64,11 +64,36 @@ pub fn images(
     (rebuild, images)
 }
 
+/// Why vfio-pci is not bound at boot: the plan's note in its place (the
+/// runtime binding, or libvirt's managed hostdev, does the job then).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAtBoot {
+    #[error(
+        "vfio-pci is built into this kernel: its device IDs go on the kernel command line (modprobe.d does not reach a built-in driver)."
+    )]
+    Builtin,
+    #[error(
+        "vfio-pci is built into this kernel, and {twins} shares its ID with a device the host keeps: by ID vfio-pci would take both, and a built-in driver runs no modprobe.d line that could bind by address. Not bound at boot: libvirt binds the card when the VM starts (managed hostdev), or the runtime binding (vfio-bind) does it now."
+    )]
+    BuiltinTwins { twins: String },
+    #[error(
+        "vfio-pci is not set up at boot: no kernel release could be read (neither the boot loader's default entry nor /proc/sys/kernel/osrelease), so which initramfs to rebuild is not known. Bind the card when the VM starts instead (libvirt's managed hostdev), or add vfio-pci to the initramfs by hand."
+    )]
+    NoRelease,
+    #[error(
+        "vfio-pci is not set up at boot: which kernel the next boot starts could not be read from the {loader} boot loader, and more than one is installed ({installed}). Rebuilding only the running kernel's initramfs ({running}) could leave the next boot without vfio-pci, and the card's own driver would take it. Set the default entry (grub-set-default or the loader's own tool), or update the system so the loader's choice is readable, then plan again."
+    )]
+    NextKernelUnknown {
+        loader: String,
+        installed: String,
+        running: String,
+    },
+}
 /// Why the boot-time binding cannot be set up here, when it cannot: the
 /// generator builds one kernel's image at a time and which kernel the next
 /// boot starts is not known — a guessed image would leave the kernel that
 /// does boot without vfio-pci, and its host driver would win the card.
-pub fn refusal(f: &TuneFacts, loader: Loader, generator: Generator) -> Option<String> {
+pub fn refusal(f: &TuneFacts, loader: Loader, generator: Generator) -> Option<NotAtBoot> {
     if !matches!(generator, Generator::InitramfsTools | Generator::Dracut)
         || loader == Loader::RpmOstree
     {
@@ -81,15 +106,14 @@ pub fn refusal(f: &TuneFacts, loader: Loader, generator: Generator) -> Option<St
         .filter_map(|n| n.strip_prefix("vmlinuz-"))
         .collect();
     match super::boot::next_boot(f, loader) {
-        None => Some(
-            "vfio-pci is not set up at boot: no kernel release could be read (neither the boot loader's default entry nor /proc/sys/kernel/osrelease), so which initramfs to rebuild is not known. Bind the card when the VM starts instead (libvirt's managed hostdev), or add vfio-pci to the initramfs by hand.".into(),
-        ),
-        Some(n) if n.guessed && installed.iter().any(|r| *r != n.release) => Some(format!(
-            "vfio-pci is not set up at boot: which kernel the next boot starts could not be read from the {} boot loader, and more than one is installed ({}). Rebuilding only the running kernel's initramfs ({}) could leave the next boot without vfio-pci, and the card's own driver would take it. Set the default entry (grub-set-default or the loader's own tool), or update the system so the loader's choice is readable, then plan again.",
-            loader.id(),
-            installed.join(", "),
-            n.release
-        )),
+        None => Some(NotAtBoot::NoRelease),
+        Some(n) if n.guessed && installed.iter().any(|r| *r != n.release) => {
+            Some(NotAtBoot::NextKernelUnknown {
+                loader: loader.id().to_string(),
+                installed: installed.join(", "),
+                running: n.release,
+            })
+        }
         Some(_) => None,
     }
 }

@@ -62,7 +62,7 @@ pub struct Ctx<'a> {
 /// The boot changes of one plan, worked out together.
 #[derive(Debug)]
 pub struct BootChanges {
-    pub vfio_boot: Result<Option<Change>, String>,
+    pub vfio_boot: Result<Option<Change>, crate::tuning::vfio_rebuild::NotAtBoot>,
     pub cmdline: Result<Option<Change>, Manual>,
 }
 

@@ -7,6 +7,7 @@
 
 pub mod steps;
 
+use super::fsops::WriteError;
 use super::journal::{EntryState, Journal, JournalError};
 use crate::sysroot::{HostPath, HostRoot};
 use serde::Serialize;
@@ -110,6 +111,31 @@ pub struct Outcome {
     /// Things said after the apply (hugepages the kernel did not give…).
     pub notes: Vec<String>,
     pub needs_reboot: bool,
+}
+
+/// Why a step of a running transaction failed; its words are the journal
+/// entry's `failure` and the progress's `Failed` line.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The simulated power cut (tests).
+    #[error("power cut at step {n} ({what})")]
+    PowerCut { n: usize, what: String },
+    /// A failure a test asked for.
+    #[error("{0}")]
+    Injected(WriteError),
+    #[error("{step}: {source}")]
+    Write { step: String, source: WriteError },
+    #[error("{step}: {source}")]
+    Command {
+        step: String,
+        source: steps::CommandFailed,
+    },
+    #[error("{step}: the command did not write {staging}")]
+    NotWritten { step: String, staging: String },
+    #[error("{change}: verification failed: {detail}")]
+    Verify { change: String, detail: String },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,21 @@ use crate::tuning::fsops::confined;
 use crate::tuning::journal::CommandRecord;
 use crate::tuning::model::CommandStep;
 
+/// Why a command step failed (its output is in the journal's record).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandFailed {
+    #[error("empty command")]
+    Empty,
+    #[error("`{command}` exited with {status}: {last_line}")]
+    Exited {
+        command: String,
+        status: String,
+        last_line: String,
+    },
+    #[error("`{command}` could not run: {message}")]
+    NotRun { command: String, message: String },
+}
+
 pub(crate) fn read_value(root: &HostRoot, path: &str) -> Option<String> {
     let target = confined(root, path, true).ok()?;
     let bytes = crate::userfile::read_bytes(&target, 1 << 20).ok()?;
@@ -23,9 +38,9 @@ pub(crate) fn run_command(
     argv: &[String],
     envs: &[(&str, &str)],
     records: &mut Vec<CommandRecord>,
-) -> Result<(), String> {
+) -> Result<(), CommandFailed> {
     let Some((prog, args)) = argv.split_first() else {
-        return Err("empty command".into());
+        return Err(CommandFailed::Empty);
     };
     let mut cmd = match &env.tool_dir {
         Some(d) => {
@@ -64,13 +79,15 @@ pub(crate) fn run_command(
     });
     match out {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "`{}` exited with {}: {}",
-            argv.join(" "),
-            o.status,
-            tail.lines().last().unwrap_or("")
-        )),
-        Err(e) => Err(format!("`{}` could not run: {e}", argv.join(" "))),
+        Ok(o) => Err(CommandFailed::Exited {
+            command: argv.join(" "),
+            status: o.status.to_string(),
+            last_line: tail.lines().last().unwrap_or("").to_string(),
+        }),
+        Err(e) => Err(CommandFailed::NotRun {
+            command: argv.join(" "),
+            message: e.to_string(),
+        }),
     }
 }
 
@@ -79,7 +96,7 @@ pub(crate) fn command_step(
     env: &Env,
     c: &CommandStep,
     records: &mut Vec<CommandRecord>,
-) -> Result<(), String> {
+) -> Result<(), CommandFailed> {
     let argv = c.argv();
     if !(env.run_commands && c.run) {
         records.push(CommandRecord {

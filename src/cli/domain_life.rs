@@ -35,7 +35,8 @@ pub fn print_start(o: &StartOutcome, uri: &str) -> Result<(), StdoutError> {
                 o.name
             ),
             Some(Err(e)) => outln!(
-                "Unattended install: no key could be pressed ({e}): open the VM's screen and press a key at \"Press any key to boot from CD\"."
+                "Unattended install: no key could be pressed ({}): open the VM's screen and press a key at \"Press any key to boot from CD\".",
+                e.message
             ),
             None => Ok(()),
         };

@@ -30,7 +30,7 @@ pub fn define_unattended(
     uri: &str,
     u: &UnattendedDefine,
 ) -> Result<DefinePlan, String> {
-    let mut p = prepare(snap, &u.choices, u.caps.clone())?;
+    let mut p = prepare(snap, &u.choices, u.caps.clone()).map_err(|e| e.to_string())?;
     let made = add_install(root, snap, &mut p, &u.install).map_err(|e| e.to_string())?;
     let defined = new_windows(&p.spec)
         .map_err(|e| e.to_string())

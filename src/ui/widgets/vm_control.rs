@@ -127,7 +127,7 @@ pub fn vm_control_ui(
                         ui.label(format!("Unattended install: pressed Enter {n} times for the installer's \"Press any key to boot from CD\"; Windows Setup goes on by itself."));
                     }
                     Some(Err(e)) => {
-                        ui.colored_label(theme::WARN, format!("Unattended install: no key could be pressed ({e}): open the VM's screen and press a key at \"Press any key to boot from CD\"."));
+                        ui.colored_label(theme::WARN, format!("Unattended install: no key could be pressed ({}): open the VM's screen and press a key at \"Press any key to boot from CD\".", e.message));
                     }
                     None => {}
                 }

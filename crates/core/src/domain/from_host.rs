@@ -87,11 +87,33 @@ pub fn reserved_hugepages(snap: &HostSnapshot, memory_mib: u64) -> Option<Hugepa
         })
 }
 
+/// Why the domain cannot be made from these choices on this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    #[error("{given}: no PCI device with this address on this host")]
+    NoDevice { given: String },
+    #[error("{addr} cannot be passed through: {reason} ({blockers})")]
+    GpuNotViable {
+        addr: String,
+        reason: String,
+        blockers: String,
+    },
+    #[error("{addr} cannot be passed through: {reason}")]
+    NotViable { addr: String, reason: String },
+    /// The host's only keyboard is on a USB controller that would go.
+    #[error("{0}")]
+    OnlyKeyboard(String),
+    #[error("{0}")]
+    Pinning(crate::pinning::PlanError),
+    #[error("{vcpus} vCPUs, but this QEMU allows {max}")]
+    TooManyVcpus { vcpus: usize, max: u32 },
+}
+
 pub fn prepare(
     snap: &HostSnapshot,
     c: &Choices,
     caps: Option<DomainCaps>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, PrepareError> {
     let mut notes = Vec::new();
     let mut gpu_set = Vec::new();
     let mut gpu_node = None;
@@ -99,7 +121,7 @@ pub fn prepare(
         let addr = full_address(gpu.trim());
         let entry = snap
             .device(&addr)
-            .ok_or_else(|| format!("{gpu}: no PCI device with this address on this host"))?;
+            .ok_or_else(|| PrepareError::NoDevice { given: gpu.clone() })?;
         let v = &entry.passthrough;
         match v.verdict {
             VerdictKind::NotViable => {
@@ -108,11 +130,11 @@ pub fn prepare(
                     .iter()
                     .map(|b| format!("{}: {}", b.address, b.reason))
                     .collect();
-                return Err(format!(
-                    "{addr} cannot be passed through: {} ({})",
-                    v.reason,
-                    why.join("; ")
-                ));
+                return Err(PrepareError::GpuNotViable {
+                    addr,
+                    reason: v.reason.clone(),
+                    blockers: why.join("; "),
+                });
             }
             VerdictKind::NoIommu => notes.push(v.reason.clone()),
             VerdictKind::ViableWith => notes.push(format!(
@@ -129,12 +151,15 @@ pub fn prepare(
     }
     for extra in &c.devices {
         let addr = full_address(extra.trim());
-        let entry = snap
-            .device(&addr)
-            .ok_or_else(|| format!("{extra}: no PCI device with this address on this host"))?;
+        let entry = snap.device(&addr).ok_or_else(|| PrepareError::NoDevice {
+            given: extra.clone(),
+        })?;
         let v = &entry.passthrough;
         if v.verdict == VerdictKind::NotViable {
-            return Err(format!("{addr} cannot be passed through: {}", v.reason));
+            return Err(PrepareError::NotViable {
+                addr,
+                reason: v.reason.clone(),
+            });
         }
         for a in &v.set {
             if !gpu_set.contains(a) {
@@ -148,7 +173,7 @@ pub fn prepare(
         .iter()
         .find_map(|a| crate::host::usb::holds_only_keyboard(&snap.system.usb, a))
     {
-        return Err(why);
+        return Err(PrepareError::OnlyKeyboard(why));
     }
     let pin_plan = if c.pin {
         let req = PinRequest {
@@ -157,7 +182,7 @@ pub fn prepare(
             amd: snap.cpu.vendor.as_deref() == Some("AuthenticAMD"),
             ..PinRequest::default()
         };
-        let p = plan(&snap.topology, &req).map_err(|e| e.to_string())?;
+        let p = plan(&snap.topology, &req).map_err(PrepareError::Pinning)?;
         notes.extend(p.warnings.iter().cloned());
         Some(p)
     } else {
@@ -188,7 +213,10 @@ pub fn prepare(
         && let Some(max) = caps.max_vcpus
         && c.vcpus > max as usize
     {
-        return Err(format!("{} vCPUs, but this QEMU allows {max}", c.vcpus));
+        return Err(PrepareError::TooManyVcpus {
+            vcpus: c.vcpus,
+            max,
+        });
     }
     Ok(Prepared {
         spec: WindowsSpec {

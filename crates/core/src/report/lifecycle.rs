@@ -148,7 +148,19 @@ pub struct StartOutcome {
     /// An unattended install's first boot: how many times Enter was
     /// pressed through the installer's "Press any key to boot from CD"
     /// (install::progress), or why no key went through.
-    pub install_keys: Option<Result<u32, String>>,
+    #[serde(serialize_with = "keys_json")]
+    pub install_keys: Option<Result<u32, crate::hypervisor::VirtError>>,
+}
+
+/// `install_keys` in the JSON: `{"Ok": n}` or `{"Err": libvirt's message}`.
+fn keys_json<S: serde::Serializer>(
+    keys: &Option<Result<u32, crate::hypervisor::VirtError>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    keys.as_ref()
+        .map(|r| r.as_ref().map_err(|e| e.message.as_str()))
+        .serialize(s)
 }
 
 /// The networks a domain's interfaces plug into.
@@ -244,14 +256,11 @@ pub fn start(hv: &dyn Hypervisor, root: &HostRoot, name: &str) -> StartOutcome {
                 .and_then(crate::install::progress::answer_of)
                 .is_some()
             {
-                out.install_keys = Some(
-                    crate::install::progress::press_through_cd_prompt(
-                        hv,
-                        name,
-                        &std::thread::sleep,
-                    )
-                    .map_err(|e| e.message.clone()),
-                );
+                out.install_keys = Some(crate::install::progress::press_through_cd_prompt(
+                    hv,
+                    name,
+                    &std::thread::sleep,
+                ));
             }
         }
         Some(msg) => {

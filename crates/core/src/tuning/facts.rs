@@ -177,7 +177,7 @@ pub struct TuneFacts {
     /// Each unified kernel image in `UKI_DIRS` → what it boots with (its
     /// `.cmdline` and `.uname` sections, its signature), or why it could
     /// not be read.
-    pub ukis: BTreeMap<String, Result<crate::host::uki::Uki, String>>,
+    pub ukis: BTreeMap<String, Result<crate::host::uki::Uki, crate::host::uki::UkiError>>,
     /// Who holds each GPU, found by its device numbers (host/holders.rs):
     /// the address of every PCI function with DRM nodes or on `nvidia` →
     /// the processes that have one of them open or mapped. What the
@@ -465,7 +465,7 @@ pub fn gather(root: &HostRoot) -> TuneFacts {
         for n in names {
             let p = format!("{d}/{n}");
             if let Some(hp) = host_path(&p) {
-                let read = crate::host::uki::read_uki(root, &hp).map_err(|e| e.to_string());
+                let read = crate::host::uki::read_uki(root, &hp);
                 f.ukis.insert(p, read);
             }
         }

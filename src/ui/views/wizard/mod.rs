@@ -160,11 +160,12 @@ pub fn wizard_ui(
         &w.choices(vm, vcpus_of(board), total_kib),
         rt.caps.clone(),
     );
-    let built: Result<(NewDomain, Vec<String>), String> = prepared.and_then(|p| {
-        new_windows(&p.spec)
-            .map(|d| (d, p.notes))
-            .map_err(|e| e.to_string())
-    });
+    let built: Result<(NewDomain, Vec<String>), String> =
+        prepared.map_err(|e| e.to_string()).and_then(|p| {
+            new_windows(&p.spec)
+                .map(|d| (d, p.notes))
+                .map_err(|e| e.to_string())
+        });
     if let Err(e) = &built {
         ui.colored_label(
             ui.visuals().error_fg_color,

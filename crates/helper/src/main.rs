@@ -54,6 +54,58 @@ fn loader_variable(name: &str) -> bool {
     name.starts_with("LD_") || name == "GLIBC_TUNABLES"
 }
 
+/// Why the helper refuses to start (said as its one error line, exit 2).
+#[derive(Debug)]
+enum StartRefused {
+    /// A loader variable arrived although someone's privilege started us.
+    LoaderVariable(String),
+    /// The users' build takes no arguments.
+    #[cfg_attr(feature = "test-hooks", allow(dead_code))]
+    Argument(String),
+    /// A test build's argument it does not know.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    TestArgument(String),
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    StepNumber { flag: &'static str, given: String },
+    /// Test hooks under pkexec, sudo or a setuid bit.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    HooksUnderLentRoot,
+    /// A failure or pause on purpose, on the live host.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    InjectedOnLiveHost,
+}
+
+impl std::fmt::Display for StartRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartRefused::LoaderVariable(v) => write!(
+                f,
+                "{v} is set although pkexec, sudo or a setuid bit started the helper: the dynamic loader acted on it before the helper's first line, so the caller's environment reached root. Nothing was changed; start the helper without it."
+            ),
+            StartRefused::Argument(a) => write!(
+                f,
+                "unknown argument {a:?}: the helper takes no arguments, only one request on its standard input (docs/helper-protocol.md)"
+            ),
+            StartRefused::TestArgument(a) => write!(
+                f,
+                "unknown argument {a:?}: this test build takes --root DIR, --journal DIR, --fail-at N and --pause-at N"
+            ),
+            StartRefused::StepNumber { flag, given } => {
+                write!(f, "{flag} takes a step number, not {given:?}")
+            }
+            StartRefused::HooksUnderLentRoot => write!(
+                f,
+                "{}",
+                vfio_assistant_core::helper::Refusal::RootUnderPkexec
+            ),
+            StartRefused::InjectedOnLiveHost => write!(
+                f,
+                "--fail-at and --pause-at are for tests on a --root tree, never the live host"
+            ),
+        }
+    }
+}
+
 /// What was kept of the environment, read before it was cleared.
 struct Asked {
     pkexec_uid: Option<OsString>,
@@ -62,7 +114,7 @@ struct Asked {
 
 /// Read `KEPT`, refuse a loader variable, and clear the rest (`PATH` then
 /// `SYSTEM_PATH`). Called first thing in `main`.
-fn clean_environment() -> Result<Asked, String> {
+fn clean_environment() -> Result<Asked, StartRefused> {
     let vars: Vec<OsString> = std::env::vars_os().map(|(k, _)| k).collect();
     let lent = ["PKEXEC_UID", "SUDO_UID"]
         .iter()
@@ -72,9 +124,8 @@ fn clean_environment() -> Result<Asked, String> {
         .iter()
         .find(|k| lent && loader_variable(&k.to_string_lossy()))
     {
-        return Err(format!(
-            "{} is set although pkexec, sudo or a setuid bit started the helper: the dynamic loader acted on it before the helper's first line, so the caller's environment reached root. Nothing was changed; start the helper without it.",
-            bad.to_string_lossy()
+        return Err(StartRefused::LoaderVariable(
+            bad.to_string_lossy().into_owned(),
         ));
     }
     let asked = Asked {
@@ -137,22 +188,20 @@ struct TestHooks {
 /// (A compile-time switch, not a runtime check: a check can be forgotten
 /// or talked around, code that is not there cannot run.)
 #[cfg(not(feature = "test-hooks"))]
-fn test_hooks(_: &Asked) -> Result<TestHooks, String> {
+fn test_hooks(_: &Asked) -> Result<TestHooks, StartRefused> {
     match std::env::args().nth(1) {
         None => Ok(TestHooks::default()),
-        Some(a) => Err(format!(
-            "unknown argument {a:?}: the helper takes no arguments, only one request on its standard input (docs/helper-protocol.md)"
-        )),
+        Some(a) => Err(StartRefused::Argument(a)),
     }
 }
 
 #[cfg(feature = "test-hooks")]
-fn test_hooks(asked: &Asked) -> Result<TestHooks, String> {
+fn test_hooks(asked: &Asked) -> Result<TestHooks, StartRefused> {
     let mut h = TestHooks::default();
     let mut args = std::env::args().skip(1);
-    let number = |flag: &str, n: String| {
+    let number = |flag: &'static str, n: String| {
         n.parse::<usize>()
-            .map_err(|_| format!("{flag} takes a step number, not {n:?}"))
+            .map_err(|_| StartRefused::StepNumber { flag, given: n })
     };
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
@@ -161,22 +210,18 @@ fn test_hooks(asked: &Asked) -> Result<TestHooks, String> {
             ("--fail-at", Some(n)) => h.fail_at = Some(number("--fail-at", n)?),
             ("--pause-at", Some(n)) => h.pause_at = Some(number("--pause-at", n)?),
             _ => {
-                return Err(format!(
-                    "unknown argument {a:?}: this test build takes --root DIR, --journal DIR, --fail-at N and --pause-at N"
-                ));
+                return Err(StartRefused::TestArgument(a));
             }
         }
     }
     let any =
         h.root.is_some() || h.journal.is_some() || h.fail_at.is_some() || h.pause_at.is_some();
     if any && asked.lent_privilege() {
-        return Err(vfio_assistant_core::helper::Refusal::RootUnderPkexec.to_string());
+        return Err(StartRefused::HooksUnderLentRoot);
     }
     // A failure on purpose (to show the rollback) only ever on a test tree.
     if (h.fail_at.is_some() || h.pause_at.is_some()) && h.root.is_none() {
-        return Err(
-            "--fail-at and --pause-at are for tests on a --root tree, never the live host".into(),
-        );
+        return Err(StartRefused::InjectedOnLiveHost);
     }
     Ok(h)
 }
@@ -184,11 +229,11 @@ fn test_hooks(asked: &Asked) -> Result<TestHooks, String> {
 fn main() -> ExitCode {
     let asked = match clean_environment() {
         Ok(a) => a,
-        Err(why) => return refuse(&why),
+        Err(why) => return refuse(&why.to_string()),
     };
     let hooks = match test_hooks(&asked) {
         Ok(h) => h,
-        Err(why) => return refuse(&why),
+        Err(why) => return refuse(&why.to_string()),
     };
     let req = match read_request(&mut std::io::stdin().lock()) {
         Ok(r) => r,

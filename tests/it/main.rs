@@ -27,6 +27,7 @@ static PROVIDE_LIBVIRT: extern "C" fn() = {
     provide
 };
 
+mod architecture;
 mod bad_input;
 mod bad_input_files;
 mod checks;

@@ -34,6 +34,7 @@ use super::facts::TuneFacts;
 use super::model::{BootInfo, Change, CommandStep, Effect, FileChange, Manual, Verify};
 use super::tokens::{merge, missing, split};
 use crate::finding::Evidence;
+use crate::tuning::paths;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Loader {
@@ -124,8 +125,8 @@ pub fn grub_var(texts: &[&str], name: &str) -> String {
 
 /// The GRUB default files in sourcing order, without `skip` (our drop-in).
 fn grub_texts<'a>(f: &'a TuneFacts, skip: &str) -> Vec<&'a str> {
-    let mut out: Vec<&str> = f.file("/etc/default/grub").into_iter().collect();
-    if let Some(names) = f.dir("/etc/default/grub.d") {
+    let mut out: Vec<&str> = f.file(paths::ETC_DEFAULT_GRUB).into_iter().collect();
+    if let Some(names) = f.dir(paths::ETC_DEFAULT_GRUB_D) {
         for n in names.iter().filter(|n| n.ends_with(".cfg")) {
             let p = format!("/etc/default/grub.d/{n}");
             if p != skip
@@ -139,7 +140,7 @@ fn grub_texts<'a>(f: &'a TuneFacts, skip: &str) -> Vec<&'a str> {
 }
 
 fn grub_cfg(f: &TuneFacts) -> Option<&'static str> {
-    ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
+    [paths::BOOT_GRUB_GRUB_CFG, paths::BOOT_GRUB2_GRUB_CFG]
         .into_iter()
         .find(|p| f.file(p).is_some())
 }
@@ -148,9 +149,9 @@ fn grub_cfg(f: &TuneFacts) -> Option<&'static str> {
 fn entries(f: &TuneFacts) -> Vec<String> {
     let mut out = Vec::new();
     for d in [
-        "/boot/loader/entries",
-        "/boot/efi/loader/entries",
-        "/efi/loader/entries",
+        paths::BOOT_LOADER_ENTRIES,
+        paths::BOOT_EFI_LOADER_ENTRIES,
+        paths::EFI_LOADER_ENTRIES,
     ] {
         if let Some(names) = f.dir(d) {
             out.extend(
@@ -170,20 +171,20 @@ pub fn detect_loader(f: &TuneFacts) -> (Loader, Vec<Evidence>) {
     if let Some(li) = &f.loader_info {
         e.push(ev("LoaderInfo EFI variable", li.clone()));
     }
-    if f.markers.contains("/run/ostree-booted") {
-        e.push(ev("/run/ostree-booted", "present"));
-        if f.has_tool("bootc") && f.dir("/usr/lib/bootc").is_some() {
-            e.push(ev("/usr/lib/bootc", "present"));
+    if f.markers.contains(paths::RUN_OSTREE_BOOTED) {
+        e.push(ev(paths::RUN_OSTREE_BOOTED, "present"));
+        if f.has_tool("bootc") && f.dir(paths::USR_LIB_BOOTC).is_some() {
+            e.push(ev(paths::USR_LIB_BOOTC, "present"));
             return (Loader::Bootc, e);
         }
         return (Loader::RpmOstree, e);
     }
-    if f.file("/etc/kernelstub/configuration").is_some() {
-        e.push(ev("/etc/kernelstub/configuration", "present"));
+    if f.file(paths::ETC_KERNELSTUB_CONFIGURATION).is_some() {
+        e.push(ev(paths::ETC_KERNELSTUB_CONFIGURATION, "present"));
         return (Loader::Kernelstub, e);
     }
     let li = f.loader_info.as_deref().unwrap_or("").to_ascii_lowercase();
-    let install_conf = f.file("/etc/kernel/install.conf").unwrap_or("");
+    let install_conf = f.file(paths::ETC_KERNEL_INSTALL_CONF).unwrap_or("");
     let uki_layout = install_conf
         .lines()
         .any(|l| l.trim().replace(' ', "") == "layout=uki");
@@ -209,18 +210,18 @@ pub fn detect_loader(f: &TuneFacts) -> (Loader, Vec<Evidence>) {
     let grub_booted = li.contains("grub") || cmdline.contains("BOOT_IMAGE=");
     if grub_booted || (f.loader_info.is_none() && grub_cfg(f).is_some()) {
         if cmdline.contains("BOOT_IMAGE=") {
-            e.push(ev("/proc/cmdline", "BOOT_IMAGE= (set by GRUB)"));
+            e.push(ev(paths::PROC_CMDLINE, "BOOT_IMAGE= (set by GRUB)"));
         }
         let bls = grub_var(&grub_texts(f, ""), "GRUB_ENABLE_BLSCFG") == "true";
         if bls && !entries(f).is_empty() {
             e.push(ev(
-                "/etc/default/grub",
+                paths::ETC_DEFAULT_GRUB,
                 "GRUB_ENABLE_BLSCFG=true, /boot/loader/entries",
             ));
             return (Loader::GrubBls, e);
         }
-        if f.dir("/etc/default/grub.d").is_some() && f.has_tool("update-grub") {
-            e.push(ev("/etc/default/grub.d", "present, with update-grub"));
+        if f.dir(paths::ETC_DEFAULT_GRUB_D).is_some() && f.has_tool("update-grub") {
+            e.push(ev(paths::ETC_DEFAULT_GRUB_D, "present, with update-grub"));
             return (Loader::GrubDebian, e);
         }
         if let Some(c) = grub_cfg(f) {
@@ -229,7 +230,7 @@ pub fn detect_loader(f: &TuneFacts) -> (Loader, Vec<Evidence>) {
         return (Loader::GrubMkconfig, e);
     }
     if !entries(f).is_empty() && f.has_tool("bootctl") {
-        e.push(ev("/boot/loader/entries", "BLS entries, bootctl"));
+        e.push(ev(paths::BOOT_LOADER_ENTRIES, "BLS entries, bootctl"));
         return (Loader::SystemdBoot, e);
     }
     (Loader::Unknown, e)
@@ -242,13 +243,13 @@ pub fn detect_generator(f: &TuneFacts) -> (Generator, Vec<Evidence>) {
     if f.has_tool("mkinitcpio") {
         return (Generator::Mkinitcpio, vec![ev("mkinitcpio", "installed")]);
     }
-    if m("/var/lib/dpkg/info/dracut.list") || m("/var/lib/dpkg/info/dracut-core.list") {
+    if m(paths::VAR_LIB_DPKG_INFO_DRACUT_LIST) || m(paths::VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST) {
         return (
             Generator::Dracut,
             vec![ev("/var/lib/dpkg/info", "dracut installed")],
         );
     }
-    if m("/var/lib/dpkg/info/initramfs-tools.list") {
+    if m(paths::VAR_LIB_DPKG_INFO_INITRAMFS_TOOLS_LIST) {
         return (
             Generator::InitramfsTools,
             vec![ev("/var/lib/dpkg/info", "initramfs-tools installed")],
@@ -363,21 +364,21 @@ pub fn cmdline_change(
             let ents = entries(f);
             let current: Vec<&str> = ents.iter().filter_map(|p| f.file(p)).collect();
             let opts: String = current.iter().flat_map(|t| t.lines()).filter_map(|l| l.strip_prefix("options")).collect::<Vec<_>>().join(" ");
-            let kc = f.file("/etc/kernel/cmdline");
+            let kc = f.file(paths::ETC_KERNEL_CMDLINE);
             let base_line = kc.map(str::to_string).unwrap_or_else(|| strip_boot_words(f.proc_cmdline.as_deref().unwrap_or("")));
             let add_entries = missing(&opts, tokens);
             let add_kc = missing(&base_line, tokens);
-            let main = f.file("/etc/default/grub").unwrap_or("");
+            let main = f.file(paths::ETC_DEFAULT_GRUB).unwrap_or("");
             let add_grub = missing(&grub_var(&[main], "GRUB_CMDLINE_LINUX"), tokens);
             if add_entries.is_empty() && add_kc.is_empty() && add_grub.is_empty() {
                 return Ok(None);
             }
             let mut files = Vec::new();
             if !add_kc.is_empty() {
-                files.push(FileChange { path: "/etc/kernel/cmdline".into(), before: kc.map(str::to_string), after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))) });
+                files.push(FileChange { path: paths::ETC_KERNEL_CMDLINE.into(), before: kc.map(str::to_string), after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))) });
             }
             if !add_grub.is_empty() && !main.is_empty() {
-                files.push(FileChange { path: "/etc/default/grub".into(), before: Some(main.into()), after: Some(set_grub_var(main, "GRUB_CMDLINE_LINUX", &add_grub)) });
+                files.push(FileChange { path: paths::ETC_DEFAULT_GRUB.into(), before: Some(main.into()), after: Some(set_grub_var(main, "GRUB_CMDLINE_LINUX", &add_grub)) });
             }
             let mut commands = Vec::new();
             let mut undo = Vec::new();
@@ -394,7 +395,7 @@ pub fn cmdline_change(
             }
             Ok(Some(Change {
                 title: title(&all),
-                evidence: vec![ev("options in /boot/loader/entries", opts.trim()), ev("/etc/kernel/cmdline", base_line.trim())],
+                evidence: vec![ev("options in /boot/loader/entries", opts.trim()), ev(paths::ETC_KERNEL_CMDLINE, base_line.trim())],
                 files,
                 commands,
                 undo_commands: undo,
@@ -405,7 +406,7 @@ pub fn cmdline_change(
         }
         Loader::SystemdBoot => systemd_boot(f, tokens, base),
         Loader::Kernelstub => {
-            let cfg = f.file("/etc/kernelstub/configuration").unwrap_or("");
+            let cfg = f.file(paths::ETC_KERNELSTUB_CONFIGURATION).unwrap_or("");
             let have = kernelstub_options(cfg);
             let add = missing(&have, tokens);
             if add.is_empty() {
@@ -430,7 +431,7 @@ pub fn cmdline_change(
             let t = checked_tokens(&add)?;
             Ok(Some(Change {
                 title: title(&add),
-                evidence: vec![ev("/proc/cmdline", f.proc_cmdline.clone().unwrap_or_default())],
+                evidence: vec![ev(paths::PROC_CMDLINE, f.proc_cmdline.clone().unwrap_or_default())],
                 commands: vec![CommandStep::new(Cmd::RpmOstreeKargs { edit: Edit::Add, tokens: t.clone() }, "stages a new deployment with the parameters; the current one stays in the boot menu")],
                 undo_commands: vec![CommandStep::new(Cmd::RpmOstreeKargs { edit: Edit::Remove, tokens: t }, "stages a deployment without them")],
                 verify: vec![Verify::CmdlineHas { tokens: add }],

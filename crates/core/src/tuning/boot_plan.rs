@@ -18,6 +18,7 @@ use super::vfio_boot::{IdsAt, ids_and_drivers, ids_token, vfio_boot_change};
 use crate::host::HostSnapshot;
 use crate::host::pci::full_address;
 use crate::parse::cpulist::format_cpulist;
+use crate::tuning::paths;
 
 pub use super::kinds::BootChanges;
 
@@ -144,7 +145,7 @@ fn evicts_boot_framebuffer(snap: &HostSnapshot, f: &TuneFacts, addr: &str) -> bo
     };
     match d.device.driver.as_deref() {
         Some("nvidia") => f
-            .value("/sys/module/nvidia_drm/parameters/fbdev")
+            .value(paths::SYS_MODULE_NVIDIA_DRM_PARAMETERS_FBDEV)
             .is_some_and(|v| v.trim() == "Y"),
         Some(drv) => DRM.contains(&drv),
         None => false,

@@ -7,6 +7,7 @@
 //! arguments that choose what it does).
 
 use super::tokens;
+use crate::tuning::paths;
 use serde::{Deserialize, Serialize};
 
 /// A kernel release as `uname -r` spells it (`6.1.0-18-amd64`).
@@ -190,8 +191,8 @@ pub enum Grub {
 impl Grub {
     pub fn dir(self) -> &'static str {
         match self {
-            Grub::Grub | Grub::Grub2InGrub => "/boot/grub",
-            Grub::Grub2 | Grub::GrubInGrub2 => "/boot/grub2",
+            Grub::Grub | Grub::Grub2InGrub => paths::BOOT_GRUB,
+            Grub::Grub2 | Grub::GrubInGrub2 => paths::BOOT_GRUB2,
         }
     }
 

@@ -6,6 +6,7 @@
 //! function of these facts and the host snapshot.
 
 use crate::sysroot::{HostPath, HostRoot};
+use crate::tuning::paths;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The systemd Boot Loader Interface's vendor GUID (systemd.io/BOOT_LOADER_INTERFACE).
@@ -13,38 +14,38 @@ const LOADER_GUID: &str = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f";
 
 /// Config files the planner reads (and may write), as the host spells them.
 pub const CONFIG_FILES: &[&str] = &[
-    "/etc/default/grub",
-    "/etc/kernel/cmdline",
+    paths::ETC_DEFAULT_GRUB,
+    paths::ETC_KERNEL_CMDLINE,
     // kernel-install's boot counting (the image's name changes as it is tried).
-    "/etc/kernel/tries",
-    "/etc/kernel/install.conf",
+    paths::ETC_KERNEL_TRIES,
+    paths::ETC_KERNEL_INSTALL_CONF,
     // ukify's configuration: whether it signs the images it builds.
-    "/etc/kernel/uki.conf",
-    "/usr/lib/kernel/uki.conf",
-    "/etc/kernelstub/configuration",
-    "/etc/initramfs-tools/modules",
+    paths::ETC_KERNEL_UKI_CONF,
+    paths::USR_LIB_KERNEL_UKI_CONF,
+    paths::ETC_KERNELSTUB_CONFIGURATION,
+    paths::INITRAMFS_TOOLS_MODULES,
     "/etc/initramfs-tools/initramfs.conf",
-    "/etc/mkinitcpio.conf",
+    paths::ETC_MKINITCPIO_CONF,
     "/etc/dracut.conf",
-    "/etc/default/irqbalance",
-    "/etc/sysconfig/irqbalance",
+    paths::ETC_DEFAULT_IRQBALANCE,
+    paths::ETC_SYSCONFIG_IRQBALANCE,
     "/etc/os-release",
-    "/boot/grub/grub.cfg",
+    paths::BOOT_GRUB_GRUB_CFG,
     // GRUB's environment block: a pending grub-reboot, the saved default.
-    "/boot/grub/grubenv",
-    "/boot/grub2/grubenv",
+    paths::BOOT_GRUB_GRUBENV,
+    paths::BOOT_GRUB2_GRUBENV,
     // systemd-boot's `default` (which entry or image it starts).
-    "/boot/loader/loader.conf",
-    "/efi/loader/loader.conf",
-    "/boot/efi/loader/loader.conf",
-    "/boot/grub2/grub.cfg",
-    "/etc/modprobe.d/vfio-assistant.conf",
-    "/etc/default/grub.d/99-vfio-assistant.cfg",
+    paths::BOOT_LOADER_LOADER_CONF,
+    paths::EFI_LOADER_LOADER_CONF,
+    paths::BOOT_EFI_LOADER_LOADER_CONF,
+    paths::BOOT_GRUB2_GRUB_CFG,
+    paths::VFIO_MODPROBE,
+    paths::GRUB_DROPIN,
     super::paths::GRUB_ONCE_SCRIPT,
-    "/etc/dracut.conf.d/90-vfio-assistant.conf",
-    "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
+    paths::VFIO_DRACUT,
+    paths::VFIO_MKINITCPIO,
     "/etc/sysctl.d/90-vfio-assistant.conf",
-    "/etc/tmpfiles.d/vfio-assistant.conf",
+    paths::ETC_TMPFILES_D_VFIO_ASSISTANT_CONF,
     super::paths::ISOLATION_HOOK,
     super::paths::SINGLE_GPU_HOOK,
     super::paths::SHARED_GPU_HOOK,
@@ -62,48 +63,52 @@ pub const CONFIG_FILES: &[&str] = &[
 
 /// Folders whose entries the planner looks at.
 pub const CONFIG_DIRS: &[&str] = &[
-    "/etc/default/grub.d",
+    paths::ETC_DEFAULT_GRUB_D,
     // GRUB's generators: 10_linux, which our entry tried once runs.
-    "/etc/grub.d",
+    paths::ETC_GRUB_D,
     "/etc/dracut.conf.d",
     "/etc/mkinitcpio.conf.d",
     "/etc/modprobe.d",
     "/etc/initramfs-tools",
     "/boot",
-    "/boot/loader/entries",
-    "/boot/efi/loader/entries",
-    "/efi/loader/entries",
-    "/usr/lib/bootc",
+    paths::BOOT_LOADER_ENTRIES,
+    paths::BOOT_EFI_LOADER_ENTRIES,
+    paths::EFI_LOADER_ENTRIES,
+    paths::USR_LIB_BOOTC,
     // kernel-install's plugins: whether it builds the initramfs itself
     // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
-    "/usr/lib/kernel/install.d",
-    "/etc/kernel/install.d",
+    paths::USR_LIB_KERNEL_INSTALL_D,
+    paths::ETC_KERNEL_INSTALL_D,
     // libvirt's hooks: another single-GPU setup's scripts for the same VM.
-    "/etc/libvirt/hooks",
-    "/etc/libvirt/hooks/qemu.d",
+    paths::ETC_LIBVIRT_HOOKS,
+    paths::ETC_LIBVIRT_HOOKS_QEMU_D,
 ];
 
 /// Where kernel-install, mkinitcpio and ukify put unified kernel images
 /// (listed with `CONFIG_DIRS`, and each image read)
 /// (`$BOOT/EFI/Linux`: XBOOTLDR at /boot, or the ESP at /efi or, as Debian
 /// and Ubuntu mount it, /boot/efi).
-pub const UKI_DIRS: &[&str] = &["/boot/EFI/Linux", "/efi/EFI/Linux", "/boot/efi/EFI/Linux"];
+pub const UKI_DIRS: &[&str] = &[
+    "/boot/EFI/Linux",
+    "/efi/EFI/Linux",
+    paths::BOOT_EFI_EFI_LINUX,
+];
 
 /// More UKIs than one folder sanely holds: the rest are not read.
 const MAX_UKIS: usize = 32;
 
 /// Markers whose presence alone says something.
 pub const MARKERS: &[&str] = &[
-    "/run/ostree-booted",
+    paths::RUN_OSTREE_BOOTED,
     "/sys/firmware/efi",
-    "/run/systemd/system",
+    paths::RUN_SYSTEMD_SYSTEM,
     // The modular libvirt daemons run (virtqemud, not libvirtd).
-    "/run/libvirt/virtqemud-sock",
+    paths::RUN_LIBVIRT_VIRTQEMUD_SOCK,
     // Which initramfs generator is installed (Debian/Ubuntu): config folders
     // outlive the package that made them, the package list does not.
-    "/var/lib/dpkg/info/initramfs-tools.list",
-    "/var/lib/dpkg/info/dracut.list",
-    "/var/lib/dpkg/info/dracut-core.list",
+    paths::VAR_LIB_DPKG_INFO_INITRAMFS_TOOLS_LIST,
+    paths::VAR_LIB_DPKG_INFO_DRACUT_LIST,
+    paths::VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST,
     // AppArmor confines QEMU (libvirt's abstraction for it is installed).
     super::paths::APPARMOR_LIBVIRT,
 ];
@@ -261,11 +266,11 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
     for f in ["enabled", "defrag"] {
         read_value(root, &format!("/sys/kernel/mm/transparent_hugepage/{f}"), v);
     }
-    read_value(root, "/sys/kernel/mm/ksm/run", v);
+    read_value(root, paths::SYS_KERNEL_MM_KSM_RUN, v);
     // Not written: whether kvmfr is loaded, and held (play.rs).
     read_value(root, super::paths::KVMFR_REFCNT, v);
     // Whether NVIDIA's DRM driver took the console over (single GPU).
-    read_value(root, "/sys/module/nvidia_drm/parameters/fbdev", v);
+    read_value(root, paths::SYS_MODULE_NVIDIA_DRM_PARAMETERS_FBDEV, v);
     for size in ["2048kB", "1048576kB"] {
         read_value(
             root,
@@ -504,7 +509,7 @@ fn grubenv_blocked(root: &HostRoot) -> Option<String> {
             let mut w = l.split_whitespace();
             Some((w.next()?, w.next()?, w.next()?))
         })
-        .filter(|(_, m, _)| ["/", "/boot", "/boot/grub", "/boot/grub2"].contains(m))
+        .filter(|(_, m, _)| ["/", "/boot", paths::BOOT_GRUB, paths::BOOT_GRUB2].contains(m))
         .max_by_key(|(_, m, _)| m.len())?;
     let on = format!("{mnt} ({dev}, {fs})");
     if matches!(fs, "btrfs" | "zfs" | "squashfs") {

@@ -12,6 +12,7 @@
 
 use super::command::{Cmd, Module, Unit};
 use super::paths::*;
+use crate::tuning::paths;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -271,10 +272,10 @@ const SPEC_VFIO_BOOT: Spec = Spec {
     name: "vfio-boot",
     what: "vfio-pci claims the VM's devices at boot (the initramfs rebuilt)",
     files: &[
-        "/etc/modprobe.d/vfio-assistant.conf",
-        "/etc/initramfs-tools/modules",
-        "/etc/dracut.conf.d/90-vfio-assistant.conf",
-        "/etc/mkinitcpio.conf.d/vfio-assistant.conf",
+        paths::VFIO_MODPROBE,
+        paths::INITRAMFS_TOOLS_MODULES,
+        paths::VFIO_DRACUT,
+        paths::VFIO_MKINITCPIO,
     ],
     values: &[],
     runs: |cmd| boot_image(cmd) || matches!(cmd, Cmd::RpmOstreeInitramfsEtc { .. }),
@@ -290,17 +291,17 @@ const SPEC_CMDLINE: Spec = Spec {
     name: "cmdline",
     what: "the kernel command line (IOMMU, CPU isolation, the devices' IDs)",
     files: &[
-        "/etc/default/grub",
-        "/etc/default/grub.d/99-vfio-assistant.cfg",
+        paths::ETC_DEFAULT_GRUB,
+        paths::GRUB_DROPIN,
         // GRUB's entry of ours, booted once (boot/grub_once.rs).
-        "/etc/grub.d/42_vfio-assistant",
-        "/etc/kernel/cmdline",
+        paths::GRUB_ONCE_SCRIPT,
+        paths::ETC_KERNEL_CMDLINE,
         // Our copy of the default entry, and the default entry itself once
         // the copy is kept (systemd_boot.rs).
         "/boot/loader/entries/*",
         "/boot/efi/loader/entries/*",
         "/efi/loader/entries/*",
-        "/etc/kernelstub/configuration",
+        paths::ETC_KERNELSTUB_CONFIGURATION,
     ],
     values: &[],
     runs: |cmd| {
@@ -343,7 +344,7 @@ const SPEC_VFIO_BIND: Spec = Spec {
     values: &[
         "/sys/bus/pci/devices/*/driver_override",
         "/sys/bus/pci/drivers/*/unbind",
-        "/sys/bus/pci/drivers_probe",
+        paths::SYS_BUS_PCI_DRIVERS_PROBE,
     ],
     runs: |cmd| {
         matches!(
@@ -383,7 +384,7 @@ const SPEC_THP: Spec = Spec {
     what: "transparent hugepages to madvise",
     files: &[],
     values: &[
-        "/sys/kernel/mm/transparent_hugepage/enabled",
+        paths::SYS_KERNEL_MM_TRANSPARENT_HUGEPAGE_ENABLED,
         "/sys/kernel/mm/transparent_hugepage/defrag",
     ],
     runs: runs_nothing,
@@ -395,7 +396,7 @@ const SPEC_KSM: Spec = Spec {
     name: "ksm",
     what: "kernel same-page merging off (ksmtuned stopped)",
     files: &[],
-    values: &["/sys/kernel/mm/ksm/run"],
+    values: &[paths::SYS_KERNEL_MM_KSM_RUN],
     runs: |cmd| {
         matches!(
             cmd,
@@ -416,7 +417,7 @@ const SPEC_HUGEPAGES: Spec = Spec {
     values: &[
         "/sys/kernel/mm/hugepages/*/nr_hugepages",
         "/sys/devices/system/node/*/hugepages/*/nr_hugepages",
-        "/proc/sys/vm/compact_memory",
+        paths::PROC_SYS_VM_COMPACT_MEMORY,
     ],
     runs: runs_nothing,
     fixes: &["mem.hugepages"],
@@ -436,7 +437,10 @@ const SPEC_IRQBALANCE: Spec = Spec {
     kind: Kind::Irqbalance,
     name: "irqbalance",
     what: "irqbalance keeps off the VM's CPUs",
-    files: &["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"],
+    files: &[
+        paths::ETC_DEFAULT_IRQBALANCE,
+        paths::ETC_SYSCONFIG_IRQBALANCE,
+    ],
     values: &[],
     runs: |cmd| {
         matches!(
@@ -543,7 +547,7 @@ const SPEC_PERSIST: Spec = Spec {
     kind: Kind::Persist,
     name: "persist",
     what: "THP, KSM and hugepages kept after a reboot (tmpfiles.d)",
-    files: &["/etc/tmpfiles.d/vfio-assistant.conf"],
+    files: &[paths::ETC_TMPFILES_D_VFIO_ASSISTANT_CONF],
     values: &[],
     runs: runs_nothing,
     fixes: &[],

@@ -8,6 +8,7 @@
 pub use super::kind::{ChangeId, Kind};
 use crate::finding::Evidence;
 use crate::host::pci_addr::PciAddr;
+use crate::tuning::paths;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -100,7 +101,7 @@ impl FileChange {
     /// The change as a unified diff, labelled as diff(1) labels it: a file
     /// made or removed is diffed against /dev/null (what both faces show).
     pub fn diff(&self) -> String {
-        const NONE: &str = "/dev/null";
+        const NONE: &str = paths::DEV_NULL;
         let label = |side: &Option<String>| {
             if side.is_some() {
                 self.path.as_str()

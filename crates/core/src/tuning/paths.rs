@@ -81,3 +81,52 @@ pub const SINGLE_GPU_HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-sing
 /// The isolation hook: keeps the host's own tasks off the VM's CPUs while
 /// it runs (hook.rs).
 pub const ISOLATION_HOOK: &str = "/etc/libvirt/hooks/qemu.d/vfio-assistant-isolate";
+
+// Read or written by more than one tuning file: each spelled here once, named
+// by its path (tests/it/architecture.rs keeps every host path of tuning in one file).
+pub const BOOT_EFI_EFI_LINUX: &str = "/boot/efi/EFI/Linux";
+pub const BOOT_EFI_LOADER_ENTRIES: &str = "/boot/efi/loader/entries";
+pub const BOOT_EFI_LOADER_LOADER_CONF: &str = "/boot/efi/loader/loader.conf";
+pub const BOOT_GRUB: &str = "/boot/grub";
+pub const BOOT_GRUB_GRUB_CFG: &str = "/boot/grub/grub.cfg";
+pub const BOOT_GRUB_GRUBENV: &str = "/boot/grub/grubenv";
+pub const BOOT_GRUB2: &str = "/boot/grub2";
+pub const BOOT_GRUB2_PREFIX: &str = "/boot/grub2/";
+pub const BOOT_GRUB2_GRUB_CFG: &str = "/boot/grub2/grub.cfg";
+pub const BOOT_GRUB2_GRUBENV: &str = "/boot/grub2/grubenv";
+pub const BOOT_LOADER_ENTRIES: &str = "/boot/loader/entries";
+pub const BOOT_LOADER_LOADER_CONF: &str = "/boot/loader/loader.conf";
+pub const DEV_NULL: &str = "/dev/null";
+pub const EFI_LOADER_ENTRIES: &str = "/efi/loader/entries";
+pub const EFI_LOADER_LOADER_CONF: &str = "/efi/loader/loader.conf";
+pub const ETC_DEFAULT_GRUB: &str = "/etc/default/grub";
+pub const ETC_DEFAULT_GRUB_D: &str = "/etc/default/grub.d";
+pub const ETC_DEFAULT_IRQBALANCE: &str = "/etc/default/irqbalance";
+pub const ETC_GRUB_D: &str = "/etc/grub.d";
+pub const ETC_KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
+pub const ETC_KERNEL_INSTALL_CONF: &str = "/etc/kernel/install.conf";
+pub const ETC_KERNEL_INSTALL_D: &str = "/etc/kernel/install.d";
+pub const ETC_KERNEL_TRIES: &str = "/etc/kernel/tries";
+pub const ETC_KERNEL_UKI_CONF: &str = "/etc/kernel/uki.conf";
+pub const ETC_KERNELSTUB_CONFIGURATION: &str = "/etc/kernelstub/configuration";
+pub const ETC_LIBVIRT_HOOKS: &str = "/etc/libvirt/hooks";
+pub const ETC_LIBVIRT_HOOKS_QEMU_D: &str = "/etc/libvirt/hooks/qemu.d";
+pub const ETC_MKINITCPIO_CONF: &str = "/etc/mkinitcpio.conf";
+pub const ETC_SYSCONFIG_IRQBALANCE: &str = "/etc/sysconfig/irqbalance";
+pub const ETC_TMPFILES_D_VFIO_ASSISTANT_CONF: &str = "/etc/tmpfiles.d/vfio-assistant.conf";
+pub const PROC_CMDLINE: &str = "/proc/cmdline";
+pub const PROC_SYS_VM_COMPACT_MEMORY: &str = "/proc/sys/vm/compact_memory";
+pub const RUN_LIBVIRT_VIRTQEMUD_SOCK: &str = "/run/libvirt/virtqemud-sock";
+pub const RUN_OSTREE_BOOTED: &str = "/run/ostree-booted";
+pub const RUN_SYSTEMD_SYSTEM: &str = "/run/systemd/system";
+pub const SYS_BUS_PCI_DRIVERS_PROBE: &str = "/sys/bus/pci/drivers_probe";
+pub const SYS_KERNEL_MM_KSM_RUN: &str = "/sys/kernel/mm/ksm/run";
+pub const SYS_KERNEL_MM_TRANSPARENT_HUGEPAGE_ENABLED: &str =
+    "/sys/kernel/mm/transparent_hugepage/enabled";
+pub const SYS_MODULE_NVIDIA_DRM_PARAMETERS_FBDEV: &str = "/sys/module/nvidia_drm/parameters/fbdev";
+pub const USR_LIB_BOOTC: &str = "/usr/lib/bootc";
+pub const USR_LIB_KERNEL_INSTALL_D: &str = "/usr/lib/kernel/install.d";
+pub const USR_LIB_KERNEL_UKI_CONF: &str = "/usr/lib/kernel/uki.conf";
+pub const VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST: &str = "/var/lib/dpkg/info/dracut-core.list";
+pub const VAR_LIB_DPKG_INFO_DRACUT_LIST: &str = "/var/lib/dpkg/info/dracut.list";
+pub const VAR_LIB_DPKG_INFO_INITRAMFS_TOOLS_LIST: &str = "/var/lib/dpkg/info/initramfs-tools.list";

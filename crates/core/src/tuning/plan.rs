@@ -14,6 +14,7 @@ use super::model::{Plan, Request};
 use crate::host::HostSnapshot;
 use crate::parse::cpulist::format_cpulist;
 use crate::pinning::{PinRequest, plan as pin_plan};
+use crate::tuning::paths;
 
 pub use super::plan_error::PlanError;
 
@@ -135,7 +136,7 @@ pub fn plan(snap: &HostSnapshot, f: &TuneFacts, req: &Request) -> Result<Plan, P
         vm: &vm,
         hk: &hk,
         node,
-        systemd: f.markers.contains("/run/systemd/system"),
+        systemd: f.markers.contains(paths::RUN_SYSTEMD_SYSTEM),
         tokens: &tok,
         boot: &boot_changes,
     };

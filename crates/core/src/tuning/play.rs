@@ -39,6 +39,7 @@ use super::paths::{
     APPARMOR_LIBVIRT, APPARMOR_LOCAL, KVMFR_LOAD, KVMFR_MODPROBE, KVMFR_REFCNT, KVMFR_UDEV,
     LG_TMPFILES, QEMU_CONF,
 };
+use crate::tuning::paths;
 
 /// Plans the `looking-glass-shm` kind (its line in `kinds::planner`).
 pub(crate) fn plan_looking_glass_shm(
@@ -114,7 +115,7 @@ const APPARMOR_KVMFR: &str = "/dev/kvmfr0 rw,";
 
 /// libvirt's own default `cgroup_device_acl` (qemu.conf's commented list).
 const DEFAULT_ACL: &[&str] = &[
-    "/dev/null",
+    paths::DEV_NULL,
     "/dev/full",
     "/dev/zero",
     "/dev/random",
@@ -139,7 +140,7 @@ fn cmd(c: Cmd, why: &str) -> CommandStep {
 
 /// The libvirt daemon that reads qemu.conf and runs the hooks.
 pub(super) fn daemon(f: &TuneFacts) -> Unit {
-    if f.markers.contains("/run/libvirt/virtqemud-sock") {
+    if f.markers.contains(paths::RUN_LIBVIRT_VIRTQEMUD_SOCK) {
         Unit::Virtqemud
     } else {
         Unit::Libvirtd

@@ -30,6 +30,7 @@ use super::facts::TuneFacts;
 use super::kinds::{Ctx, Kind, PlanError, Planned, vm_name};
 use super::model::Change;
 use super::paths::SINGLE_GPU_HOOK as HOOK;
+use crate::tuning::paths;
 
 pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
     if !cx.req.single_gpu {
@@ -58,10 +59,10 @@ pub(crate) fn plan(cx: &Ctx, out: &mut Planned) -> Result<(), PlanError> {
 fn foreign_hooks(f: &TuneFacts, vm: &str) -> Vec<String> {
     let has = |d: &str, n: &str| f.dir(d).is_some_and(|names| names.iter().any(|x| x == n));
     let mut theirs = Vec::new();
-    if has("/etc/libvirt/hooks", "qemu") {
+    if has(paths::ETC_LIBVIRT_HOOKS, "qemu") {
         theirs.push("/etc/libvirt/hooks/qemu".to_string());
     }
-    if has("/etc/libvirt/hooks/qemu.d", vm) {
+    if has(paths::ETC_LIBVIRT_HOOKS_QEMU_D, vm) {
         theirs.push(format!("/etc/libvirt/hooks/qemu.d/{vm}/"));
     }
     if theirs.is_empty() {

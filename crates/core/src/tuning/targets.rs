@@ -11,12 +11,13 @@
 use super::command::Cmd;
 use super::kind::{KINDS, Kind, Spec};
 use super::model::{Change, Plan};
+use crate::tuning::paths;
 
 /// Generated files this tool may save, put back, stage and switch (host
 /// paths; `*` matches within one path component).
 const ARTIFACTS: &[&str] = &[
-    "/boot/grub/grub.cfg",
-    "/boot/grub2/grub.cfg",
+    paths::BOOT_GRUB_GRUB_CFG,
+    paths::BOOT_GRUB2_GRUB_CFG,
     "/boot/grub/.vfio-assistant-grub.cfg",
     "/boot/grub2/.vfio-assistant-grub.cfg",
     // grub-mkconfig's own temporary beside the staged file (it writes
@@ -24,8 +25,8 @@ const ARTIFACTS: &[&str] = &[
     "/boot/grub/.vfio-assistant-grub.cfg.new",
     "/boot/grub2/.vfio-assistant-grub.cfg.new",
     // GRUB's environment block: grub-reboot's next_entry (boot/grub_once.rs).
-    "/boot/grub/grubenv",
-    "/boot/grub2/grubenv",
+    paths::BOOT_GRUB_GRUBENV,
+    paths::BOOT_GRUB2_GRUBENV,
     "/boot/initrd.img-*",
     "/boot/initramfs-*.img",
     // kernel-install's layout, ESP/<entry token>/<release>/initrd (Debian

@@ -12,6 +12,7 @@ use super::tokens::missing;
 use super::txn::Env;
 use super::txn::steps::read_value;
 use crate::sysroot::{HostPath, HostRoot};
+use crate::tuning::paths;
 
 pub fn verify_name(v: &Verify) -> String {
     match v {
@@ -345,7 +346,7 @@ pub fn verify(env: &Env, v: &Verify) -> (bool, String, bool) {
             )
         }
         Verify::CmdlineHas { tokens } => {
-            let line = read_value(root, "/proc/cmdline").unwrap_or_default();
+            let line = read_value(root, paths::PROC_CMDLINE).unwrap_or_default();
             let m = missing(&line, tokens);
             (
                 true,

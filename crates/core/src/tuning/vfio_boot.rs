@@ -20,6 +20,7 @@ use super::vfio_address::{BIND_TOKEN, install_line, shared_ids};
 use super::vfio_rebuild::NotAtBoot;
 use crate::finding::Evidence;
 use crate::host::HostSnapshot;
+use crate::tuning::paths;
 
 /// The host drivers that would take each kind of device first.
 fn known_drivers(vendor: u16, class: u32) -> &'static [&'static str] {
@@ -252,7 +253,7 @@ pub fn vfio_boot_change(
             && f.has_tool("kernel-install")
     }) {
         let builds_itself = f
-            .dir("/usr/lib/kernel/install.d")
+            .dir(paths::USR_LIB_KERNEL_INSTALL_D)
             .is_some_and(|d| d.iter().any(|x| x.ends_with("-dracut.install")));
         if builds_itself {
             rebuild.clear();
@@ -284,7 +285,7 @@ pub fn vfio_boot_change(
         return Ok(None);
     }
     if generator == Generator::Mkinitcpio
-        && f.file("/etc/mkinitcpio.conf").is_some_and(|t| {
+        && f.file(paths::ETC_MKINITCPIO_CONF).is_some_and(|t| {
             t.lines()
                 .find(|l| l.trim_start().starts_with("HOOKS="))
                 .is_some_and(|l| !l.contains("modconf"))

@@ -8,6 +8,7 @@
 use super::boot::{Generator, Loader};
 use super::command::{Cmd, ImageName, Release, image_path};
 use super::facts::TuneFacts;
+use crate::tuning::paths;
 
 /// The rebuild commands and the images they write, for `releases`.
 pub fn images(
@@ -37,8 +38,9 @@ pub fn images(
         Generator::Dracut => {
             // Debian and Ubuntu name it initrd.img-R (their dracut package
             // too); Fedora, RHEL and Arch initramfs-R.img.
-            let debian = f.markers.contains("/var/lib/dpkg/info/dracut.list")
-                || f.markers.contains("/var/lib/dpkg/info/dracut-core.list");
+            let debian = f.markers.contains(paths::VAR_LIB_DPKG_INFO_DRACUT_LIST)
+                || f.markers
+                    .contains(paths::VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST);
             for release in releases {
                 let r = release.as_str();
                 let image = if in_boot(&format!("initrd.img-{r}"))

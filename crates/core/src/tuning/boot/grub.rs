@@ -9,6 +9,7 @@ use super::super::facts::TuneFacts;
 use super::super::model::{Change, CommandStep, FileChange, Manual, Verify};
 use super::super::tokens::missing;
 use super::{Loader, ev, grub_cfg, grub_once, grub_texts, grub_var, manual_cmdline, set_grub_var};
+use crate::tuning::paths;
 use crate::tuning::paths::GRUB_DROPIN as DROPIN;
 
 fn title(t: &[String]) -> String {
@@ -19,7 +20,7 @@ fn title(t: &[String]) -> String {
 fn configured(f: &TuneFacts, loader: Loader) -> Result<String, Manual> {
     let texts: Vec<&str> = match loader {
         Loader::GrubDebian => grub_texts(f, ""),
-        _ => vec![f.file("/etc/default/grub").unwrap_or("")],
+        _ => vec![f.file(paths::ETC_DEFAULT_GRUB).unwrap_or("")],
     };
     Ok(cmdline_of(&texts))
 }
@@ -34,7 +35,7 @@ pub(super) fn grub_cmdline(
     tokens: &[String],
     base: Change,
 ) -> Result<Option<Change>, Manual> {
-    if loader == Loader::GrubMkconfig && f.file("/etc/default/grub").is_none() {
+    if loader == Loader::GrubMkconfig && f.file(paths::ETC_DEFAULT_GRUB).is_none() {
         return Err(manual_cmdline(
             tokens,
             "GRUB booted, but /etc/default/grub is not there",
@@ -112,7 +113,7 @@ fn direct(
             "GRUB_CMDLINE_LINUX(_DEFAULT) in /etc/default/grub and grub.d",
         )
     } else {
-        let Some(main) = f.file("/etc/default/grub") else {
+        let Some(main) = f.file(paths::ETC_DEFAULT_GRUB) else {
             return Err(manual_cmdline(
                 tokens,
                 "GRUB booted, but /etc/default/grub is not there",
@@ -124,7 +125,7 @@ fn direct(
             return Ok(None);
         }
         let file = FileChange {
-            path: "/etc/default/grub".into(),
+            path: paths::ETC_DEFAULT_GRUB.into(),
             before: Some(main.into()),
             after: Some(set_grub_var(main, "GRUB_CMDLINE_LINUX_DEFAULT", &add)),
         };
@@ -133,12 +134,12 @@ fn direct(
             file,
             add,
             "from /etc/default/grub",
-            "/etc/default/grub",
+            paths::ETC_DEFAULT_GRUB,
         )
     };
     // What the default entries must hold afterwards: what the file adds.
     let add = missing(&line, tokens);
-    let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
+    let cfg = grub_cfg(f).unwrap_or(paths::BOOT_GRUB_GRUB_CFG);
     let (commands, artifacts) = staged_grub(f, cfg, from);
     Ok(Some(Change {
         title: title(&shown),
@@ -175,7 +176,7 @@ pub(super) fn staged_grub(
     from: &str,
 ) -> (Vec<CommandStep>, Vec<super::super::model::Artifact>) {
     let grub2_tool = !f.has_tool("grub-mkconfig") && f.has_tool("grub2-mkconfig");
-    let grub = Grub::of(grub2_tool, cfg.starts_with("/boot/grub2/"));
+    let grub = Grub::of(grub2_tool, cfg.starts_with(paths::BOOT_GRUB2_PREFIX));
     let cfg = format!("{}/grub.cfg", grub.dir());
     (
         vec![CommandStep::new(

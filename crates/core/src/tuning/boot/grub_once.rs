@@ -23,6 +23,7 @@ use super::super::facts::TuneFacts;
 use super::super::model::{Change, CommandStep, FileChange, Verify};
 use super::super::tokens::missing;
 use super::{ev, grub_cfg};
+use crate::tuning::paths;
 use crate::tuning::paths::GRUB_ONCE_SCRIPT as SCRIPT;
 
 const TOKENS_LINE: &str = "VFIO_ASSISTANT_TOKENS=";
@@ -68,9 +69,9 @@ pub fn script_tokens(text: &str) -> Vec<String> {
 /// The GRUB flavour of this host (grub-mkconfig or grub2-mkconfig, its
 /// folder).
 pub fn grub_of(f: &TuneFacts) -> Grub {
-    let cfg = grub_cfg(f).unwrap_or("/boot/grub/grub.cfg");
+    let cfg = grub_cfg(f).unwrap_or(paths::BOOT_GRUB_GRUB_CFG);
     let grub2_tool = !f.has_tool("grub-mkconfig") && f.has_tool("grub2-mkconfig");
-    Grub::of(grub2_tool, cfg.starts_with("/boot/grub2/"))
+    Grub::of(grub2_tool, cfg.starts_with(paths::BOOT_GRUB2_PREFIX))
 }
 
 /// Why the new setup cannot be booted once here (the plan then writes the
@@ -85,7 +86,7 @@ pub fn once_blocked(f: &TuneFacts) -> Option<String> {
         return Some(format!("{reboot} is not installed"));
     }
     if !f
-        .dir("/etc/grub.d")
+        .dir(paths::ETC_GRUB_D)
         .is_some_and(|d| d.iter().any(|n| n == "10_linux"))
     {
         return Some(

@@ -8,6 +8,7 @@
 use super::grub_menu::{grubenv, menu, pick, version_cmp};
 use super::{Loader, entries, grub_cfg, grub_texts, grub_var, systemd_boot};
 use crate::tuning::facts::TuneFacts;
+use crate::tuning::paths;
 use std::collections::BTreeMap;
 
 /// The kernel the next boot starts, and where that was read: the default
@@ -31,7 +32,7 @@ pub struct NextBoot {
 
 /// GRUB's environment block, where the host keeps one.
 fn env_block(f: &TuneFacts) -> (Option<&'static str>, BTreeMap<String, String>) {
-    for p in ["/boot/grub/grubenv", "/boot/grub2/grubenv"] {
+    for p in [paths::BOOT_GRUB_GRUBENV, paths::BOOT_GRUB2_GRUBENV] {
         if let Some(t) = f.file(p) {
             return (Some(p), grubenv(t));
         }

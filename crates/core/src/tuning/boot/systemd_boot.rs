@@ -6,6 +6,7 @@
 //! the copy goes (a second transaction, undone on its own).
 
 use super::*;
+use crate::tuning::paths;
 
 use super::super::command::OUR_ENTRY as OURS;
 
@@ -30,9 +31,9 @@ pub(super) fn default_entry(f: &TuneFacts) -> Option<String> {
 /// loader.conf's `default` (a name or a glob), empty when it sets none.
 pub(super) fn loader_default(f: &TuneFacts) -> String {
     let loader_conf = [
-        "/boot/loader/loader.conf",
-        "/efi/loader/loader.conf",
-        "/boot/efi/loader/loader.conf",
+        paths::BOOT_LOADER_LOADER_CONF,
+        paths::EFI_LOADER_LOADER_CONF,
+        paths::BOOT_EFI_LOADER_LOADER_CONF,
     ]
     .iter()
     .find_map(|p| f.file(p));
@@ -63,7 +64,7 @@ pub(super) fn systemd_boot(
     };
     let dir = src
         .rsplit_once('/')
-        .map_or("/boot/loader/entries", |(d, _)| d);
+        .map_or(paths::BOOT_LOADER_ENTRIES, |(d, _)| d);
     let ours = format!("{dir}/{OURS}");
     let text = f.file(src).unwrap_or("");
     let opts: String = text
@@ -77,11 +78,11 @@ pub(super) fn systemd_boot(
         return Ok(Some(keep));
     }
     let after = (!add.is_empty()).then(|| with_options(text, &add, true));
-    let kc = f.file("/etc/kernel/cmdline");
+    let kc = f.file(paths::ETC_KERNEL_CMDLINE);
     let kc_change = kc.and_then(|k| {
         let a = missing(k, tokens);
         (!a.is_empty()).then(|| FileChange {
-            path: "/etc/kernel/cmdline".into(),
+            path: paths::ETC_KERNEL_CMDLINE.into(),
             before: Some(k.into()),
             after: Some(format!("{}\n", merge(k.trim(), &a))),
         })

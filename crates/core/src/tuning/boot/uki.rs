@@ -22,10 +22,11 @@ use super::super::command::{KernelAt, Release, UKI_TOKEN, our_uki};
 use super::next_boot::NextBoot;
 use super::*;
 use crate::host::uki::Uki;
+use crate::tuning::paths;
 
 /// Where kernel-install's plugins are (a file in /etc replaces its
 /// namesake in /usr/lib).
-const PLUGIN_DIRS: [&str; 2] = ["/etc/kernel/install.d", "/usr/lib/kernel/install.d"];
+const PLUGIN_DIRS: [&str; 2] = [paths::ETC_KERNEL_INSTALL_D, paths::USR_LIB_KERNEL_INSTALL_D];
 
 /// Whether kernel-install runs a plugin named `*suffix`: one in /usr/lib
 /// or /etc, unless /etc masks it (a symlink to /dev/null, which is not
@@ -48,7 +49,7 @@ fn plugin(f: &TuneFacts, suffix: &str) -> bool {
 /// A key ukify signs with (`SecureBootPrivateKey=` in uki.conf), or sbctl's
 /// kernel-install plugin, which signs every image it installs.
 fn signs_itself(f: &TuneFacts) -> bool {
-    let conf = ["/etc/kernel/uki.conf", "/usr/lib/kernel/uki.conf"]
+    let conf = [paths::ETC_KERNEL_UKI_CONF, paths::USR_LIB_KERNEL_UKI_CONF]
         .iter()
         .find_map(|p| f.file(p))
         .unwrap_or("");
@@ -122,7 +123,7 @@ struct Target<'a> {
 
 fn target(f: &TuneFacts) -> Option<Target<'_>> {
     let layout_uki = f
-        .file("/etc/kernel/install.conf")
+        .file(paths::ETC_KERNEL_INSTALL_CONF)
         .is_some_and(|t| t.lines().any(|l| l.trim().replace(' ', "") == "layout=uki"));
     if !(layout_uki && f.has_tool("kernel-install") && plugin(f, "-ukify.install")) {
         return None;
@@ -157,7 +158,7 @@ fn target(f: &TuneFacts) -> Option<Target<'_>> {
 /// boots (/etc/kernel/tries: the image's name changes as it is tried) or
 /// bootctl is missing.
 pub fn boot_once_here(f: &TuneFacts) -> bool {
-    f.file("/etc/kernel/tries").is_none() && f.has_tool("bootctl") && target(f).is_some()
+    f.file(paths::ETC_KERNEL_TRIES).is_none() && f.has_tool("bootctl") && target(f).is_some()
 }
 
 /// The click where kernel-install builds the UKIs with ukify; `Err` with
@@ -178,7 +179,7 @@ pub(super) fn uki_change(
     };
     let boots_with = now.cmdline.clone().unwrap_or_default();
     let add = missing(&boots_with, tokens);
-    let kc = f.file("/etc/kernel/cmdline");
+    let kc = f.file(paths::ETC_KERNEL_CMDLINE);
     // Without the file, kernel-install takes /proc/cmdline; the image's own
     // line is what this kernel boots with now, the better base (less the
     // systemd.machine_id= ukify adds by itself).
@@ -192,7 +193,7 @@ pub(super) fn uki_change(
     let add_kc = missing(&base_line, tokens);
     let dir = path
         .rsplit_once('/')
-        .map_or("/boot/efi/EFI/Linux", |(d, _)| d);
+        .map_or(paths::BOOT_EFI_EFI_LINUX, |(d, _)| d);
     let ours = format!("{dir}/{}", our_uki(&release));
     let once = boot_once_here(f);
     // Done when the file holds them and the image the next boot may start
@@ -214,7 +215,7 @@ pub(super) fn uki_change(
         Vec::new()
     } else {
         vec![FileChange {
-            path: "/etc/kernel/cmdline".into(),
+            path: paths::ETC_KERNEL_CMDLINE.into(),
             before: kc.map(str::to_string),
             after: Some(format!("{}\n", merge(base_line.trim(), &add_kc))),
         }]
@@ -278,7 +279,7 @@ pub(super) fn uki_change(
         },
         evidence: vec![
             ev(&path, format!(".cmdline {}", boots_with.trim())),
-            ev("/etc/kernel/cmdline", base_line.trim()),
+            ev(paths::ETC_KERNEL_CMDLINE, base_line.trim()),
         ],
         files,
         commands: vec![step.clone()],
@@ -372,7 +373,7 @@ fn boot_once(
         ),
         evidence: vec![
             ev(default, format!(".cmdline {}", boots_with.trim())),
-            ev("/etc/kernel/cmdline", base_line.trim()),
+            ev(paths::ETC_KERNEL_CMDLINE, base_line.trim()),
         ],
         files,
         commands: vec![

@@ -3,6 +3,7 @@
 use super::{ChangeId, Kind, action, change, ev, value};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, Verify};
+use crate::tuning::paths;
 
 /// Plans the `hugepages` kind (its line in `kinds::planner`).
 pub(crate) fn plan_hugepages(
@@ -72,7 +73,7 @@ pub fn hugepages(
     );
     c.evidence
         .push(ev(&format!("{sys}/free_hugepages"), free.to_string()));
-    let mut compact = action("/proc/sys/vm/compact_memory", "1");
+    let mut compact = action(paths::PROC_SYS_VM_COMPACT_MEMORY, "1");
     compact.may_fail = true;
     c.values.push(compact);
     c.values

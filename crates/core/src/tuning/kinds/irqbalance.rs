@@ -5,6 +5,7 @@ use crate::parse::cpulist::format_cpulist;
 use crate::tuning::command::{Cmd, Unit, UnitVerb};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, FileChange};
+use crate::tuning::paths;
 
 /// Plans the `irqbalance` kind (its line in `kinds::planner`).
 pub(crate) fn plan_irqbalance(
@@ -20,10 +21,13 @@ pub fn irqbalance(f: &TuneFacts, vm_cpus: &[u32], systemd: bool) -> Option<Chang
     if vm_cpus.is_empty() || !f.has_tool("irqbalance") {
         return None;
     }
-    let path = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"]
-        .into_iter()
-        .find(|p| f.file(p).is_some())
-        .unwrap_or("/etc/default/irqbalance");
+    let path = [
+        paths::ETC_DEFAULT_IRQBALANCE,
+        paths::ETC_SYSCONFIG_IRQBALANCE,
+    ]
+    .into_iter()
+    .find(|p| f.file(p).is_some())
+    .unwrap_or(paths::ETC_DEFAULT_IRQBALANCE);
     let before = f.file(path).map(str::to_string);
     let line = format!("IRQBALANCE_BANNED_CPULIST={}", format_cpulist(vm_cpus));
     let cur = before.clone().unwrap_or_default();

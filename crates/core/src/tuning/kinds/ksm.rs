@@ -4,6 +4,7 @@ use super::{ChangeId, Kind, change, ev, value};
 use crate::tuning::command::{Cmd, Unit, UnitVerb};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, Verify};
+use crate::tuning::paths;
 
 /// Plans the `ksm` kind (its line in `kinds::planner`).
 pub(crate) fn plan_ksm(
@@ -16,7 +17,7 @@ pub(crate) fn plan_ksm(
 
 /// KSM off (and ksmtuned stopped when it is there).
 pub fn ksm(f: &TuneFacts, systemd: bool) -> Option<Change> {
-    let path = "/sys/kernel/mm/ksm/run";
+    let path = paths::SYS_KERNEL_MM_KSM_RUN;
     let cur = f.value(path)?;
     if cur.trim() == "0" {
         return None;

@@ -4,6 +4,7 @@
 use super::{ChangeId, Kind};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, FileChange};
+use crate::tuning::paths;
 
 /// Plans the `persist` kind (its line in `kinds::planner`).
 pub(crate) fn plan_persist(
@@ -19,7 +20,7 @@ pub(crate) fn plan_persist(
 /// already keeps, with this plan's new values added (a later plan never
 /// drops what an earlier one kept).
 pub fn persist(changes: &[Change], f: &TuneFacts) -> Option<Change> {
-    const PATH: &str = "/etc/tmpfiles.d/vfio-assistant.conf";
+    const PATH: &str = paths::ETC_TMPFILES_D_VFIO_ASSISTANT_CONF;
     let mut kept: Vec<(String, String)> = f
         .file(PATH)
         .unwrap_or("")

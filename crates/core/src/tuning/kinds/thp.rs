@@ -3,6 +3,7 @@
 use super::{ChangeId, Kind, change, ev, value};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, Effect, Verify};
+use crate::tuning::paths;
 
 /// Plans the `thp` kind (its line in `kinds::planner`).
 pub(crate) fn plan_thp(
@@ -15,7 +16,7 @@ pub(crate) fn plan_thp(
 
 /// Transparent hugepages to `madvise` (from `always`).
 pub fn thp(f: &TuneFacts) -> Option<Change> {
-    let path = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let path = paths::SYS_KERNEL_MM_TRANSPARENT_HUGEPAGE_ENABLED;
     let cur = f.value(path)?;
     let now = bracketed(cur);
     if now != "always" {

@@ -5,6 +5,7 @@ use crate::host::HostSnapshot;
 use crate::tuning::command::{Cmd, Module};
 use crate::tuning::facts::TuneFacts;
 use crate::tuning::model::{Change, CommandStep, Effect, Verify};
+use crate::tuning::paths;
 
 /// Plans the `vfio-bind` kind (its line in `kinds::planner`).
 pub(crate) fn plan_vfio_bind(
@@ -47,13 +48,13 @@ pub fn vfio_bind(snap: &HostSnapshot, f: &TuneFacts, set: &[String]) -> Option<C
             ));
         }
         c.values
-            .push(action("/sys/bus/pci/drivers_probe", a.clone()));
+            .push(action(paths::SYS_BUS_PCI_DRIVERS_PROBE, a.clone()));
         // Undo: the override cleared (restored), then off vfio-pci and probed
         // again, so the host driver takes it back.
         c.undo_values
             .push(action("/sys/bus/pci/drivers/vfio-pci/unbind", a.clone()));
         c.undo_values
-            .push(action("/sys/bus/pci/drivers_probe", a.clone()));
+            .push(action(paths::SYS_BUS_PCI_DRIVERS_PROBE, a.clone()));
         c.verify.push(Verify::DriverIs {
             device: a.clone(),
             driver: "vfio-pci".into(),

@@ -16,6 +16,7 @@ pub mod secrets;
 
 use crate::host::{ScanError, scan};
 use crate::parse::pci_config::mask_serial_number;
+use crate::sysroot::link_walk::{Met, walk_links};
 use crate::sysroot::{HostPath, HostRoot};
 use crate::userfile::NewFile;
 use flate2::Compression;
@@ -23,7 +24,7 @@ use flate2::write::GzEncoder;
 use secrets::{is_private_key, mask_secrets};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -86,53 +87,25 @@ enum Entry {
 /// and the directories on the way, and return the physical path reached.
 /// Links resolve inside the root (an absolute target starts at the root).
 fn walk(root: &HostRoot, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Option<PathBuf> {
-    let mut todo: Vec<std::ffi::OsString> = rel
-        .components()
-        .rev()
-        .map(|c| c.as_os_str().to_owned())
-        .collect();
-    let mut cur = PathBuf::new();
-    let mut hops = 0;
-    while let Some(part) = todo.pop() {
-        if part == ".." {
-            cur.pop();
-            continue;
-        }
-        if part == "." {
-            continue;
-        }
-        let next = cur.join(&part);
-        let at = HostPath::from_relative(&next)?;
-        let meta = root.symlink_metadata(&at).ok()?;
+    let gone = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    walk_links(rel, |next, is_last| {
+        let at = HostPath::from_relative(next).ok_or_else(gone)?;
+        let meta = root.symlink_metadata(&at).map_err(|_| gone())?;
         if meta.file_type().is_symlink() {
-            hops += 1;
-            if hops > 40 {
-                return None;
-            }
-            let target = root.read_link(&at).ok()?;
-            out.insert(next.clone(), Entry::Link(target.clone()));
+            let target = root.read_link(&at).map_err(|_| gone())?;
+            out.insert(next.to_path_buf(), Entry::Link(target.clone()));
             // Files under proc whose links name a process: stop and store the content.
-            if next.starts_with("proc") && todo.is_empty() {
-                return Some(next);
+            if next.starts_with("proc") && is_last {
+                return Ok(Met::Stop);
             }
-            if target.is_absolute() {
-                cur = PathBuf::new();
-            }
-            for comp in target.components().rev() {
-                if let Component::Normal(p) = comp {
-                    todo.push(p.to_owned());
-                } else if comp == Component::ParentDir {
-                    todo.push("..".into());
-                }
-            }
-            continue;
+            return Ok(Met::Link(target));
         }
-        cur = next;
         if meta.is_dir() {
-            out.entry(cur.clone()).or_insert(Entry::Dir);
+            out.entry(next.to_path_buf()).or_insert(Entry::Dir);
         }
-    }
-    Some(cur)
+        Ok(Met::NotLink)
+    })
+    .ok()
 }
 
 /// Mask MAC addresses (`aa:bb:cc:dd:ee:ff`) and UUIDs in text.

@@ -12,6 +12,7 @@
 //! open for ever).
 
 mod confined;
+pub(crate) mod link_walk;
 mod opened;
 
 pub use opened::{OpenedRoot, RootError, open_root};
@@ -152,7 +153,7 @@ impl ReadError {
                 path,
                 message: format!(
                     "a loop of symbolic links (or more than {} links in a row)",
-                    confined::MAX_LINK_HOPS
+                    link_walk::MAX_LINK_HOPS
                 ),
             },
             _ => ReadError::Io {

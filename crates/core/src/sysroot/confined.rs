@@ -8,17 +8,14 @@
 //! (Linux before 5.6, or a sandbox that refuses it) the same walk is done here,
 //! one component at a time with a limit on links followed.
 
+use super::link_walk::{Met, walk_links};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
-
-/// Links followed in one resolution before it counts as a loop (the kernel's
-/// own limit).
-pub(super) const MAX_LINK_HOPS: usize = 40;
 
 /// Whether this kernel has `openat2`: 0 not known yet, 1 yes, 2 no.
 static OPENAT2: AtomicU8 = AtomicU8::new(0);
@@ -115,53 +112,24 @@ impl Jail {
     /// `rel` with every link on the way resolved inside the root (and the
     /// last one too with `Last::Follow`): a path of real directories.
     fn walk(&self, rel: &Path, last: Last) -> io::Result<PathBuf> {
-        // Components still to resolve, the next one last.
-        let mut todo: Vec<OsString> = Vec::new();
-        push_components(&mut todo, rel);
-        let mut cur = PathBuf::new();
-        let mut hops = 0;
-        while let Some(part) = todo.pop() {
-            if part == ".." {
-                // `..` at the root stays at the root.
-                cur.pop();
-                continue;
-            }
-            let next = cur.join(&part);
-            let is_last = todo.is_empty();
-            let st = match rustix::fs::statat(&self.root, &next, AtFlags::SYMLINK_NOFOLLOW) {
+        walk_links(rel, |next, is_last| {
+            let st = match rustix::fs::statat(&self.root, next, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 // A missing last component is for the caller's open to say.
-                Err(rustix::io::Errno::NOENT) if is_last => return Ok(next),
+                Err(rustix::io::Errno::NOENT) if is_last => return Ok(Met::Stop),
                 Err(e) => return Err(e.into()),
             };
-            let is_link = FileType::from_raw_mode(st.st_mode) == FileType::Symlink;
-            if !is_link || (is_last && last == Last::NoFollow) {
-                cur = next;
-                continue;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
+                return Ok(Met::NotLink);
             }
-            hops += 1;
-            if hops > MAX_LINK_HOPS {
-                return Err(rustix::io::Errno::LOOP.into());
+            if is_last && last == Last::NoFollow {
+                return Ok(Met::Stop);
             }
-            let target = rustix::fs::readlinkat(&self.root, &next, Vec::new())?;
-            let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
-            if target.is_absolute() {
-                cur = PathBuf::new();
-            }
-            push_components(&mut todo, &target);
-        }
-        Ok(cur)
-    }
-}
-
-/// Push `path`'s components onto `todo` so that the first is popped first.
-fn push_components(todo: &mut Vec<OsString>, path: &Path) {
-    for c in path.components().rev() {
-        match c {
-            Component::Normal(p) => todo.push(p.to_owned()),
-            Component::ParentDir => todo.push("..".into()),
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
+            let target = rustix::fs::readlinkat(&self.root, next, Vec::new())?;
+            Ok(Met::Link(PathBuf::from(OsString::from_vec(
+                target.into_bytes(),
+            ))))
+        })
     }
 }
 

@@ -23,10 +23,12 @@
 //! a card's ROM) run there: `forward.rs`. `domain` talks to its libvirt
 //! over `qemu+ssh://` from here and reads a failed start's QEMU log there.
 
+mod error;
 mod forward;
 mod live;
 mod source;
 
+pub use error::RemoteError;
 pub use forward::{Privilege, forwarded_args};
 pub use live::{LatencyPair, parse_update};
 pub use source::{HostSource, OpenedHost, SourceError};
@@ -79,88 +81,6 @@ pub struct Fetched {
 const OTHER_VERSION: i32 = 86;
 const VERSION_MARK: &str = "vfio-assistant-version-there:";
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RemoteError {
-    #[error(
-        "{0:?}: give ssh://[user@]host[:port][/path], e.g. ssh://anna@server or ssh://server:2222"
-    )]
-    BadTarget(String),
-    #[error(
-        "{host} cannot be reached: {detail}. Check the name and that the machine is on and runs an SSH server (ssh {login} should log you in)."
-    )]
-    Unreachable {
-        host: String,
-        login: String,
-        detail: String,
-    },
-    #[error(
-        "{host} refused your key ({detail}). Add your public key to its ~/.ssh/authorized_keys (ssh-copy-id {login}) or name the key in ~/.ssh/config; a password is never asked here."
-    )]
-    KeyRefused {
-        host: String,
-        login: String,
-        detail: String,
-    },
-    #[error(
-        "{host}'s host key is not the one known before: {detail}. If you know why (the machine was reinstalled), remove the old key (ssh-keygen -R '{known}') and connect once with ssh {login} to check and accept the new one."
-    )]
-    HostKeyChanged {
-        host: String,
-        login: String,
-        known: String,
-        detail: String,
-    },
-    #[error(
-        "{host}'s host key is not known yet: {detail}. Connect once in a terminal with ssh {login}, check the fingerprint it shows and accept it; then try again."
-    )]
-    HostKeyUnknown {
-        host: String,
-        login: String,
-        detail: String,
-    },
-    #[error(
-        "{host} has no vfio-assistant ({detail}). Install the same package there (.deb, .rpm or the AUR package, version {ours})."
-    )]
-    NotInstalled {
-        host: String,
-        ours: String,
-        detail: String,
-    },
-    #[error(
-        "{host} runs vfio-assistant {theirs}, this is {ours}: install {ours} there (or this one's version of {theirs}); different versions are not mixed."
-    )]
-    Version {
-        host: String,
-        ours: String,
-        theirs: String,
-    },
-    #[error("{what} on {host} failed: {detail}")]
-    Failed {
-        host: String,
-        what: String,
-        detail: String,
-    },
-    #[error(
-        "sudo on {host} asks for a password, and there is no terminal here to type it in. Run the same command in a terminal (it asks there){}",
-        helper_line(user, *helper)
-    )]
-    SudoPassword {
-        host: String,
-        user: String,
-        /// Whether what asked is the helper (a tuning): then the one
-        /// sudoers line that allows it without a password is said.
-        helper: bool,
-    },
-    #[error(
-        "{host} has no sudo and you log in there as a user, not root: changing that machine needs root (log in as root with ssh://root@{name}, or install sudo there)."
-    )]
-    NoSudo { host: String, name: String },
-    #[error("{what} from the other machine could not be read: {detail}")]
-    Unreadable { what: &'static str, detail: String },
-    #[error("the ssh command could not be run: {0} (install the OpenSSH client: openssh-client)")]
-    NoSsh(String),
-}
-
 /// Where the packages put the helper.
 pub const HELPER: &str = "/usr/libexec/vfio-assistant/vfio-assistant-helper";
 
@@ -173,7 +93,7 @@ pub fn sudoers_line(user: &str) -> String {
     format!("{user} ALL=(root) NOPASSWD: {HELPER} \"\"")
 }
 
-fn helper_line(user: &str, helper: bool) -> String {
+pub(crate) fn helper_line(user: &str, helper: bool) -> String {
     if helper {
         format!(
             ", or let your user run the helper without a password there: the sudoers line `{}` in /etc/sudoers.d/vfio-assistant (visudo -f). {}",

@@ -2,14 +2,15 @@
 //! being shown, its scan, and one runtime per page (`pages.rs`) with its own
 //! job slots. Split the way rerun splits its app: `logic.rs` takes what the
 //! workers sent (no drawing), `ui.rs` draws and collects the views'
-//! `Command`s, `commands.rs` runs them.
+//! `Command`s (command.rs), `commands.rs` runs them.
 
+mod command;
 mod commands;
 mod logic;
 pub mod page_table;
 mod ui;
 
-pub use commands::{Command, VmPage};
+pub use command::{Command, VmPage};
 
 use super::Source;
 use super::pages::{

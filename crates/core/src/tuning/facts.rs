@@ -5,144 +5,19 @@
 //! the runtime values the changes would write. Planning is then a pure
 //! function of these facts and the host snapshot.
 
+mod reads;
+
+pub use reads::{
+    COMPOSITOR_PROGRAMS, CONFIG_DIRS, CONFIG_FILES, MARKERS, TOOLS, UKI_DIRS, files_read,
+};
+
 use crate::sysroot::{HostPath, HostRoot};
 use crate::tuning::paths;
+use reads::{BIN_DIRS, MAX_UKIS};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The systemd Boot Loader Interface's vendor GUID (systemd.io/BOOT_LOADER_INTERFACE).
 const LOADER_GUID: &str = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f";
-
-/// Config files the planner reads (and may write), as the host spells them.
-pub const CONFIG_FILES: &[&str] = &[
-    paths::ETC_DEFAULT_GRUB,
-    paths::ETC_KERNEL_CMDLINE,
-    // kernel-install's boot counting (the image's name changes as it is tried).
-    paths::ETC_KERNEL_TRIES,
-    paths::ETC_KERNEL_INSTALL_CONF,
-    // ukify's configuration: whether it signs the images it builds.
-    paths::ETC_KERNEL_UKI_CONF,
-    paths::USR_LIB_KERNEL_UKI_CONF,
-    paths::ETC_KERNELSTUB_CONFIGURATION,
-    paths::INITRAMFS_TOOLS_MODULES,
-    "/etc/initramfs-tools/initramfs.conf",
-    paths::ETC_MKINITCPIO_CONF,
-    "/etc/dracut.conf",
-    paths::ETC_DEFAULT_IRQBALANCE,
-    paths::ETC_SYSCONFIG_IRQBALANCE,
-    "/etc/os-release",
-    paths::BOOT_GRUB_GRUB_CFG,
-    // GRUB's environment block: a pending grub-reboot, the saved default.
-    paths::BOOT_GRUB_GRUBENV,
-    paths::BOOT_GRUB2_GRUBENV,
-    // systemd-boot's `default` (which entry or image it starts).
-    paths::BOOT_LOADER_LOADER_CONF,
-    paths::EFI_LOADER_LOADER_CONF,
-    paths::BOOT_EFI_LOADER_LOADER_CONF,
-    paths::BOOT_GRUB2_GRUB_CFG,
-    paths::VFIO_MODPROBE,
-    paths::GRUB_DROPIN,
-    super::paths::GRUB_ONCE_SCRIPT,
-    paths::VFIO_DRACUT,
-    paths::VFIO_MKINITCPIO,
-    "/etc/sysctl.d/90-vfio-assistant.conf",
-    paths::ETC_TMPFILES_D_VFIO_ASSISTANT_CONF,
-    super::paths::ISOLATION_HOOK,
-    super::paths::SINGLE_GPU_HOOK,
-    super::paths::SHARED_GPU_HOOK,
-    super::paths::SHARED_GPU_UDEV,
-    super::paths::SHARED_GPU_ENVIRONMENT,
-    super::paths::SHARED_GPU_XORG,
-    super::paths::LG_TMPFILES,
-    super::paths::KVMFR_MODPROBE,
-    super::paths::KVMFR_LOAD,
-    super::paths::KVMFR_UDEV,
-    super::paths::QEMU_CONF,
-    super::paths::APPARMOR_LOCAL,
-    "/etc/passwd",
-];
-
-/// Folders whose entries the planner looks at.
-pub const CONFIG_DIRS: &[&str] = &[
-    paths::ETC_DEFAULT_GRUB_D,
-    // GRUB's generators: 10_linux, which our entry tried once runs.
-    paths::ETC_GRUB_D,
-    "/etc/dracut.conf.d",
-    "/etc/mkinitcpio.conf.d",
-    "/etc/modprobe.d",
-    "/etc/initramfs-tools",
-    "/boot",
-    paths::BOOT_LOADER_ENTRIES,
-    paths::BOOT_EFI_LOADER_ENTRIES,
-    paths::EFI_LOADER_ENTRIES,
-    paths::USR_LIB_BOOTC,
-    // kernel-install's plugins: whether it builds the initramfs itself
-    // (50-dracut.install) or copies /boot/initrd.img-* (Debian's 85-initrd).
-    paths::USR_LIB_KERNEL_INSTALL_D,
-    paths::ETC_KERNEL_INSTALL_D,
-    // libvirt's hooks: another single-GPU setup's scripts for the same VM.
-    paths::ETC_LIBVIRT_HOOKS,
-    paths::ETC_LIBVIRT_HOOKS_QEMU_D,
-];
-
-/// Where kernel-install, mkinitcpio and ukify put unified kernel images
-/// (listed with `CONFIG_DIRS`, and each image read)
-/// (`$BOOT/EFI/Linux`: XBOOTLDR at /boot, or the ESP at /efi or, as Debian
-/// and Ubuntu mount it, /boot/efi).
-pub const UKI_DIRS: &[&str] = &[
-    "/boot/EFI/Linux",
-    "/efi/EFI/Linux",
-    paths::BOOT_EFI_EFI_LINUX,
-];
-
-/// More UKIs than one folder sanely holds: the rest are not read.
-const MAX_UKIS: usize = 32;
-
-/// Markers whose presence alone says something.
-pub const MARKERS: &[&str] = &[
-    paths::RUN_OSTREE_BOOTED,
-    "/sys/firmware/efi",
-    paths::RUN_SYSTEMD_SYSTEM,
-    // The modular libvirt daemons run (virtqemud, not libvirtd).
-    paths::RUN_LIBVIRT_VIRTQEMUD_SOCK,
-    // Which initramfs generator is installed (Debian/Ubuntu): config folders
-    // outlive the package that made them, the package list does not.
-    paths::VAR_LIB_DPKG_INFO_INITRAMFS_TOOLS_LIST,
-    paths::VAR_LIB_DPKG_INFO_DRACUT_LIST,
-    paths::VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST,
-    // AppArmor confines QEMU (libvirt's abstraction for it is installed).
-    super::paths::APPARMOR_LIBVIRT,
-];
-
-/// Tools the changes may run, looked for in the usual binary folders.
-pub const TOOLS: &[&str] = &[
-    "update-grub",
-    "grub-mkconfig",
-    "grub2-mkconfig",
-    "grub-reboot",
-    "grub2-reboot",
-    "grub-editenv",
-    "grub2-editenv",
-    "grubby",
-    "kernel-install",
-    "bootctl",
-    "kernelstub",
-    "rpm-ostree",
-    "bootc",
-    "update-initramfs",
-    "dracut",
-    "modprobe",
-    "systemd-tmpfiles",
-    "mkinitcpio",
-    "systemctl",
-    "irqbalance",
-    "ksmtuned",
-    "power-profiles-daemon",
-    "tuned",
-    "tlp",
-    "udevadm",
-];
-
-const BIN_DIRS: &[&str] = &["usr/sbin", "usr/bin", "sbin", "bin", "usr/lib/systemd"];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TuneFacts {
@@ -198,7 +73,7 @@ pub struct TuneFacts {
 impl TuneFacts {
     /// The name of the user with this uid in the host's /etc/passwd.
     pub fn user_name(&self, uid: u32) -> Option<String> {
-        self.file("/etc/passwd")?.lines().find_map(|l| {
+        self.file(paths::ETC_PASSWD)?.lines().find_map(|l| {
             let mut f = l.split(':');
             let name = f.next()?;
             let id: u32 = f.nth(1)?.parse().ok()?;
@@ -208,7 +83,7 @@ impl TuneFacts {
 
     /// Whether `name` is a user of the host with a uid of a person (1000+).
     pub fn is_person(&self, name: &str) -> bool {
-        self.file("/etc/passwd").is_some_and(|t| {
+        self.file(paths::ETC_PASSWD).is_some_and(|t| {
             t.lines().any(|l| {
                 let mut f = l.split(':');
                 f.next() == Some(name)
@@ -268,7 +143,7 @@ fn read_values(root: &HostRoot, facts: &mut TuneFacts) {
     }
     read_value(root, paths::SYS_KERNEL_MM_KSM_RUN, v);
     // Not written: whether kvmfr is loaded, and held (play.rs).
-    read_value(root, super::paths::KVMFR_REFCNT, v);
+    read_value(root, paths::KVMFR_REFCNT, v);
     // Whether NVIDIA's DRM driver took the console over (single GPU).
     read_value(root, paths::SYS_MODULE_NVIDIA_DRM_PARAMETERS_FBDEV, v);
     for size in ["2048kB", "1048576kB"] {
@@ -383,30 +258,16 @@ fn read_card_holders(root: &HostRoot, f: &mut TuneFacts) {
     }
 }
 
-/// The compositors' programs `TuneFacts::tools` looks for (shared_desktop.rs
-/// reads which are installed; its test keeps the two lists the same).
-pub const COMPOSITOR_PROGRAMS: &[&str] = &[
-    "gnome-shell",
-    "kwin_wayland",
-    "kwin_x11",
-    "sway",
-    "labwc",
-    "river",
-    "wayfire",
-    "Hyprland",
-    "Xorg",
-];
-
 /// Gather the facts under `root`.
 pub fn gather(root: &HostRoot) -> TuneFacts {
     let mut f = TuneFacts::default();
-    for p in CONFIG_FILES {
+    for p in files_read() {
         let hp = host_path(p);
         let text = hp.as_ref().and_then(|hp| root.read_text(hp).ok());
         if text.is_none() && hp.is_some_and(|hp| root.is_file(&hp)) {
-            f.unreadable.insert((*p).to_string());
+            f.unreadable.insert(p.to_string());
         }
-        f.files.insert((*p).to_string(), text);
+        f.files.insert(p.to_string(), text);
     }
     for d in CONFIG_DIRS.iter().chain(UKI_DIRS) {
         if let Some(hp) = host_path(d)
@@ -573,5 +434,21 @@ mod tests {
         assert_eq!(parse_loader_info(&[6, 0, 0, 0, 0, 0]), None);
         // An odd byte at the end and invalid UTF-16 do not panic.
         assert_eq!(parse_loader_info(&[0, 0, 0, 0, 0x00, 0xd8, 1]), None);
+    }
+
+    #[test]
+    fn every_file_a_kind_may_write_is_read_once() {
+        let read: Vec<&str> = files_read().collect();
+        for k in super::super::kind::KINDS {
+            for f in k.files.iter().filter(|f| !f.contains('*')) {
+                assert!(read.contains(f), "{} writes {f}, which is not read", k.name);
+                assert!(
+                    !CONFIG_FILES.contains(f),
+                    "{f}: named in its kind's line, not here too"
+                );
+            }
+        }
+        let once: BTreeSet<&str> = read.iter().copied().collect();
+        assert_eq!(once.len(), read.len(), "each file read once");
     }
 }

@@ -130,3 +130,4 @@ pub const USR_LIB_KERNEL_UKI_CONF: &str = "/usr/lib/kernel/uki.conf";
 pub const VAR_LIB_DPKG_INFO_DRACUT_CORE_LIST: &str = "/var/lib/dpkg/info/dracut-core.list";
 pub const VAR_LIB_DPKG_INFO_DRACUT_LIST: &str = "/var/lib/dpkg/info/dracut.list";
 pub const VAR_LIB_DPKG_INFO_INITRAMFS_TOOLS_LIST: &str = "/var/lib/dpkg/info/initramfs-tools.list";
+pub const ETC_PASSWD: &str = "/etc/passwd";

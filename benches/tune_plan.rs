@@ -49,7 +49,10 @@ fn measure(label: &str, root: &HostRoot, req: &Request) {
 fn main() {
     let (root, _dir) = vfio_assistant::demo::unpack_demo().unwrap();
     let snap = scan(&root).unwrap();
-    let gpu = snap.gpus().next().map(|g| g.device.address.clone());
+    let gpu = snap
+        .gpus()
+        .next()
+        .and_then(|g| g.device.address.parse().ok());
     let req = Request {
         gpus: gpu.into_iter().collect(),
         vcpus: Some(4),

@@ -21,6 +21,7 @@ pub mod scan;
 pub mod snapshot;
 pub mod text;
 pub mod tune;
+pub mod tune_args;
 pub mod tune_helper;
 pub mod tune_keep;
 pub mod tune_text;

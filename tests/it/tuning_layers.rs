@@ -217,7 +217,15 @@ fn the_leaves_name_no_planner() {
         "vfio_boot",
     ];
     for leaf in [
-        "kind", "paths", "command", "entry", "fsops", "targets", "journal", "trust",
+        "kind",
+        "kind/specs",
+        "paths",
+        "command",
+        "entry",
+        "fsops",
+        "targets",
+        "journal",
+        "trust",
     ] {
         let named = names(leaf, &code[leaf], &all);
         let bad: Vec<&&str> = planners.iter().filter(|p| named.contains(**p)).collect();

@@ -133,7 +133,9 @@ pub fn parse_request(bytes: &[u8]) -> Result<HelperRequest, Refusal> {
     let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<HelperRequest>();
     let req = match stream.next() {
         Some(Ok(r)) => r,
-        Some(Err(e)) => return Err(Refusal::Malformed(e.to_string())),
+        Some(Err(e)) => {
+            return Err(bad_address(bytes).unwrap_or_else(|| Refusal::Malformed(e.to_string())));
+        }
         None => return Err(Refusal::Malformed("empty input".into())),
     };
     let rest = &bytes[stream.byte_offset()..];
@@ -142,6 +144,28 @@ pub fn parse_request(bytes: &[u8]) -> Result<HelperRequest, Refusal> {
     }
     check_request(&req)?;
     Ok(req)
+}
+
+/// A request refused for an address (a `PciAddr`: serde refused it while
+/// reading) is said as the check says a bad value, with the address, not as
+/// JSON that is not valid.
+fn bad_address(bytes: &[u8]) -> Option<Refusal> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let r = v.get("request")?;
+    let listed = ["gpus", "devices"]
+        .iter()
+        .filter_map(|k| r.get(*k)?.as_array())
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string));
+    let keys = r
+        .get("sriov")
+        .and_then(|s| s.as_object())
+        .into_iter()
+        .flat_map(|o| o.keys().cloned());
+    listed
+        .chain(keys)
+        .find(|a| a.trim().parse::<crate::host::pci_addr::PciAddr>().is_err())
+        .map(|a| Refusal::BadValue(format!("{a:?} is not a PCI address")))
 }
 
 /// Read at most `MAX_REQUEST + 1` bytes from `input`.
@@ -356,12 +380,11 @@ mod tests {
         };
         assert_eq!(read("0b:00.1"), read("0000:0b:00.1"));
         for bad in ["0b:00.8", "0b:00", "zz:00.0"] {
-            assert!(
+            assert_eq!(
                 parse_request(
                     format!(r#"{{"kind":"apply","request":{{"sriov":{{"{bad}":2}}}}}}"#).as_bytes()
-                )
-                .is_err(),
-                "{bad}"
+                ),
+                Err(Refusal::BadValue(format!("{bad:?} is not a PCI address"))),
             );
         }
     }

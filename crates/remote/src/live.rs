@@ -177,7 +177,7 @@ impl SshTarget {
         let _ = child.kill();
         let status = child
             .wait()
-            .map_err(|e| MonitorEnded::LostWith(e.to_string()))?;
+            .map_err(|e| MonitorEnded::Wait(e.to_string()))?;
         let stderr = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -280,8 +280,9 @@ pub enum MonitorEnded {
     Remote(#[from] RemoteError),
     #[error("the monitor's session was lost")]
     Lost,
-    #[error("the monitor's session was lost: {0}")]
-    LostWith(String),
+    /// Waiting for ssh to end failed (the system's words).
+    #[error("{0}")]
+    Wait(String),
     #[error("the monitor on {host} sent {what}")]
     BadSample { host: String, what: String },
     #[error("the monitor on {host} ended")]

@@ -66,6 +66,9 @@ impl fmt::Display for PciAddr {
 
 /// On the wire (a tuning request, the journal) as sysfs spells it; a value
 /// that is not an address is refused where it is read, with its words.
+/// Spaces around it are dropped when it is read: a journal written before
+/// the request was typed may hold `" 0b:00.0"` as it was typed (the planner
+/// trimmed it then), and that transaction must still load and undo.
 impl serde::Serialize for PciAddr {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -75,7 +78,7 @@ impl serde::Serialize for PciAddr {
 impl<'de> serde::Deserialize<'de> for PciAddr {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        s.trim().parse().map_err(serde::de::Error::custom)
     }
 }
 

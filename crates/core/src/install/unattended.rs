@@ -79,24 +79,28 @@ impl From<BuildError> for InstallError {
     }
 }
 
+/// Why no edition was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotChosen {
+    /// The edition asked for is not on the disc; these are.
+    NotThere { has: String },
+    /// No Windows 10/11 client edition for amd64 or arm64 on it.
+    NoClient,
+}
+
 /// The edition to install: the one asked for, else Pro, else the first
 /// client edition.
-pub fn choose<'a>(
-    images: &'a [WimImage],
-    asked: Option<&str>,
-) -> Result<&'a WimImage, Option<String>> {
+pub fn choose<'a>(images: &'a [WimImage], asked: Option<&str>) -> Result<&'a WimImage, NotChosen> {
     if let Some(a) = asked {
         return images
             .iter()
             .find(|i| i.name.eq_ignore_ascii_case(a.trim()))
-            .ok_or_else(|| {
-                Some(
-                    images
-                        .iter()
-                        .map(|i| i.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )
+            .ok_or_else(|| NotChosen::NotThere {
+                has: images
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
     }
     let client: Vec<&WimImage> = images
@@ -109,7 +113,7 @@ pub fn choose<'a>(
         .find(|i| i.edition_id.eq_ignore_ascii_case("Professional"))
         .or_else(|| client.first())
         .copied()
-        .ok_or(None)
+        .ok_or(NotChosen::NoClient)
 }
 
 /// What an installer ISO holds, in one sentence for the wizard: the
@@ -169,13 +173,13 @@ pub fn prepare(root: &HostRoot, req: &UnattendRequest) -> Result<Unattended, Ins
         path: req.windows_iso.clone(),
         why,
     })?;
-    let edition = choose(&media.images, req.edition.as_deref()).map_err(|has| match has {
-        Some(has) => InstallError::NoSuchEdition {
+    let edition = choose(&media.images, req.edition.as_deref()).map_err(|why| match why {
+        NotChosen::NotThere { has } => InstallError::NoSuchEdition {
             iso: req.windows_iso.clone(),
             asked: req.edition.clone().unwrap_or_default(),
             has,
         },
-        None => InstallError::NoClientEdition(req.windows_iso.clone()),
+        NotChosen::NoClient => InstallError::NoClientEdition(req.windows_iso.clone()),
     })?;
     let windows = if edition.build >= 22000 {
         Windows::Eleven

@@ -71,6 +71,9 @@ pub(crate) enum WimError {
     NotUtf16,
     #[error("its image description (XML) is malformed: {0}")]
     Malformed(String),
+    /// Text quick-xml could not unescape (its own words).
+    #[error("{0}")]
+    Unescape(String),
     #[error("its image description nests too deep")]
     TooDeep,
     #[error("an IMAGE has no number (INDEX)")]
@@ -178,7 +181,7 @@ pub(crate) fn parse_xml(bytes: &[u8]) -> Result<Vec<WimImage>, WimError> {
             }
             Event::Text(_) | Event::GeneralRef(_) => {
                 let piece = quick_xml::escape::unescape(raw)
-                    .map_err(|e| WimError::Malformed(e.to_string()))?;
+                    .map_err(|e| WimError::Unescape(e.to_string()))?;
                 if chars.len() + piece.len() <= 4096 {
                     chars.push_str(&piece);
                 }

@@ -93,12 +93,8 @@ impl Run<'_> {
         for cmd in &c.prepare {
             let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
-            command_step(env, cmd, &mut self.entry.commands).map_err(|source| {
-                StepError::Command {
-                    step: step.clone(),
-                    source,
-                }
-            })?;
+            command_step(env, cmd, &mut self.entry.commands)
+                .map_err(|e| failed_command(&step, e))?;
             progress(Progress::Done { step });
         }
         for v in &c.values {
@@ -121,12 +117,8 @@ impl Run<'_> {
         for cmd in &c.commands {
             let step = format!("{}: {}", c.id, cmd.argv().join(" "));
             self.started(progress, &step)?;
-            command_step(env, cmd, &mut self.entry.commands).map_err(|source| {
-                StepError::Command {
-                    step: step.clone(),
-                    source,
-                }
-            })?;
+            command_step(env, cmd, &mut self.entry.commands)
+                .map_err(|e| failed_command(&step, e))?;
             ran |= env.run_commands && cmd.run;
             progress(Progress::Done { step });
         }
@@ -181,6 +173,14 @@ impl Run<'_> {
             progress(Progress::Done { step });
         }
         Ok(env.journal.write(&self.entry)?)
+    }
+}
+
+/// A command of the step `step` that failed.
+fn failed_command(step: &str, source: super::txn::steps::CommandFailed) -> StepError {
+    StepError::Command {
+        step: step.to_string(),
+        source,
     }
 }
 
